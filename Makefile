@@ -1,0 +1,46 @@
+# harel stores — the README's commands. `make test` on a fresh clone does all the set-up.
+PYTHON ?= python3
+UV_VERSION ?= 0.13.9
+UV := .uv/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
+# HYPOTHESIS_PROFILE: "fast" in make test, "thorough" in make conformance-thorough.
+
+.PHONY: install test lint typecheck demo conformance-thorough bench clean
+
+install: $(VENV)/.installed
+
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock harel-core/pyproject.toml harel-store-sqlite/pyproject.toml conformance/example-store/pyproject.toml
+	$(UV) sync --all-packages --frozen --python $(PYTHON)
+	touch $@
+
+uv.lock: $(UV) pyproject.toml harel-core/pyproject.toml harel-store-sqlite/pyproject.toml conformance/example-store/pyproject.toml
+	$(UV) lock --python $(PYTHON)
+
+test: install
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest -p harel.conformance.plugin --harel-strict $(PYTEST_ARGS)
+
+conformance-thorough: install
+	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest -p harel.conformance.plugin --harel-strict -k "Conformance or conformance" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+typecheck: install
+	$(BIN)/mypy
+
+demo: install
+	$(BIN)/python -m harel.demo
+
+bench: install
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .uv build dist .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,132 @@
+"""The persisted value types: executions, events and the listing projections.
+
+Every store persists an :class:`Execution` as one JSON document produced by
+:mod:`harel.store.common.codec`; these models are the single source of that shape.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Status(StrEnum):
+    """Lifecycle of an execution; the value equals the name so JSON stays readable."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    CANCELLED = "CANCELLED"
+    SUSPENDED = "SUSPENDED"
+    CANCELLING = "CANCELLING"
+    FAILED = "FAILED"
+
+
+class Event(BaseModel):
+    """Something delivered to an execution; ``id`` is the dedupe key, so a retry must reuse it."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    id: str = Field(default_factory=_new_id)
+    kind: str
+    created_time: datetime | None = None
+    received_time: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChildState(BaseModel):
+    """A parent's join bookkeeping for one child execution (an orthogonal region)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    root_path: str
+    finished: bool = False
+    outcome: str | None = None
+    result: dict[str, Any] = Field(default_factory=dict)
+    submachine: bool = False
+    key: str = ""
+
+
+class Execution(BaseModel):
+    """One running (or finished) statechart instance; ``version`` is the store's CAS token.
+
+    ``version == 0`` means "never stored"; a successful commit sets it to the stored version.
+    """
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+
+    id: str = Field(default_factory=_new_id)
+    definition_id: str
+    definition_fqn: str | None = None
+    root_path: str = ""
+    status: Status = Status.PENDING
+    outcome: str | None = None
+    error: str | None = None
+    active_path: str | None = None
+    history: dict[str, str] = Field(default_factory=dict)
+    context: dict[str, Any] = Field(default_factory=dict)
+    processed_events: int = 0
+    version: int = 0
+    priority: int = Field(default=0, ge=0, le=4)
+    parent_id: str | None = None
+    child_id: str | None = None
+    deferred: list[Event] = Field(default_factory=list)
+    children: dict[str, ChildState] = Field(default_factory=dict)
+    invoke_seq: dict[str, int] = Field(default_factory=dict)
+
+
+class ExecutionSummary(BaseModel):
+    """The listing projection of an execution: no context, no history."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    definition_id: str
+    status: Status
+    outcome: str | None = None
+    active_path: str | None = None
+    version: int = 0
+    parent_id: str | None = None
+
+    @classmethod
+    def of(cls, exe: Execution) -> ExecutionSummary:
+        """Project a live execution."""
+        return cls(
+            id=exe.id,
+            definition_id=exe.definition_id,
+            status=exe.status,
+            outcome=exe.outcome,
+            active_path=exe.active_path,
+            version=exe.version,
+            parent_id=exe.parent_id,
+        )
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], version: int) -> ExecutionSummary:
+        """Project a parsed execution document plus its separately stored version."""
+        return cls(
+            id=data["id"],
+            definition_id=data["definition_id"],
+            status=Status(data.get("status", Status.PENDING.value)),
+            outcome=data.get("outcome"),
+            active_path=data.get("active_path"),
+            version=version,
+            parent_id=data.get("parent_id"),
+        )
+
+
+class ExecutionPage(BaseModel):
+    """One page of a listing; ``next_cursor is None`` means there are no more pages."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    items: list[ExecutionSummary] = Field(default_factory=list)
+    next_cursor: str | None = None

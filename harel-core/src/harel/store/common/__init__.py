@@ -1,0 +1,65 @@
+"""What every backend would otherwise rewrite: codec, commit envelope, trace and listing
+policy, URL parsing and redaction, connect retries."""
+
+from harel.store.common.codec import (
+    decode_event,
+    decode_execution,
+    dumps,
+    encode_event,
+    encode_execution,
+    loads,
+)
+from harel.store.common.commit import (
+    PreparedCommit,
+    PreparedEmit,
+    PreparedSpawn,
+    cas_decision,
+    collapse_timer_ops,
+    committing,
+    conflict,
+)
+from harel.store.common.listing import (
+    ListingQuery,
+    decode_cursor,
+    encode_cursor,
+    listing_query,
+    page_from_probe,
+)
+from harel.store.common.retry import aconnect_with_retry, connect_with_retry
+from harel.store.common.trace import (
+    decode_trace_step,
+    encode_trace_step,
+    next_trace_index,
+    trace_keep_from,
+)
+from harel.store.common.urls import StoreURL, parse_store_url, redact_url
+
+__all__ = [
+    "ListingQuery",
+    "PreparedCommit",
+    "PreparedEmit",
+    "PreparedSpawn",
+    "StoreURL",
+    "aconnect_with_retry",
+    "cas_decision",
+    "collapse_timer_ops",
+    "committing",
+    "conflict",
+    "connect_with_retry",
+    "decode_cursor",
+    "decode_event",
+    "decode_execution",
+    "decode_trace_step",
+    "dumps",
+    "encode_cursor",
+    "encode_event",
+    "encode_execution",
+    "encode_trace_step",
+    "listing_query",
+    "loads",
+    "next_trace_index",
+    "page_from_probe",
+    "parse_store_url",
+    "redact_url",
+    "trace_keep_from",
+]

@@ -1,0 +1,272 @@
+"""The ``ExecutionStore`` contract, sync and async, with its value types and errors.
+
+Semantics every store must honour (the conformance kit pins each one):
+
+* ``load`` returns a fresh copy; mutating it never changes the store.
+* ``commit`` is all or nothing.  CAS: a record at ``exe.version`` is overwritten at
+  ``exe.version + 1``; no record and ``exe.version == 0`` inserts at version 1; anything else
+  raises :class:`StoreConflict` (``found`` is the stored version, ``None`` when absent).  On any
+  failure nothing is visible and ``exe.version`` is restored; on success it is the new version.
+* Timer ops are collapsed to the last op per path before they are applied.
+* ``due_timers`` is ascending by ``(fire_at, execution_id, path)`` and ``fire_at`` round-trips
+  bit-exactly; ``delete_timer`` removes a timer only while it still holds exactly ``fire_at``.
+* Trace indices are contiguous per execution (0, 1, 2, ...), a caller-supplied ``index`` is
+  ignored, and the ring keeps the last ``trace_max`` steps after every write (falsy = no limit).
+* Listing is ordered by id, holds at most ``limit`` items, and never returns a non-null cursor
+  after the last page; a foreign cursor raises :class:`InvalidCursor`, ``limit < 1`` raises
+  ``ValueError``, an empty ``status`` collection matches nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+from harel.model import Event, Execution, ExecutionPage, Status
+from harel.store.errors import (
+    ExecutionAlreadyExists,
+    ExecutionNotFound,
+    InvalidCursor,
+    InvalidPayload,
+    InvalidStoreURL,
+    PayloadTooLarge,
+    SchemaVersionError,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+
+DEFAULT_TRACE_MAX = 200
+"""Default number of trace steps a store retains per execution."""
+
+TimerAction = Literal["schedule", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """An undelivered event; ``seq`` increases in commit order and is the ack token."""
+
+    seq: int
+    target_id: str | None
+    event: Event
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnEntry:
+    """An intent to create a child execution, written by the parent's commit."""
+
+    seq: int
+    parent_id: str
+    child_id: str
+    root_path: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOp:
+    """Arm (``schedule``) or disarm (``cancel``) the timer of one state path.
+
+    ``fire_at`` is epoch seconds, normalised to ``float`` so it round-trips bit-exactly.
+    """
+
+    action: TimerAction
+    path: str
+    fire_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.action not in ("schedule", "cancel"):
+            raise ValueError(f"TimerOp.action must be 'schedule' or 'cancel', got {self.action!r}")
+        if not isinstance(self.path, str):
+            raise TypeError(f"TimerOp.path must be a str, got {type(self.path).__name__}")
+        if isinstance(self.fire_at, bool) or not isinstance(self.fire_at, (int, float)):
+            raise TypeError(f"TimerOp.fire_at must be a number, got {self.fire_at!r}")
+        fire_at = float(self.fire_at)
+        if not math.isfinite(fire_at):
+            raise ValueError(f"TimerOp.fire_at must be finite, got {self.fire_at!r}")
+        object.__setattr__(self, "fire_at", fire_at)
+
+    @classmethod
+    def schedule(cls, path: str, fire_at: float) -> TimerOp:
+        """Arm ``path`` to fire at ``fire_at`` (replacing any earlier time)."""
+        return cls("schedule", path, fire_at)
+
+    @classmethod
+    def cancel(cls, path: str) -> TimerOp:
+        """Disarm ``path`` (a no-op when it is not armed)."""
+        return cls("cancel", path)
+
+
+Emit = tuple[str | None, Event]
+"""``(target_id, event)``; a ``None`` target is untargeted."""
+
+Spawn = tuple[str, str, dict[str, Any]]
+"""``(child_id, root_path, context)``."""
+
+DueTimer = tuple[str, str, float]
+"""``(execution_id, path, fire_at)``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a backend promises beyond the core contract.  Every flag must be declared.
+
+    * ``persistent`` — data survives the process (a new process sees it).
+    * ``multi_process`` — several processes may write through one store's data safely.
+    * ``ordered_listing`` — ``list_executions`` pages are ordered by id.
+    * ``exact_pages`` — every page but the last holds exactly ``limit`` items.
+    """
+
+    persistent: bool
+    multi_process: bool
+    ordered_listing: bool
+    exact_pages: bool
+
+    def as_dict(self) -> dict[str, bool]:
+        """The flags by name (for listings and JSON output)."""
+        return {
+            "persistent": self.persistent,
+            "multi_process": self.multi_process,
+            "ordered_listing": self.ordered_listing,
+            "exact_pages": self.exact_pages,
+        }
+
+
+@runtime_checkable
+class ExecutionStore(Protocol):
+    """The synchronous store contract (see the module docstring for the semantics)."""
+
+    trace_max: int | None
+
+    @classmethod
+    def from_url(cls, url: str, **knobs: Any) -> Self: ...
+
+    def load(self, execution_id: str) -> Execution | None: ...
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]: ...
+
+    def save(self, exe: Execution) -> None: ...
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Sequence[TimerOp] = (),
+        spawns: Sequence[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool: ...
+
+    def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]: ...
+
+    def ack_outbox(self, seq: int) -> None: ...
+
+    def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]: ...
+
+    def ack_spawn(self, seq: int) -> None: ...
+
+    def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]: ...
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
+
+    def list_executions(
+        self,
+        *,
+        status: Iterable[Status] | None = None,
+        definition_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncExecutionStore(Protocol):
+    """The asynchronous twin of :class:`ExecutionStore`: same methods, as coroutines."""
+
+    trace_max: int | None
+
+    @classmethod
+    async def from_url(cls, url: str, **knobs: Any) -> Self: ...
+
+    async def load(self, execution_id: str) -> Execution | None: ...
+
+    async def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> tuple[Execution | None, bool]: ...
+
+    async def save(self, exe: Execution) -> None: ...
+
+    async def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Sequence[TimerOp] = (),
+        spawns: Sequence[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    async def is_processed(self, execution_id: str, event_id: str) -> bool: ...
+
+    async def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]: ...
+
+    async def ack_outbox(self, seq: int) -> None: ...
+
+    async def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]: ...
+
+    async def ack_spawn(self, seq: int) -> None: ...
+
+    async def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]: ...
+
+    async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
+
+    async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
+
+    async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
+
+    async def list_executions(
+        self,
+        *,
+        status: Iterable[Status] | None = None,
+        definition_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage: ...
+
+    async def close(self) -> None: ...
+
+
+__all__ = [
+    "DEFAULT_TRACE_MAX",
+    "AsyncExecutionStore",
+    "Capabilities",
+    "DueTimer",
+    "Emit",
+    "ExecutionAlreadyExists",
+    "ExecutionNotFound",
+    "ExecutionStore",
+    "InvalidCursor",
+    "InvalidPayload",
+    "InvalidStoreURL",
+    "OutboxEntry",
+    "PayloadTooLarge",
+    "SchemaVersionError",
+    "Spawn",
+    "SpawnEntry",
+    "StoreConflict",
+    "StoreError",
+    "StoreUnavailable",
+    "TimerAction",
+    "TimerOp",
+]

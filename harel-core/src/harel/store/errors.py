@@ -1,0 +1,79 @@
+"""The store error hierarchy: every failure a store raises is a :class:`StoreError`."""
+
+from __future__ import annotations
+
+
+class StoreError(RuntimeError):
+    """Base class of every error a store raises on purpose."""
+
+
+class StoreConflict(StoreError):
+    """The compare-and-set lost: the stored version is not the one the caller held.
+
+    Nothing of the commit is visible and ``exe.version`` is back at ``expected``.
+    Reload the execution and re-apply the step.
+    """
+
+    def __init__(self, execution_id: str, expected: int, found: int | None) -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.found = found
+        stored = "no stored record" if found is None else f"stored version {found}"
+        super().__init__(
+            f"execution {execution_id!r}: expected version {expected}, found {stored}; "
+            "reload it and retry the step"
+        )
+
+    def __reduce__(self) -> tuple[type[StoreConflict], tuple[str, int, int | None]]:
+        return (type(self), (self.execution_id, self.expected, self.found))
+
+
+class ExecutionAlreadyExists(StoreError):
+    """An execution with this id is already stored; pick another id or load the existing one."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"execution {execution_id!r} already exists")
+
+    def __reduce__(self) -> tuple[type[ExecutionAlreadyExists], tuple[str]]:
+        return (type(self), (self.execution_id,))
+
+
+class ExecutionNotFound(StoreError, KeyError):
+    """The named execution is not stored."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        super().__init__(f"execution {execution_id!r} is not stored")
+
+    def __str__(self) -> str:  # KeyError would repr() the message otherwise
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[type[ExecutionNotFound], tuple[str]]:
+        return (type(self), (self.execution_id,))
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached or is busy; the operation may be retried as is."""
+
+    retryable = True
+
+
+class InvalidCursor(StoreError, ValueError):
+    """A listing cursor that this store did not produce (or that is corrupted)."""
+
+
+class PayloadTooLarge(StoreError, ValueError):
+    """A document or batch exceeds what the backend can store in one atomic write."""
+
+
+class InvalidPayload(StoreError, ValueError):
+    """A value cannot be encoded as JSON by the shared codec (names the offending part)."""
+
+
+class InvalidStoreURL(StoreError, ValueError):
+    """A store URL that cannot be parsed or names an unknown option (the password is redacted)."""
+
+
+class SchemaVersionError(StoreError):
+    """The stored schema was written by an incompatible release of the backend."""
