@@ -23,10 +23,10 @@ uv.lock: $(UV) pyproject.toml harel-core/pyproject.toml harel-store-sqlite/pypro
 	$(UV) lock --python $(PYTHON)
 
 test: install
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest -p harel.conformance.plugin --harel-strict $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict $(PYTEST_ARGS)
 
 conformance-thorough: install
-	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest -p harel.conformance.plugin --harel-strict -k "Conformance or conformance" $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict -k "Conformance or conformance" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
