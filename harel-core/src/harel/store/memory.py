@@ -251,29 +251,33 @@ def _check_limit(limit: int | None) -> None:
         raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
 
 
-class DictStore:
-    """In-memory :class:`~harel.store.contract.ExecutionStore`; thread-safe, copy semantics."""
+class _MemoryStoreBase:
+    """State shared by both memory stores: the data, the core, ``trace_max``."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
 
     def __init__(
         self, data: MemoryData | None = None, *, trace_max: int | None = DEFAULT_TRACE_MAX
-    ):
+    ) -> None:
         self.data = data if data is not None else MemoryData()
         self._core = _MemoryCore(self.data)
         self.trace_max = trace_max
 
     def __repr__(self) -> str:
-        return f"DictStore(executions={len(self.data.executions)})"
+        return f"{type(self).__name__}(executions={len(self.data.executions)})"
+
+    def reopen(self) -> Self:
+        """A second store over the same data (what a restart looks like in memory)."""
+        return type(self)(self.data, trace_max=self.trace_max)
+
+
+class DictStore(_MemoryStoreBase):
+    """In-memory :class:`~harel.store.contract.ExecutionStore`; thread-safe, copy semantics."""
 
     @classmethod
     def from_url(cls, url: str = "memory://", **knobs: Any) -> Self:
         """``memory://`` is a fresh store; ``memory://NAME`` shares NAME's data in this process."""
         return cls(_data_for_url(url), **knobs)
-
-    def reopen(self) -> DictStore:
-        """A second store over the same data (what a restart looks like in memory)."""
-        return DictStore(self.data, trace_max=self.trace_max)
 
     def load(self, execution_id: str) -> Execution | None:
         """A fresh copy of the stored execution, or ``None``."""
@@ -351,29 +355,13 @@ class DictStore:
         """Nothing to release."""
 
 
-class AsyncDictStore:
+class AsyncDictStore(_MemoryStoreBase):
     """In-memory :class:`~harel.store.contract.AsyncExecutionStore` (same core as DictStore)."""
-
-    capabilities: ClassVar[Capabilities] = CAPABILITIES
-
-    def __init__(
-        self, data: MemoryData | None = None, *, trace_max: int | None = DEFAULT_TRACE_MAX
-    ):
-        self.data = data if data is not None else MemoryData()
-        self._core = _MemoryCore(self.data)
-        self.trace_max = trace_max
-
-    def __repr__(self) -> str:
-        return f"AsyncDictStore(executions={len(self.data.executions)})"
 
     @classmethod
     async def from_url(cls, url: str = "memory://", **knobs: Any) -> Self:
         """``memory://`` is a fresh store; ``memory://NAME`` shares NAME's data in this process."""
         return cls(_data_for_url(url), **knobs)
-
-    def reopen(self) -> AsyncDictStore:
-        """A second store over the same data."""
-        return AsyncDictStore(self.data, trace_max=self.trace_max)
 
     async def load(self, execution_id: str) -> Execution | None:
         """A fresh copy of the stored execution, or ``None``."""
