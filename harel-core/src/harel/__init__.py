@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from harel.engine import (
+    AsyncDurableRunner,
+    DslError,
+    DurableRunner,
+    definition_from_dsl,
+    definition_from_dsl_file,
+)
 from harel.model import (
     ChildState,
     Event,
@@ -37,9 +44,12 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_TRACE_MAX",
     "AsyncDictStore",
+    "AsyncDurableRunner",
     "AsyncExecutionStore",
     "ChildState",
     "DictStore",
+    "DslError",
+    "DurableRunner",
     "Event",
     "Execution",
     "ExecutionAlreadyExists",
@@ -53,6 +63,8 @@ __all__ = [
     "StoreConflict",
     "StoreError",
     "TimerOp",
+    "definition_from_dsl",
+    "definition_from_dsl_file",
 ]
 
 

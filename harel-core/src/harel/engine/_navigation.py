@@ -46,18 +46,14 @@ def chain_to_root(node: Node, root: Node) -> list[Node]:
 def find_event_transition(start: Node, root: Node, event: Event) -> Transition | None:
     """The transition ``event`` fires, looking outward from ``start`` but never above ``root``.
 
-    At each level the scope is the node's parent and the source must be the node itself;
-    the first match wins (declaration order inside a scope), so inner transitions shadow
+    At each level the source must be the node itself (its transitions, innermost scope
+    first, see :meth:`Node.outgoing`); the first match wins, so inner transitions shadow
     outer ones.
     """
     node = start
     while node is not root and node.parent is not None:
-        for transition in node.parent.transitions:
-            if (
-                transition.source is node
-                and transition.trigger is not None
-                and trigger_matches(transition.trigger, event)
-            ):
+        for transition in node.outgoing():
+            if transition.trigger is not None and trigger_matches(transition.trigger, event):
                 return transition
         node = node.parent
     return None
@@ -67,8 +63,8 @@ def find_automatic_transition(active: Node, root: Node) -> Transition | None:
     """The first automatic transition whose source is ``active`` itself (its completion)."""
     if active is root or active.parent is None:
         return None
-    for transition in active.parent.transitions:
-        if transition.source is active and transition.trigger is None:
+    for transition in active.outgoing():
+        if transition.trigger is None:
             return transition
     return None
 
@@ -77,7 +73,7 @@ def waits(active: Node, root: Node) -> bool:
     """True when ``active`` has any outgoing transition; otherwise it is a sink (terminal)."""
     if active is root or active.parent is None:
         return False
-    return any(transition.source is active for transition in active.parent.transitions)
+    return bool(active.outgoing())
 
 
 def transition_path(active: Node, target: Node, root: Node) -> tuple[list[Node], list[Node]]:

@@ -120,6 +120,15 @@ class Node:
             node = node.parent
         return chain
 
+    def outgoing(self) -> list[Transition]:
+        """Transitions whose source is this node: innermost scope first, then declaration order.
+
+        Usually they all live in ``parent.transitions``; a quoted deep source written in an
+        outer block (``from "Packing.Wrap" to Idle on Stop`` in the machine body) lives in
+        that outer scope's ``transitions``.
+        """
+        return [t for scope in self.ancestors() for t in scope.transitions if t.source is self]
+
 
 @dataclass(frozen=True)
 class FieldSpec:

@@ -77,3 +77,55 @@ class InvalidStoreURL(StoreError, ValueError):
 
 class SchemaVersionError(StoreError):
     """The stored schema was written by an incompatible release of the backend."""
+
+
+class StoreConfigError(StoreError, ValueError):
+    """A store setting (an environment variable or option) is missing or invalid.
+
+    The message names the variable and says what to set.
+    """
+
+
+class BackendError(StoreError):
+    """Base class of the plugin registry's errors (backend lookup, plugin problems)."""
+
+
+class PluginError(BackendError, ValueError):
+    """A store plugin registered something invalid or conflicting, or failed to load."""
+
+
+class UnknownBackend(BackendError, LookupError):
+    """No installed backend has this name; the message lists the installed ones."""
+
+
+class UnknownScheme(UnknownBackend, InvalidStoreURL):
+    """No installed backend handles this URL scheme.
+
+    The message lists the installed schemes and, when the scheme belongs to a first-party
+    backend, the ``pip install`` line that provides it.
+    """
+
+
+class BackendNotInstalled(UnknownBackend, ImportError):
+    """A first-party backend that is not installed; the message has the ``pip install`` line."""
+
+    def __init__(self, message: str, *, distribution: str = "") -> None:
+        super().__init__(message)
+        self.distribution = distribution
+
+    @property
+    def pip_line(self) -> str:
+        """The command that installs the missing backend."""
+        return f"pip install {self.distribution}"
+
+    def __reduce__(self) -> tuple[type[BackendNotInstalled], tuple[str], dict[str, str]]:
+        return (type(self), (str(self.args[0]),), {"distribution": self.distribution})
+
+
+class BackendUnavailable(BackendError):
+    """The backend is installed but cannot be used (broken, incompatible, disabled, conflicting,
+    or its classes fail to import); the message says why and what to do."""
+
+
+class HarnessUnavailable(BackendError):
+    """The backend ships no conformance harness, so ``harel conformance URL`` cannot test it."""

@@ -1,0 +1,139 @@
+"""The conformance kit against every installed backend, found the way a user finds them.
+
+Backends come from :func:`harel.registry.available_backends` (status ``ok``); each one runs
+the whole kit through ``harel.conformance.run_conformance(url)`` — i.e. through the
+backend's own ``harness_from_url`` — in a fresh interpreter, so the registry, the plugin
+and the harness are exercised exactly as ``harel conformance URL`` does.
+
+Where a backend's data goes: :data:`LOCAL_URLS` for embedded backends, else the environment
+variable ``HAREL_TEST_<NAME>_URL`` (e.g. ``HAREL_TEST_POSTGRES_URL``), which also overrides a
+local URL.  A backend this file cannot point anywhere FAILS when ``CI=true`` and is skipped,
+with the variable to set, otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from harel.registry import available_backends
+
+REQUIRED = {"memory", "sqlite", "jsondir"}
+"""Backends this repository ships; they must always be installed and usable."""
+
+LOCAL_URLS: dict[str, Callable[[Path], str]] = {
+    "memory": lambda tmp: "memory://",
+    "sqlite": lambda tmp: f"sqlite:///{tmp / 'kit.db'}",
+    "jsondir": lambda tmp: f"jsondir://{tmp / 'jsondir'}",
+}
+"""URLs (under a per-test temporary directory) for backends that need no server."""
+
+CAPABILITY_FLAGS = {"persistent", "multi_process", "ordered_listing", "exact_pages"}
+RUN_TIMEOUT = 900
+
+
+def env_var(name: str) -> str:
+    """The variable that points the all-backends run at backend ``name``'s server."""
+    return f"HAREL_TEST_{name.upper().replace('-', '_')}_URL"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def usable_backends() -> list[str]:
+    return sorted(info.name for info in available_backends() if info.status == "ok")
+
+
+def kit_url(name: str, tmp_path: Path) -> str | None:
+    """Where to run the kit for backend ``name``; ``None`` when this file does not know."""
+    configured = os.environ.get(env_var(name))
+    if configured:
+        return configured
+    local = LOCAL_URLS.get(name)
+    return None if local is None else local(tmp_path)
+
+
+def run_kit(url: str, cwd: Path, pytest_args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``run_conformance(url, pytest_args)`` in a new interpreter (outside this repo's config)."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        from harel.conformance import run_conformance
+        raise SystemExit(run_conformance(sys.argv[1], json.loads(sys.argv[2])))
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, url, json.dumps(pytest_args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_first_party_and_example_backends_are_installed_and_usable() -> None:
+    rows = {info.name: info for info in available_backends()}
+    missing = REQUIRED - set(rows)
+    assert not missing, f"not discovered: {sorted(missing)}; discovered: {sorted(rows)}"
+    for name in REQUIRED:
+        assert rows[name].status == "ok", f"{name}: {rows[name].status}: {rows[name].error}"
+        assert rows[name].backend is not None and rows[name].backend.harness, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", usable_backends())
+def test_conformance_kit_passes(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = kit_url(backend, tmp_path)
+    if url is None:
+        message = (
+            f"the all-backends run does not know where to run backend {backend!r}: "
+            f"set {env_var(backend)} to a URL of a server it may use"
+        )
+        if in_ci():
+            pytest.fail(f"CI=true: {message}")
+        pytest.skip(message)
+    args = ["-q", "-p", "no:cacheprovider", "-x"]
+    if request.config.getoption("harel_strict", default=False):
+        args.append("--harel-strict")
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    result = run_kit(url, workdir, args)
+    report = (result.stdout[-6000:] + "\n" + result.stderr[-3000:]).strip()
+    assert result.returncode == 0, f"kit failed for {backend} ({url}):\n{report}"
+    assert " passed" in result.stdout, report
+
+
+def test_harel_stores_json_lists_versions_and_capabilities() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "harel.cli", "stores", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert set(rows) >= REQUIRED
+    for name in REQUIRED:
+        row = rows[name]
+        assert row["status"] == "ok", row
+        assert row["version"] == version(row["distribution"]), row
+        assert set(row["capabilities"]) == CAPABILITY_FLAGS, row
+        assert all(isinstance(flag, bool) for flag in row["capabilities"].values()), row
+    assert rows["jsondir"]["distribution"] == "harel-example-jsondir"
+    assert rows["sqlite"]["distribution"] == "harel-store-sqlite"
+    assert rows["memory"]["distribution"] == "harel-core"
+    assert rows["jsondir"]["capabilities"] == {flag: True for flag in CAPABILITY_FLAGS}
+    assert rows["memory"]["capabilities"]["persistent"] is False

@@ -1,0 +1,31 @@
+"""Register the kit's test modules for pytest's assertion rewriting (so failures show values)."""
+
+from __future__ import annotations
+
+import sys
+
+SUITE_MODULES = (
+    "harel.conformance.suite._base",
+    "harel.conformance.suite.bad_input",
+    "harel.conformance.suite.commits",
+    "harel.conformance.suite.concurrency",
+    "harel.conformance.suite.contract",
+    "harel.conformance.suite.dedupe",
+    "harel.conformance.suite.durability",
+    "harel.conformance.suite.listing",
+    "harel.conformance.suite.relays",
+    "harel.conformance.suite.stateful",
+    "harel.conformance.suite.timers",
+    "harel.conformance.suite.trace",
+    "harel.conformance._url_suite",
+)
+
+
+def register_suite_for_rewrite() -> None:
+    """Mark the suite modules not imported yet; a no-op outside a pytest process."""
+    pytest = sys.modules.get("pytest")
+    if pytest is None:
+        return
+    pending = [name for name in SUITE_MODULES if name not in sys.modules]
+    if pending:
+        pytest.register_assert_rewrite(*pending)

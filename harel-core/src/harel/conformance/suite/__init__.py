@@ -1,0 +1,59 @@
+"""The conformance suite: test classes by concern, combined into :class:`ConformanceSuite`.
+
+Subclass ``ConformanceSuite`` (or single concern classes) in a ``Test*`` class of your tests
+and provide a function-scoped ``harel_harness`` fixture; see :mod:`harel.conformance`.
+"""
+
+from __future__ import annotations
+
+from harel.conformance.suite._base import Kit, KitBase, SyncAsAsync
+from harel.conformance.suite.bad_input import BadInputTests
+from harel.conformance.suite.commits import CommitTests
+from harel.conformance.suite.concurrency import ConcurrencyTests
+from harel.conformance.suite.contract import ContractTests
+from harel.conformance.suite.dedupe import DedupeTests
+from harel.conformance.suite.durability import DurabilityTests
+from harel.conformance.suite.listing import ListingTests
+from harel.conformance.suite.relays import RelayTests
+from harel.conformance.suite.stateful import StatefulTests
+from harel.conformance.suite.timers import TimerTests
+from harel.conformance.suite.trace import TraceTests
+
+
+class ConformanceSuite(
+    ContractTests,
+    CommitTests,
+    DurabilityTests,
+    ConcurrencyTests,
+    TraceTests,
+    ListingTests,
+    TimerTests,
+    RelayTests,
+    DedupeTests,
+    BadInputTests,
+    StatefulTests,
+):
+    """Every kit test.  Set ``expected_failures = {test name: reason}`` for known deviations.
+
+    A name may be a test's function name (both flavours and all parameters) or a full
+    item name such as ``test_fire_at_bit_exact[async]``.
+    """
+
+
+__all__ = [
+    "BadInputTests",
+    "CommitTests",
+    "ConcurrencyTests",
+    "ConformanceSuite",
+    "ContractTests",
+    "DedupeTests",
+    "DurabilityTests",
+    "Kit",
+    "KitBase",
+    "ListingTests",
+    "RelayTests",
+    "StatefulTests",
+    "SyncAsAsync",
+    "TimerTests",
+    "TraceTests",
+]

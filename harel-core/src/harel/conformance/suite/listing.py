@@ -1,0 +1,202 @@
+"""Listing: filters, paging, cursors and the summary projection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harel.conformance.suite._base import Kit, KitBase, drain_listing, new_exe
+from harel.model import ExecutionSummary, Status
+from harel.store.contract import AsyncExecutionStore
+from harel.store.errors import InvalidCursor
+
+STATUSES = (Status.PENDING, Status.RUNNING, Status.DONE, Status.FAILED)
+PAGINATE_ALL = 120
+
+
+def _seed_rows() -> list[dict[str, Any]]:
+    """12 executions: two definitions, four statuses, two children (of ``lst-00``)."""
+    rows = []
+    for n in range(12):
+        rows.append(
+            {
+                "id": f"lst-{n:02d}",
+                "definition_id": "flow.a" if n % 2 == 0 else "flow.b",
+                "status": STATUSES[n % 4],
+                "parent_id": "lst-00" if n in (5, 10) else None,
+                "outcome": f"out-{n}" if STATUSES[n % 4] is Status.DONE else None,
+                "active_path": f"/s{n}",
+            }
+        )
+    return rows
+
+
+async def _seed(store: AsyncExecutionStore) -> list[dict[str, Any]]:
+    rows = _seed_rows()
+    # insert in a scrambled order so an "insertion order" listing is not accidentally sorted
+    for row in sorted(rows, key=lambda r: (r["id"][-1], r["id"])):
+        exe = new_exe(
+            row["id"],
+            row["definition_id"],
+            status=Status.PENDING,
+            parent_id=row["parent_id"],
+            context={"secret": "context is not part of a summary"},
+            history={"/": "/x"},
+        )
+        await store.save(exe)
+        exe.status = row["status"]
+        exe.outcome = row["outcome"]
+        exe.active_path = row["active_path"]
+        await store.save(exe)  # version 2: listing must see the latest commit
+    return rows
+
+
+FILTERS: dict[str, dict[str, Any]] = {
+    "everything": {},
+    "definition": {"definition_id": "flow.a"},
+    "one_status": {"status": [Status.RUNNING]},
+    "two_statuses": {"status": [Status.DONE, Status.FAILED]},
+    "roots_only": {"roots_only": True},
+    "status_and_roots": {"status": [Status.RUNNING, Status.PENDING], "roots_only": True},
+    "combined": {"definition_id": "flow.b", "status": [Status.RUNNING], "roots_only": True},
+    "no_match": {"definition_id": "flow.none"},
+}
+
+
+def _expected(rows: list[dict[str, Any]], filters: dict[str, Any]) -> set[str]:
+    out = set()
+    for row in rows:
+        if "definition_id" in filters and row["definition_id"] != filters["definition_id"]:
+            continue
+        if "status" in filters and row["status"] not in filters["status"]:
+            continue
+        if filters.get("roots_only") and row["parent_id"] is not None:
+            continue
+        out.add(row["id"])
+    return out
+
+
+class ListingTests(KitBase):
+    """``list_executions`` semantics."""
+
+    @pytest.mark.parametrize("name", list(FILTERS))
+    async def test_filters_reassembled_from_pages(self, kit: Kit, name: str) -> None:
+        rows = await _seed(kit.store)
+        filters = FILTERS[name]
+        pages = await drain_listing(kit.store, limit=4, **filters)
+        ids = [item for page in pages for item in page]
+        assert len(ids) == len(set(ids)), f"an id appeared twice: {pages}"
+        assert set(ids) == _expected(rows, filters)
+
+    async def test_summary_projection(self, kit: Kit) -> None:
+        rows = {row["id"]: row for row in await _seed(kit.store)}
+        page = await kit.store.list_executions(limit=100)
+        assert len(page.items) == 12 and page.next_cursor is None
+        for item in page.items:
+            assert isinstance(item, ExecutionSummary)
+            row = rows[item.id]
+            assert (
+                item.definition_id,
+                item.status,
+                item.outcome,
+                item.active_path,
+                item.version,
+                item.parent_id,
+            ) == (
+                row["definition_id"],
+                row["status"],
+                row["outcome"],
+                row["active_path"],
+                2,
+                row["parent_id"],
+            )
+            assert not hasattr(item, "context")
+            assert not hasattr(item, "history")
+
+    async def test_listing_follows_status_changes(self, kit: Kit) -> None:
+        exe = new_exe("lst-1", status=Status.RUNNING)
+        await kit.store.save(exe)
+        exe.status = Status.DONE
+        exe.outcome = "finished"
+        await kit.store.save(exe)
+        running = await kit.store.list_executions(status=[Status.RUNNING])
+        done = await kit.store.list_executions(status=[Status.DONE])
+        assert running.items == []
+        assert [(i.id, i.version, i.outcome) for i in done.items] == [("lst-1", 2, "finished")]
+
+    async def test_ordered_by_id(self, kit: Kit) -> None:
+        kit.require("ordered_listing")
+        await _seed(kit.store)
+        pages = await drain_listing(kit.store, limit=5)
+        flat = [item for page in pages for item in page]
+        assert flat == sorted(flat)
+        first = await kit.store.list_executions(limit=2)
+        assert [i.id for i in first.items] == ["lst-00", "lst-01"]
+        roots = await drain_listing(kit.store, limit=3, roots_only=True)
+        flat_roots = [item for page in roots for item in page]
+        assert flat_roots == sorted(flat_roots)
+
+    async def test_exact_pages(self, kit: Kit) -> None:
+        kit.require("exact_pages")
+        await _seed(kit.store)
+        assert [len(p) for p in await drain_listing(kit.store, limit=4)] == [4, 4, 4]
+        assert [len(p) for p in await drain_listing(kit.store, limit=5)] == [5, 5, 2]
+        assert [len(p) for p in await drain_listing(kit.store, limit=12)] == [12]
+        assert [len(p) for p in await drain_listing(kit.store, limit=4, roots_only=True)] == [
+            4,
+            4,
+            2,
+        ]
+
+    async def test_no_cursor_after_last_page(self, kit: Kit) -> None:
+        """Not even when the last page is exactly full."""
+        await _seed(kit.store)
+        page = await kit.store.list_executions(limit=12)
+        assert len(page.items) == 12 and page.next_cursor is None
+        page = await kit.store.list_executions(limit=13)
+        assert len(page.items) == 12 and page.next_cursor is None
+        pages = await drain_listing(kit.store, limit=6)
+        assert sum(len(p) for p in pages) == 12
+
+    async def test_limit_one_pagination_terminates(self, kit: Kit) -> None:
+        for n in range(PAGINATE_ALL):
+            await kit.store.save(new_exe(f"pg-{n:04d}", "flow.page"))
+        pages = await drain_listing(kit.store, limit=1, max_pages=PAGINATE_ALL + 1)
+        ids = [item for page in pages for item in page]
+        assert sorted(ids) == [f"pg-{n:04d}" for n in range(PAGINATE_ALL)]
+        assert len(ids) == len(set(ids))
+
+    @pytest.mark.parametrize("cursor", ["garbage!!", "", "bm90LWEtY3Vyc29y", "{}", "0"])
+    async def test_bad_cursor(self, kit: Kit, cursor: str) -> None:
+        await _seed(kit.store)
+        with pytest.raises(InvalidCursor) as info:
+            await kit.store.list_executions(cursor=cursor)
+        assert isinstance(info.value, ValueError)
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    async def test_bad_limit(self, kit: Kit, limit: int) -> None:
+        await _seed(kit.store)
+        with pytest.raises(ValueError):
+            await kit.store.list_executions(limit=limit)
+
+    async def test_empty_status_list_matches_nothing(self, kit: Kit) -> None:
+        await _seed(kit.store)
+        page = await kit.store.list_executions(status=[])
+        assert page.items == [] and page.next_cursor is None
+
+    async def test_empty_store_lists_nothing(self, kit: Kit) -> None:
+        page = await kit.store.list_executions(limit=1)
+        assert page.items == [] and page.next_cursor is None
+
+    async def test_cursor_survives_reopen(self, kit: Kit) -> None:
+        """A cursor from one store object continues the listing on another."""
+        await _seed(kit.store)
+        first = await kit.store.list_executions(limit=5)
+        assert first.next_cursor is not None
+        other = await kit.open()
+        rest = await drain_listing(other, limit=5)
+        assert rest  # a full listing through the other store works too
+        second = await other.list_executions(limit=5, cursor=first.next_cursor)
+        seen = [i.id for i in first.items] + [i.id for i in second.items]
+        assert len(set(seen)) == len(seen) == 10

@@ -1,0 +1,395 @@
+"""The runner's orchestration, written once and free of IO (engine.md §2, §5.3).
+
+Every operation is a generator that yields :data:`Request` objects and receives their
+replies: :class:`StoreCall` (call a store method), :class:`CallAction` (call a user action)
+and :class:`ReadClock`.  A store or action exception is thrown back into the generator at
+the ``yield``.  :mod:`harel.engine.runner` answers with plain calls, :mod:`harel.engine.aio`
+with awaits, so the sync and async runners cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from harel.engine import core
+from harel.engine.actions import ActionContext, resolve_action
+from harel.engine.definition import Definition
+from harel.engine.effects import (
+    CancelTimer,
+    EmitEvent,
+    RunAction,
+    RunChooser,
+    ScheduleTimer,
+    SpawnChildren,
+)
+from harel.model import Event, Execution, Status
+from harel.store.contract import Emit, Spawn, TimerOp
+from harel.store.errors import ExecutionAlreadyExists, ExecutionNotFound, StoreConflict
+
+log = logging.getLogger("harel.engine")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """Call ``store.<method>(*args, **kwargs)`` and send back its result."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallAction:
+    """Call the user action ``fn(stm, event, **inputs)`` (sync or async); reply ignored."""
+
+    fn: Callable[..., Any]
+    stm: ActionContext
+    event: Event | None
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadClock:
+    """Send back the runner's ``clock()``."""
+
+
+Request = StoreCall | CallAction | ReadClock
+Plan = Generator[Request, Any, T]
+
+
+class UnknownDefinition(KeyError):
+    """The runner has no definition registered under this id; the message lists known ids."""
+
+    def __init__(self, definition_id: str, known: Mapping[str, Definition]) -> None:
+        self.definition_id = definition_id
+        names = ", ".join(repr(name) for name in sorted(known)) or "none"
+        super().__init__(
+            f"unknown definition {definition_id!r}; this runner knows: {names} "
+            "(pass it in the runner's definitions mapping)"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass
+class Collected:
+    """What driving one step produced: the commit payload and the trace labels."""
+
+    emits: list[Emit] = field(default_factory=list)
+    timers: list[TimerOp] = field(default_factory=list)
+    spawns: list[Spawn] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+
+
+class RunnerPlan:
+    """The IO-free durable-runner logic shared by both shells.
+
+    ``definitions`` maps definition ids to :class:`Definition`; ``trace`` turns trace steps on;
+    ``conflict_retries`` bounds the reload-and-retry of ``process`` on ``StoreConflict``.
+    """
+
+    def __init__(
+        self, definitions: Mapping[str, Definition], *, trace: bool, conflict_retries: int
+    ) -> None:
+        if conflict_retries < 0:
+            raise ValueError(f"conflict_retries must be >= 0, got {conflict_retries!r}")
+        self.definitions = definitions
+        self.trace = trace
+        self.conflict_retries = conflict_retries
+
+    def definition(self, definition_id: str) -> Definition:
+        """The registered definition, or :class:`UnknownDefinition` naming the known ids."""
+        try:
+            return self.definitions[definition_id]
+        except KeyError:
+            raise UnknownDefinition(definition_id, self.definitions) from None
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def drive(self, exe: Execution, steps: Generator[Any, Any, Any]) -> Plan[Collected]:
+        """Run the pure engine's generator to its end, answering its effects.
+
+        An action error stops the engine, marks ``exe`` FAILED and drops emits/timers/spawns.
+        """
+        out = Collected()
+        number = 0
+        reply: Any = None
+        while True:
+            try:
+                effect = steps.send(reply)
+            except StopIteration:
+                return out
+            reply = None
+            if isinstance(effect, RunAction | RunChooser):
+                key = f"{exe.id}:{exe.version}:{number}"
+                number += 1
+                try:
+                    if isinstance(effect, RunChooser):
+                        out.labels.append(effect.chooser.label)
+                        reply = core.choose(effect.chooser, exe)
+                    else:
+                        out.labels.append(effect.action.label)
+                        stm = ActionContext(exe.id, exe.context, key, out.emits)
+                        fn = resolve_action(effect.action.target)
+                        yield CallAction(fn, stm, effect.event, dict(effect.action.inputs))
+                except Exception as err:
+                    steps.close()
+                    exe.status = Status.FAILED
+                    exe.error = f"{type(err).__name__}: {err}"
+                    out.emits.clear()
+                    out.timers.clear()
+                    out.spawns.clear()
+                    return out
+            elif isinstance(effect, EmitEvent):
+                out.emits.append((effect.to, effect.event))
+            elif isinstance(effect, SpawnChildren):
+                out.spawns.extend(effect.children)
+            elif isinstance(effect, ScheduleTimer):
+                now = yield ReadClock()
+                out.timers.append(TimerOp.schedule(effect.path, now + effect.delay))
+            elif isinstance(effect, CancelTimer):
+                out.timers.append(TimerOp.cancel(effect.path))
+            else:
+                raise TypeError(f"the engine yielded an unknown effect {effect!r}")
+
+    def commit(
+        self, exe: Execution, got: Collected, event: Event | None, from_path: str | None
+    ) -> Plan[None]:
+        """Write one step: snapshot, emits, dedupe id, timers, spawns and the trace step."""
+        trace = None
+        if self.trace:
+            trace = {
+                "event_kind": "Start" if event is None else event.kind,
+                "event_data": {} if event is None else copy.deepcopy(event.data),
+                "from_path": from_path,
+                "to_path": exe.active_path,
+                "actions": list(got.labels),
+                "context_out": copy.deepcopy(exe.context),
+                "timestamp": (yield ReadClock()),
+            }
+        kwargs = {
+            "processed_event_id": None if event is None else event.id,
+            "timers": got.timers,
+            "spawns": got.spawns,
+            "trace": trace,
+        }
+        yield StoreCall("commit", (exe, got.emits), kwargs)
+
+    def step(self, exe: Execution, event: Event) -> Plan[None]:
+        """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict)."""
+        defn = self.definition(exe.definition_id)
+        from_path = exe.active_path
+        got = yield from self.drive(exe, core.process(defn, exe, event))
+        yield from self.commit(exe, got, event, from_path)
+
+    def start(self, exe: Execution) -> Plan[None]:
+        """Drive ``start`` on a new execution and insert it (``StoreConflict`` if it exists)."""
+        got = yield from self.drive(exe, core.start(self.definition(exe.definition_id), exe))
+        yield from self.commit(exe, got, None, None)
+
+    # -- public operations ------------------------------------------------------------------
+
+    def create(
+        self,
+        definition_id: str,
+        context: Mapping[str, Any] | None,
+        execution_id: str | None,
+        priority: int,
+        relay: bool = True,
+    ) -> Plan[Execution]:
+        """engine.md §2.2: pre-check, start, insert, relay, return the committed copy."""
+        self.definition(definition_id)
+        if execution_id is not None and (yield StoreCall("load", (execution_id,))) is not None:
+            raise ExecutionAlreadyExists(execution_id)
+        fields: dict[str, Any] = {"definition_id": definition_id, "priority": priority}
+        if execution_id is not None:
+            fields["id"] = execution_id
+        exe = Execution(context=dict(context or {}), **fields)
+        try:
+            yield from self.start(exe)
+        except StoreConflict:
+            raise ExecutionAlreadyExists(exe.id) from None
+        if relay:
+            yield from self.relay()
+        return (yield from self.load(exe.id))
+
+    def process(self, execution_id: str, event: Event, relay: bool = True) -> Plan[Execution]:
+        """engine.md §2.3: dedupe, pick targets (broadcast to live regions), commit each, relay."""
+        found: tuple[Execution | None, bool] = yield StoreCall(
+            "load_for_event", (execution_id, event.id)
+        )
+        exe, seen = found
+        if exe is None:
+            raise ExecutionNotFound(execution_id)
+        if seen:
+            return exe
+        targets = yield from self.targets(exe, event)
+        for target in targets:
+            yield from self.deliver(target, event)
+        if relay:
+            yield from self.relay()
+        return (yield from self.load(execution_id))
+
+    def targets(self, exe: Execution, event: Event) -> Plan[list[Execution]]:
+        """The rows ``event`` goes to: the live region children for a domain event, else ``exe``.
+
+        Children already past this event are left out; missing child rows trigger the
+        spawn relay first.
+        """
+        live = [cid for cid, child in exe.children.items() if not child.finished]
+        if not live or not core.is_domain_event(event):
+            return [exe]
+        rows: list[tuple[Execution | None, bool]] = []
+        for attempt in range(2):
+            rows = []
+            for cid in live:
+                rows.append((yield StoreCall("load_for_event", (cid, event.id))))
+            if attempt == 0 and any(row is None for row, _ in rows):
+                yield from self.spawn_pass()
+                continue
+            break
+        if all(row is None for row, _ in rows):
+            return [exe]
+        return [row for row, seen in rows if row is not None and not seen]
+
+    def deliver(self, exe: Execution, event: Event) -> Plan[None]:
+        """Step ``exe`` with ``event``, reloading and re-driving on ``StoreConflict`` (§2.7)."""
+        attempt = 0
+        while True:
+            try:
+                yield from self.step(exe, event)
+                return
+            except StoreConflict:
+                attempt += 1
+                if attempt > self.conflict_retries:
+                    raise
+                log.info("conflict on %s, reloading (attempt %d)", exe.id, attempt)
+                fresh, seen = yield StoreCall("load_for_event", (exe.id, event.id))
+                if fresh is None or seen:
+                    return
+                exe = fresh
+
+    def load(self, execution_id: str) -> Plan[Execution]:
+        """The committed copy, or :class:`ExecutionNotFound`."""
+        exe = yield StoreCall("load", (execution_id,))
+        if exe is None:
+            raise ExecutionNotFound(execution_id)
+        return exe  # type: ignore[no-any-return]
+
+    # -- relay and timers -------------------------------------------------------------------
+
+    def relay(self) -> Plan[int]:
+        """engine.md §2.5: spawn pass then outbox pass until a pass acks nothing; total acked."""
+        total = 0
+        while True:
+            acked = yield from self.spawn_pass()
+            acked += yield from self.outbox_pass()
+            if not acked:
+                return total
+            total += acked
+
+    def spawn_pass(self) -> Plan[int]:
+        """Create every pending child (idempotently) and ack its spawn row; count acked rows."""
+        acked = 0
+        for entry in (yield StoreCall("pending_spawns")):
+            if (yield StoreCall("load", (entry.child_id,))) is None:
+                parent = yield StoreCall("load", (entry.parent_id,))
+                if parent is not None and parent.definition_id not in self.definitions:
+                    log.warning(
+                        "spawn %s left: unknown definition %r", entry.seq, parent.definition_id
+                    )
+                    continue
+                if parent is None:
+                    log.warning("spawn %s dropped: parent %r is gone", entry.seq, entry.parent_id)
+                else:
+                    child = Execution(
+                        id=entry.child_id,
+                        child_id=entry.child_id,
+                        parent_id=entry.parent_id,
+                        root_path=entry.root_path,
+                        context=dict(entry.context),
+                        definition_id=parent.definition_id,
+                        priority=parent.priority,
+                    )
+                    try:
+                        yield from self.start(child)
+                    except StoreConflict:
+                        log.info("child %s was created by another relay", entry.child_id)
+            yield StoreCall("ack_spawn", (entry.seq,))
+            acked += 1
+        return acked
+
+    def outbox_pass(self) -> Plan[int]:
+        """Deliver every pending outbox event once and ack it; count acked rows."""
+        acked = 0
+        for entry in (yield StoreCall("pending_outbox")):
+            target, seen = None, False
+            if entry.target_id is not None:
+                target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
+            if target is None:
+                log.warning("outbox %s dropped: no target %r", entry.seq, entry.target_id)
+            elif target.definition_id not in self.definitions:
+                log.warning(
+                    "outbox %s left: unknown definition %r", entry.seq, target.definition_id
+                )
+                continue
+            elif not seen:
+                try:
+                    yield from self.step(target, entry.event)
+                except StoreConflict:
+                    log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
+                    continue
+            yield StoreCall("ack_outbox", (entry.seq,))
+            acked += 1
+        return acked
+
+    def fire_due_timers(self) -> Plan[int]:
+        """engine.md §2.6: deliver each due ``Timeout`` (sequentially), then delete its row."""
+        now = yield ReadClock()
+        due = yield StoreCall("due_timers", (now,))
+        fired = 0
+        for execution_id, path, fire_at in sorted(due, key=lambda item: item[2]):
+            event = core.timeout_event(execution_id, path, fire_at)
+            exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
+            if exe is not None and exe.definition_id not in self.definitions:
+                log.warning(
+                    "timer %s/%s left: unknown definition %r", execution_id, path, exe.definition_id
+                )
+                continue
+            if exe is not None and not seen:
+                try:
+                    yield from self.step(exe, event)
+                except StoreConflict:
+                    log.info("timer %s/%s left for later: conflict", execution_id, path)
+                    continue
+                yield from self.relay()
+            yield StoreCall("delete_timer", (execution_id, path, fire_at))
+            fired += 1
+        return fired
+
+    def is_idle(self) -> Plan[bool]:
+        """Whether no spawn and no outbox entry is pending."""
+        spawns = yield StoreCall("pending_spawns", (), {"limit": 1})
+        outbox = yield StoreCall("pending_outbox", (), {"limit": 1})
+        return not spawns and not outbox
+
+    def run_until_idle(self, max_rounds: int) -> Plan[int]:
+        """Relay and sweep until a round fires nothing and nothing is pending; timers fired."""
+        fired = 0
+        for _ in range(max_rounds):
+            yield from self.relay()
+            now_fired = yield from self.fire_due_timers()
+            fired += now_fired
+            if not now_fired and (yield from self.is_idle()):
+                return fired
+        raise RuntimeError(
+            f"not idle after {max_rounds} rounds: entries stay pending (unknown definitions "
+            "or repeated conflicts?) or timers keep firing"
+        )

@@ -1,0 +1,156 @@
+"""The plugin-facing types: the pluggy markers, ``StoreBackend`` and its validation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import pluggy
+
+from harel.store.contract import Capabilities
+from harel.store.errors import PluginError
+
+PROJECT = "harel"
+"""The pluggy project name of harel's hooks."""
+
+ENTRY_POINT_GROUP = "harel.stores"
+"""The entry-point group a backend distribution declares its plugin module in."""
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Decorate a plugin's ``harel_register_stores`` function with this."""
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*\Z")
+_IMPORT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+
+Status = Literal["ok", "broken", "incompatible", "disabled", "not installed"]
+
+
+@dataclass(frozen=True)
+class StoreBackend:
+    """What a plugin registers: one backend, described without importing its driver.
+
+    ``store``/``async_store``/``harness`` are import strings ``"module:attr"``; core imports
+    them only when a store is opened (or ``harel stores --check`` runs).
+    """
+
+    name: str
+    schemes: tuple[str, ...]
+    store: str
+    async_store: str
+    capabilities: Capabilities
+    distribution: str
+    version: str
+    harness: str | None = None
+    description: str = ""
+
+    @property
+    def targets(self) -> tuple[str, str]:
+        """The import strings that identify the implementation (duplicate detection)."""
+        return (self.store, self.async_store)
+
+
+class HookSpecs:
+    """The hook specification every store plugin implements."""
+
+    @hookspec
+    def harel_register_stores(self, register: Callable[[StoreBackend], None]) -> None:
+        """Call ``register(StoreBackend(...))`` once per backend this plugin provides."""
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One row of :func:`harel.registry.available_backends`.
+
+    ``status`` is ``"ok"`` (usable), ``"broken"`` (failed to load, registered garbage or
+    conflicts with another plugin), ``"incompatible"`` (built for another harel-core),
+    ``"disabled"`` (switched off by ``HAREL_LOAD_PLUGINS``/``HAREL_DISABLE_PLUGINS``) or
+    ``"not installed"`` (a first-party backend, listed on request); ``error`` says why.
+    """
+
+    name: str
+    distribution: str
+    version: str | None
+    schemes: tuple[str, ...]
+    capabilities: Capabilities | None
+    status: Status
+    error: str | None = None
+    backend: StoreBackend | None = None
+    entry_point: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """A JSON-ready mapping (for ``harel stores --json``)."""
+        backend = self.backend
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "schemes": list(self.schemes),
+            "capabilities": None if self.capabilities is None else self.capabilities.as_dict(),
+            "status": self.status,
+            "error": self.error,
+            "entry_point": self.entry_point,
+            "store": None if backend is None else backend.store,
+            "async_store": None if backend is None else backend.async_store,
+            "harness": None if backend is None else backend.harness,
+            "description": "" if backend is None else backend.description,
+        }
+
+
+def is_import_string(value: object) -> bool:
+    """Whether ``value`` has the ``"package.module:attr"`` form."""
+    return isinstance(value, str) and _IMPORT.match(value) is not None
+
+
+def validate_backend(backend: object) -> StoreBackend:
+    """``backend`` itself when it is a well-formed :class:`StoreBackend`, else PluginError."""
+    if not isinstance(backend, StoreBackend):
+        raise PluginError(
+            f"register() expects a harel.registry.StoreBackend, got {type(backend).__name__}"
+        )
+    label = f"backend {backend.name!r}"
+    if not isinstance(backend.name, str) or not _NAME.match(backend.name):
+        raise PluginError(
+            f"invalid backend name {backend.name!r}: use lowercase letters, digits, '_' or '-', "
+            "starting with a letter"
+        )
+    schemes = backend.schemes
+    if not isinstance(schemes, tuple) or not schemes:
+        raise PluginError(f"{label}: schemes must be a non-empty tuple of URL schemes")
+    for scheme in schemes:
+        if not isinstance(scheme, str) or not _SCHEME.match(scheme):
+            raise PluginError(
+                f"{label}: invalid URL scheme {scheme!r} (lowercase, e.g. 'postgresql')"
+            )
+    if len(set(schemes)) != len(schemes):
+        raise PluginError(f"{label}: scheme listed twice in {schemes!r}")
+    for field_name in ("store", "async_store"):
+        value = getattr(backend, field_name)
+        if not is_import_string(value):
+            raise PluginError(
+                f"{label}: {field_name}={value!r} is not an import string 'package.module:Class'"
+            )
+    if backend.harness is not None and not is_import_string(backend.harness):
+        raise PluginError(
+            f"{label}: harness={backend.harness!r} is not an import string 'module:function'"
+        )
+    caps = backend.capabilities
+    if not isinstance(caps, Capabilities):
+        raise PluginError(
+            f"{label}: capabilities must be a harel.store.contract.Capabilities, "
+            f"got {type(caps).__name__}"
+        )
+    for flag, value in caps.as_dict().items():
+        if not isinstance(value, bool):
+            raise PluginError(f"{label}: capability {flag}={value!r} must be True or False")
+    for field_name in ("distribution", "version"):
+        value = getattr(backend, field_name)
+        if not isinstance(value, str) or not value.strip():
+            raise PluginError(f"{label}: {field_name} must be a non-empty string")
+    if not isinstance(backend.description, str):
+        raise PluginError(f"{label}: description must be a string")
+    return backend

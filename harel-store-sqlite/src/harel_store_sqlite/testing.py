@@ -1,0 +1,92 @@
+"""Conformance-kit support: an isolated SQLite database file per test.
+
+``SqliteHarness(path)`` hands the kit stores over one file; every ``open_sync()`` /
+``open_async()`` returns a new store object (a new connection) over that same file, which is
+how restart and two-writer tests run.  ``destroy()`` closes what the harness opened and removes
+the file with its WAL and shared-memory companions.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from pathlib import Path
+from typing import ClassVar
+
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+
+from harel_store_sqlite._capabilities import CAPABILITIES
+from harel_store_sqlite._options import DEFAULT_BUSY_TIMEOUT_MS, make_options, parse_sqlite_url
+from harel_store_sqlite.aio import AsyncSqliteStore
+from harel_store_sqlite.sync import SqliteStore
+
+_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+class SqliteHarness(StoreHarness):
+    """One SQLite file as the kit's dataset (created empty on the first open)."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
+        synchronous: str = "FULL",
+    ) -> None:
+        self.path = Path(path)
+        if str(self.path) == ":memory:":
+            raise ValueError("a harness needs a database file (':memory:' cannot be reopened)")
+        make_options(  # validate now, not at the first open
+            str(self.path),
+            trace_max=None,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
+        )
+        self.busy_timeout_ms = busy_timeout_ms
+        self.synchronous = synchronous
+        self._sync: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
+        self._async: weakref.WeakSet[AsyncSqliteStore] = weakref.WeakSet()
+
+    def open_sync(self) -> SqliteStore:
+        """A new ``SqliteStore`` (its own connection) over the harness file."""
+        store = SqliteStore(
+            str(self.path), busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous
+        )
+        self._sync.add(store)
+        return store
+
+    async def open_async(self) -> AsyncSqliteStore:
+        """A new ``AsyncSqliteStore`` (its own connection) over the harness file."""
+        store = await AsyncSqliteStore.open(
+            str(self.path), busy_timeout_ms=self.busy_timeout_ms, synchronous=self.synchronous
+        )
+        self._async.add(store)
+        return store
+
+    def destroy(self) -> None:
+        """Close every store still open through this harness and delete the database files."""
+        for store in list(self._sync):
+            store.close()
+        for astore in list(self._async):
+            astore.abandon()
+        for suffix in _COMPANIONS:
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def describe(self) -> str:
+        """``sqlite <file>``."""
+        return f"sqlite {self.path}"
+
+
+def harness_from_url(url: str, workdir: Path) -> SqliteHarness:
+    """A harness over a NEW file under ``workdir`` with the knobs of ``url``.
+
+    The URL's own file (or ``:memory:``) is never touched: isolation means a fresh, empty file.
+    """
+    _path, knobs = parse_sqlite_url(url)
+    knobs.pop("trace_max", None)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return SqliteHarness(workdir / f"harel-kit-{uuid.uuid4().hex}.db", **knobs)
