@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-
 from harel.conformance import ConformanceSuite, StoreHarness
 from harel.store.contract import Capabilities
 from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import harel
+import pytest
 from harel import registry
 from harel.store import AsyncDictStore, Capabilities, DictStore
 from harel.store._memory_testing import MemoryHarness
@@ -240,7 +239,7 @@ def test_runtime_conflicts_and_garbage_raise(echo_module: str) -> None:
         def harel_register_stores(self, register: Any) -> None:
             register({"name": "garbage"})
 
-    with pytest.raises(PluginError, match="expects a harel.registry.StoreBackend, got dict"):
+    with pytest.raises(PluginError, match=r"expects a harel\.registry\.StoreBackend, got dict"):
         registry.register(Garbage())
 
     class Raises:
@@ -302,7 +301,7 @@ def test_from_harel_import_store_classes() -> None:
 
 
 def test_private_names_do_not_trigger_discovery() -> None:
-    for name in ("__path__", "__wrapped__", "_private", "pytest_plugins"):
+    for name in ("__wrapped__", "__test__", "_private", "pytest_plugins"):
         assert not hasattr(harel, name)
     assert not registry.REGISTRY.discovered
 

@@ -202,7 +202,9 @@ def populated(store: SqliteStore) -> SqliteStore:
             "INSERT INTO executions VALUES (?, ?, ?, NULL, NULL, ?, 1, '{}')",
             (f"e{i:04d}", "ab"[i % 2], list(Status)[i % 7].value, None if i % 3 else "p"),
         )
-        conn.execute("INSERT INTO timers VALUES (?, 'p', ?)", (f"e{i:04d}", float(i)))
+        conn.execute(
+            "INSERT INTO timers VALUES (?, 'p', ?, ?)", (f"e{i:04d}", float(i), repr(float(i)))
+        )
     conn.execute("COMMIT")
     conn.execute("ANALYZE")
     return store

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from harel import DurableRunner, Event, Status, StoreConflict, definition_from_dsl
 from harel.engine.definition import Definition
 from harel.engine.dsl import definition_from_dsl_file
@@ -29,7 +28,8 @@ event Go {}  event Done {}  event Add {}
 machine fork {
   initial Split
   orthogonal Split {
-    state Left  { initial L1  state L1 { on enter mark }  final L2 success {}  from L1 to L2 on Done }
+    state Left  { initial L1  state L1 { on enter mark }  final L2 success {}
+                  from L1 to L2 on Done }
     state Right { initial R1  state R1 {}  final R2 success {}  from R1 to R2 on Done }
   }
   final Joined success {}
@@ -57,6 +57,12 @@ machine timed {
   final Late expired {}
   from Wait to Late on Timeout
 }
+machine sleepy {
+  initial Wait
+  state Wait { timeout 10 }
+  final Woken success {}
+  from Wait to Woken on Go
+}
 """
 
 KEYS: list[str] = []
@@ -75,7 +81,7 @@ def defs() -> dict[str, Definition]:
     actions = {"mark": mark, "bump": bump}
     return {
         name: definition_from_dsl(MACHINES, name, actions=actions)
-        for name in ("fork", "instant", "tally", "timed")
+        for name in ("fork", "instant", "tally", "timed", "sleepy")
     }
 
 
@@ -225,13 +231,22 @@ def test_region_finished_on_start_then_crash(db: Callable[[], Any]) -> None:
 
 @pytest.mark.parametrize("method", ["delete_timer", "commit"])
 def test_sweep_crash_then_next_sweep(db: Callable[[], Any], method: str) -> None:
-    fresh(db).create("timed", execution_id="w")
+    # "sleepy" has no Timeout handler: the delivery commits a no-op and leaves the row to delete
+    fresh(db).create("sleepy", execution_id="w")
     late = DurableRunner(CrashingStore(db(), method), defs(), clock=lambda: 200.0)  # type: ignore[arg-type]
     with pytest.raises(Crash):
         late.fire_due_timers()
-    committed = method == "delete_timer"
-    assert (db().load("w").status is Status.DONE) is committed
+    assert db().load("w").version == (2 if method == "delete_timer" else 1)
     assert db().due_timers(1e9) == [("w", "Wait", 110.0)]
+    sweeper = DurableRunner(db(), defs(), clock=lambda: 200.0, trace=True)
+    assert sweeper.fire_due_timers() == 1
+    assert db().load("w").version == 2  # delivered exactly once
+    assert db().due_timers(1e9) == []
+    assert sweeper.fire_due_timers() == 0
+
+
+def test_timeout_sweep_on_sqlite(db: Callable[[], Any]) -> None:
+    fresh(db).create("timed", execution_id="w")
     sweeper = DurableRunner(db(), defs(), clock=lambda: 200.0, trace=True)
     assert sweeper.fire_due_timers() == 1
     exe = db().load("w")
@@ -242,7 +257,11 @@ def test_sweep_crash_then_next_sweep(db: Callable[[], Any], method: str) -> None
 
 # -- restart over every backend -----------------------------------------------------------
 
-LOCAL_URLS = {"memory": "memory://", "sqlite": "sqlite:///{tmp}/d.db", "jsondir": "jsondir://{tmp}/jd"}
+LOCAL_URLS = {
+    "memory": "memory://",
+    "sqlite": "sqlite:///{tmp}/d.db",
+    "jsondir": "jsondir://{tmp}/jd",
+}
 
 
 def _ok_backends() -> list[str]:
@@ -269,8 +288,14 @@ STEPS: list[tuple[str, Any]] = [
 ]
 
 
-def _run(open_store: Callable[[], Any], steps: list[tuple[str, Any]], clock: list[float]) -> None:
-    """Apply ``steps``, opening a new store for each one and closing it afterwards."""
+def _run(
+    open_store: Callable[[], Any],
+    steps: list[tuple[str, Any]],
+    clock: list[float],
+    *,
+    reopen: bool = True,
+) -> None:
+    """Apply ``steps``; with ``reopen`` each on a new store object, closed afterwards."""
     order = {"order": definition_from_dsl_file(ORDER_STM)}
     for op, arg in steps:
         if op == "clock":
@@ -285,7 +310,8 @@ def _run(open_store: Callable[[], Any], steps: list[tuple[str, Any]], clock: lis
         else:
             runner.recover()
             runner.fire_due_timers()
-        store.close()
+        if reopen:
+            store.close()
 
 
 def _snapshot(store: Any) -> dict[str, Any]:
@@ -302,9 +328,10 @@ def test_restart_equals_uninterrupted_run(backend: str, tmp_path: Path) -> None:
     straight, restarted = _harness(backend, tmp_path / "a"), _harness(backend, tmp_path / "b")
     try:
         steps = [("create", None), *STEPS]
-        one = straight.open_sync()
-        _run(lambda: one, [s for s in steps if s[0] != "close"], [1000.0])  # one store, kept open
+        one = straight.open_sync()  # one store object for the whole run
+        _run(lambda: one, steps, [1000.0], reopen=False)
         expected = _snapshot(one)
+        one.close()
         _run(restarted.open_sync, steps, [1000.0])  # a new store object for every step
         check = restarted.open_sync()
         assert _snapshot(check) == expected
@@ -313,7 +340,11 @@ def test_restart_equals_uninterrupted_run(backend: str, tmp_path: Path) -> None:
         straight.destroy()
         restarted.destroy()
     root = expected["o"][0]
-    assert (root["status"], root["outcome"], root["active_path"]) == ("DONE", "success", "Delivered")
+    assert (root["status"], root["outcome"], root["active_path"]) == (
+        "DONE",
+        "success",
+        "Delivered",
+    )
     assert root["context"]["region_results"]["Fulfilment.Payment"] == {
         "outcome": "success",
         "amount": 9.5,
@@ -350,10 +381,13 @@ def test_sqlite_new_process_continues(tmp_path: Path) -> None:
     path = str(tmp_path / "two.db")
     reference = sqlite.SqliteStore(str(tmp_path / "ref.db"))
     steps = [("create", None), *STEPS]
-    _run(lambda: reference, steps, [1000.0])
+    _run(lambda: reference, steps, [1000.0], reopen=False)
     first_half, second_half = steps[:3], steps[3:]
     _run(lambda: sqlite.SqliteStore(path), first_half, [1000.0])
-    wire = [(op, arg.model_dump(mode="json") if isinstance(arg, Event) else arg) for op, arg in second_half]
+    wire = [
+        (op, arg.model_dump(mode="json") if isinstance(arg, Event) else arg)
+        for op, arg in second_half
+    ]
     done = subprocess.run(
         [sys.executable, "-c", CONTINUE, path, json.dumps([("clock", 1000.0), *wire])],
         capture_output=True,

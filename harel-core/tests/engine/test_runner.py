@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from harel import (
     DictStore,
     DurableRunner,
@@ -23,7 +22,9 @@ from harel.engine import UnknownDefinition
 from harel.engine.definition import Definition
 from harel.store.contract import ExecutionStore
 
-SNIPPET = "event Go {} machine m { initial A  state A {}  final Done success {}  from A to Done on Go }"
+SNIPPET = (
+    "event Go {} machine m { initial A  state A {}  final Done success {}  from A to Done on Go }"
+)
 
 INVOICE = """
 event Paid {}
@@ -327,8 +328,8 @@ def test_stm_send_and_async_action(make_store: Callable[[], Any], clock: Clock) 
         stm.send(inputs["to"], Event(id=f"ping-{stm.idempotency_key}", kind="Ping"))
 
     sender = definition_from_dsl(
-        'event Go {} machine s { initial A  state A {}  final B success { on enter notify(to: "c") } '
-        " from A to B on Go }",
+        "event Go {} machine s { initial A  state A {} "
+        ' final B success { on enter notify(to: "c") }  from A to B on Go }',
         actions={"notify": notify},
     )
     registry = {**defs(), "s": sender}

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-
 from harel import AsyncDictStore, AsyncDurableRunner, DictStore, DurableRunner, Event, Status
 from harel.engine import UnknownDefinition
-
 from harel.engine.dsl import definition_from_dsl
 
 MACHINES = """
@@ -105,13 +103,14 @@ async def play(runner: Any, clock: list[float]) -> list[Any]:
         if op == "clock":
             clock[0] = args[0]
             continue
-        call = {
-            "create": lambda: runner.create(args[0], execution_id=args[1]),
-            "process": lambda: runner.process(args[0], args[1]),
-            "fire": runner.fire_due_timers,
-            "idle": runner.run_until_idle,
-        }[op]
-        result = await _maybe(call())
+        if op == "create":
+            result = await _maybe(runner.create(args[0], execution_id=args[1]))
+        elif op == "process":
+            result = await _maybe(runner.process(args[0], args[1]))
+        elif op == "fire":
+            result = await _maybe(runner.fire_due_timers())
+        else:
+            result = await _maybe(runner.run_until_idle())
         results.append(result.model_dump() if hasattr(result, "model_dump") else result)
     return results
 

@@ -14,7 +14,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from harel.registry import available_backends
 
 SNIPPET = """\
@@ -26,7 +25,7 @@ exe = runner.create(defn.id)
 runner.process(exe.id, Event(kind="Go"))
 for step in store.read_trace(exe.id):
     print(step["index"], step["event_kind"], step["from_path"], "->", step["to_path"])
-"""
+"""  # noqa: E501
 STORE_LINE = 'store = SqliteStore(":memory:")\n'
 EXPECTED = "0 Start None -> A\n1 Go A -> Done\n"
 

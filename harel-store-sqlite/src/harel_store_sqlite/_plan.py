@@ -87,8 +87,9 @@ _MARK_PROCESSED = (
 )
 _INSERT_SPAWN = "INSERT INTO spawns (parent_id, child_id, root_path, context) VALUES (?, ?, ?, ?)"
 _SCHEDULE_TIMER = (
-    "INSERT INTO timers (execution_id, path, fire_at) VALUES (?, ?, ?) "
-    "ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at"
+    "INSERT INTO timers (execution_id, path, fire_at, fire_at_repr) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (execution_id, path) DO UPDATE "
+    "SET fire_at = excluded.fire_at, fire_at_repr = excluded.fire_at_repr"
 )
 _CANCEL_TIMER = "DELETE FROM timers WHERE execution_id = ? AND path = ?"
 # The new step's index is MAX(idx) + 1 of this execution's stored steps (0 for the first),
@@ -160,7 +161,9 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None) -> CommitPlan:
     )
     for op in p.timers:
         if op.action == "schedule":
-            effects.append(Statement(_SCHEDULE_TIMER, (p.execution_id, op.path, op.fire_at)))
+            effects.append(
+                Statement(_SCHEDULE_TIMER, (p.execution_id, op.path, op.fire_at, repr(op.fire_at)))
+            )
         else:
             effects.append(Statement(_CANCEL_TIMER, (p.execution_id, op.path)))
     if p.trace is not None:
@@ -294,15 +297,15 @@ def due_timers_statement(now: float, limit: int | None) -> Statement:
     if isinstance(now, bool) or not isinstance(now, (int, float)):
         raise TypeError(f"now must be a number of epoch seconds, got {now!r}")
     return Statement(
-        "SELECT execution_id, path, fire_at FROM timers WHERE fire_at <= ? "
+        "SELECT execution_id, path, fire_at_repr FROM timers WHERE fire_at <= ? "
         "ORDER BY fire_at, execution_id, path LIMIT ?",
         (float(now), check_limit(limit)),
     )
 
 
 def due_from_rows(rows: Iterable[Sequence[Any]]) -> list[DueTimer]:
-    """Decode :func:`due_timers_statement`'s rows."""
-    return [(execution_id, path, float(fire_at)) for execution_id, path, fire_at in rows]
+    """Decode :func:`due_timers_statement`'s rows (``fire_at`` bit-exact, ``-0.0`` included)."""
+    return [(execution_id, path, float(text)) for execution_id, path, text in rows]
 
 
 def read_trace_statement(execution_id: str) -> Statement:

@@ -9,6 +9,8 @@ Version 1 of the layout:
   seq is never reused even after the newest row was acknowledged).
 * ``processed_events`` — the dedupe ledger, keyed by ``(execution_id, event_id)``.
 * ``timers`` — one armed timer per ``(execution_id, path)``; ``timers_due`` serves sweeps.
+  ``fire_at`` (REAL) orders and compares; ``fire_at_repr`` (Python's ``repr``) is what reads
+  return, because SQLite stores ``-0.0`` as ``0`` and the contract wants the bits back.
 * ``trace`` — the per-execution ring of steps, keyed by ``(execution_id, idx)``.
 * ``harel_schema`` — exactly one row holding :data:`SCHEMA_VERSION`, checked at every open.
 """
@@ -68,9 +70,10 @@ DDL: tuple[str, ...] = (
         execution_id TEXT NOT NULL,
         path TEXT NOT NULL,
         fire_at REAL NOT NULL,
+        fire_at_repr TEXT NOT NULL,
         PRIMARY KEY (execution_id, path)
     ) WITHOUT ROWID""",
-    "CREATE INDEX timers_due ON timers (fire_at, execution_id, path)",
+    "CREATE INDEX timers_due ON timers (fire_at, execution_id, path, fire_at_repr)",
     """CREATE TABLE spawns (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         parent_id TEXT NOT NULL,

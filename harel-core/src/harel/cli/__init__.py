@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 COMMAND_MODULES: list[str] = [
     "harel.cli.stores",
     "harel.cli.conformance_cmd",
+    "harel.cli.engine_cmds",
 ]
 """Modules that contribute subcommands (append yours: a one-line edit)."""
 

@@ -82,9 +82,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for name, reason in expected.items():
                 declared[f"{cls.__name__}.{name}"] = reason
         original = getattr(item, "originalname", item.name)
-        reason = expected.get(item.name, expected.get(original))
-        if reason is not None:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=f"declared: {reason}"))
+        why = expected.get(item.name, expected.get(original))
+        if why is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=f"declared: {why}"))
     config.stash[_DECLARED] = declared
     config.stash[_KIT_ITEMS] = kit_items
 

@@ -1,4 +1,4 @@
-"""Render trace steps as a readable timeline (used by ``harel run``/``harel trace`` and the demo)."""
+"""Render trace steps as a readable timeline (``harel run``, ``harel trace``, the demo)."""
 
 from __future__ import annotations
 

@@ -90,10 +90,10 @@ def _resolve(claims: Iterable[_Claim]) -> _Resolution:
     for scheme, names in sorted(by_scheme.items()):
         if len(names) < 2:
             continue
-        claimants = [result.ok[name] for name in names if name in result.ok]
         listed = " and ".join(
-            f"{claim.backend.name!r} ({claim.distribution} {claim.version})"
-            for claim in [result.ok[name] for name in names]
+            f"{result.ok[name].backend.name!r} ({result.ok[name].distribution} "
+            f"{result.ok[name].version})"
+            for name in names
         )
         choices = " or ".join(f"{DISABLE_VAR}={result.ok[name].distribution}" for name in names)
         message = (
@@ -101,7 +101,7 @@ def _resolve(claims: Iterable[_Claim]) -> _Resolution:
             f"choose one explicitly ({choices}, or {LOAD_VAR})"
         )
         for name in names:
-            result.conflicts.setdefault(name, (message, claimants))
+            result.conflicts.setdefault(name, (message, [result.ok[name]]))
     for name in result.conflicts:
         result.ok.pop(name, None)
     for name, claim in result.ok.items():
@@ -311,7 +311,8 @@ class Registry:
         :class:`StoreBackend` in this process.  Returns the backends it added.
 
         Raises :class:`PluginError` for garbage or a conflict with a known backend (same
-        name or scheme, different implementation); an identical twin is a no-op.
+        name or scheme, different implementation); an identical twin is a no-op (it is
+        returned but changes nothing).
         """
         self.ensure_discovered()
         with self._lock:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Self, TypeVar
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from harel.conformance.harness import StoreHarness
@@ -243,7 +244,7 @@ class Kit:
         async with anyio.create_task_group() as group:
             for index in range(len(steps)):
                 group.start_soon(task_main, index)
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             start.set()
         return outcomes
 
@@ -317,9 +318,7 @@ class KitBase:
 # -- value helpers -------------------------------------------------------------------------
 
 
-def new_exe(
-    execution_id: str, definition_id: str = "kit.flow", **fields: Any
-) -> Execution:
+def new_exe(execution_id: str, definition_id: str = "kit.flow", **fields: Any) -> Execution:
     """A never-stored execution (version 0)."""
     return Execution(id=execution_id, definition_id=definition_id, **fields)
 
@@ -378,7 +377,9 @@ async def snapshot(
         traces[execution_id] = await store.read_trace(execution_id)
         for event_id in event_ids:
             processed[(execution_id, event_id)] = await store.is_processed(execution_id, event_id)
-    outbox = [(entry.target_id, entry.event.model_dump_json()) for entry in await store.pending_outbox()]
+    outbox = [
+        (entry.target_id, entry.event.model_dump_json()) for entry in await store.pending_outbox()
+    ]
     spawns = [
         (entry.parent_id, entry.child_id, entry.root_path, repr(sorted(entry.context.items())))
         for entry in await store.pending_spawns()

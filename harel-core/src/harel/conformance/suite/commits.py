@@ -110,7 +110,10 @@ class CommitTests(KitBase):
         assert [loads(body)["id"] for _, body in after.outbox] == ["clean"]
         assert after.spawns == [] and after.timers == []
         assert after.traces == {"kit-1": [], "kit-2": []}
-        assert after.processed == {("kit-1", "bad-processed"): False, ("kit-2", "bad-processed"): False}
+        assert after.processed == {
+            ("kit-1", "bad-processed"): False,
+            ("kit-2", "bad-processed"): False,
+        }
         assert after.executions["kit-1"] == before.executions["kit-1"]
 
     async def test_failed_insert_leaves_nothing(self, kit: Kit) -> None:

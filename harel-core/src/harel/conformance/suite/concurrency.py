@@ -46,7 +46,7 @@ def _writer_step(
     return run
 
 
-def _conflicts(outcomes: list[None | Exception]) -> list[StoreConflict]:
+def _conflicts(outcomes: list[Exception | None]) -> list[StoreConflict]:
     unexpected = [o for o in outcomes if o is not None and not isinstance(o, StoreConflict)]
     assert not unexpected, f"racing writers raised something other than StoreConflict: {unexpected}"
     return [o for o in outcomes if isinstance(o, StoreConflict)]

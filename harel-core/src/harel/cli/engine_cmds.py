@@ -1,0 +1,319 @@
+"""Engine commands: ``harel run``, ``trace``, ``list``, ``send`` and ``worker``.
+
+The store comes from ``--store URL`` or else :func:`harel.registry.store_from_env`
+(``harel run`` alone falls back to a throw-away ``memory://`` store when no ``STM_STORE_*``
+variable is set).  ``STM_TRACE``/``STM_TRACE_MAX`` and ``STM_DEFINITIONS_DIR`` are read here,
+never by the runners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harel.cli import CommandError
+from harel.engine.config import ConfigError, EngineConfig
+from harel.engine.definition import Definition
+from harel.engine.runner import DurableRunner
+from harel.engine.timeline import format_timeline
+from harel.model import Event, Execution, Status
+from harel.store.contract import ExecutionStore
+
+STORE_HELP = "store URL (default: STM_STORE_URL / STM_STORE_BACKEND and friends)"
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run``, ``trace``, ``list``, ``send`` and ``worker``."""
+    run = subparsers.add_parser(
+        "run",
+        help="run a machine from a .stm file and print its timeline",
+        description="Create an execution of a machine, deliver events, print the trace.",
+    )
+    run.add_argument("file", type=Path, help="the .stm file")
+    run.add_argument("--machine", help="machine name (needed when the file holds several)")
+    run.add_argument("--store", help=STORE_HELP + "; memory:// when nothing is configured")
+    run.add_argument(
+        "-e",
+        "--event",
+        dest="events",
+        action="append",
+        default=[],
+        metavar="EVENT",
+        help="an event to deliver, KIND or KIND:JSON (e.g. -e 'Pay:{\"amount\": 5}'); repeatable",
+    )
+    run.add_argument("--actions", help="module whose functions bind the machine's action names")
+    run.add_argument("--id", dest="execution_id", help="execution id (default: a fresh one)")
+    run.set_defaults(handler=cmd_run)
+
+    trace = subparsers.add_parser("trace", help="print an execution's trace timeline")
+    trace.add_argument("execution_id", metavar="ID")
+    trace.add_argument("--store", help=STORE_HELP)
+    trace.add_argument("--json", action="store_true", help="print the steps as JSON")
+    trace.set_defaults(handler=cmd_trace)
+
+    listing = subparsers.add_parser("list", help="list executions (every page, or one)")
+    listing.add_argument("--store", help=STORE_HELP)
+    listing.add_argument(
+        "--status",
+        action="append",
+        choices=[status.value for status in Status],
+        help="keep these statuses (repeatable)",
+    )
+    listing.add_argument("--definition", help="keep this definition id")
+    listing.add_argument("--roots", action="store_true", help="only executions without a parent")
+    listing.add_argument("--limit", type=int, default=100, help="page size (default 100)")
+    listing.add_argument(
+        "--cursor",
+        nargs="?",
+        const="",
+        help="print one page only: the first (bare --cursor) or the one at CURSOR; "
+        "prints the next cursor",
+    )
+    listing.set_defaults(handler=cmd_list)
+
+    send = subparsers.add_parser("send", help="deliver one event to an execution")
+    send.add_argument("execution_id", metavar="ID")
+    send.add_argument("kind", metavar="EVENT", help="the event kind")
+    send.add_argument("--data", default="{}", help="the event data as a JSON object")
+    send.add_argument("--event-id", help="the event id (reuse it to retry safely)")
+    _runner_options(send)
+    send.set_defaults(handler=cmd_send)
+
+    worker = subparsers.add_parser(
+        "worker",
+        help="relay spawns/events and fire due timers until stopped",
+        description=(
+            "Loop: recover() + fire_due_timers() over the machines in DIR. Several workers "
+            "may share one store. SIGTERM/SIGINT stop it after the current round."
+        ),
+    )
+    _runner_options(worker)
+    worker.add_argument("--poll", type=float, default=1.0, help="idle sleep seconds (default 1)")
+    worker.add_argument("--once", action="store_true", help="run a single round and exit")
+    worker.set_defaults(handler=cmd_worker)
+
+
+def _runner_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", help=STORE_HELP)
+    parser.add_argument("--definitions", type=Path, help="directory of .stm files")
+    parser.add_argument("--actions", help="module whose functions bind bare action names")
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+@contextmanager
+def _store(url: str | None, *, fallback: str | None = None) -> Iterator[ExecutionStore]:
+    from harel.registry import open_store, store_from_env
+
+    if (
+        url is None
+        and fallback is not None
+        and not any(k.startswith("STM_STORE") for k in os.environ)
+    ):
+        url = fallback
+    store = open_store(url) if url is not None else store_from_env()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _actions(module_name: str | None) -> dict[str, Callable[..., Any]] | None:
+    if module_name is None:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise CommandError(f"cannot import actions module {module_name!r}: {err}") from None
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if callable(value) and not name.startswith("_")
+    }
+
+
+def _config() -> EngineConfig:
+    try:
+        return EngineConfig.from_env()
+    except ConfigError as err:
+        raise CommandError(str(err)) from None
+
+
+def _definitions(args: argparse.Namespace, config: EngineConfig) -> dict[str, Definition]:
+    from harel.engine.dsl import definitions_from_dir
+
+    directory = args.definitions or config.definitions_dir
+    if directory is None:
+        raise CommandError("no definitions: pass --definitions DIR or set STM_DEFINITIONS_DIR")
+    found = definitions_from_dir(directory, actions=_actions(args.actions))
+    if not found:
+        raise CommandError(f"no machines found in {str(directory)!r} (expected *.stm files)")
+    return found
+
+
+def _runner(
+    store: ExecutionStore, definitions: Mapping[str, Definition], config: EngineConfig
+) -> DurableRunner:
+    return DurableRunner(
+        store,
+        definitions,
+        trace=config.trace,
+        trace_max=config.trace_max if config.trace else None,
+    )
+
+
+def _event(text: str) -> Event:
+    kind, sep, payload = text.partition(":")
+    return Event(kind=kind.strip(), data=_json_object(payload, f"event {kind!r}") if sep else {})
+
+
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CommandError(f"{what}: data is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise CommandError(f"{what}: data must be a JSON object, got {text!r}")
+    return data
+
+
+def _state(exe: Execution) -> str:
+    verdict = f"/{exe.outcome}" if exe.outcome else ""
+    error = f" ({exe.error})" if exe.error else ""
+    return f"{exe.status.value}{verdict} at {exe.active_path or '-'}, version {exe.version}{error}"
+
+
+def _print_timeline(store: ExecutionStore, execution_id: str, title: str) -> None:
+    steps = store.read_trace(execution_id)
+    print(title)
+    if not steps:
+        print("  (no trace steps: run with tracing on, STM_TRACE=1)")
+    for line in format_timeline(steps):
+        print("  " + line)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Create an execution, deliver the events, print its timeline (and its regions')."""
+    from harel.engine.dsl import definition_from_dsl_file
+
+    config = _config()
+    if not args.file.is_file():
+        raise CommandError(f"no such file: {str(args.file)!r}")
+    defn = definition_from_dsl_file(args.file, args.machine, actions=_actions(args.actions))
+    events = [_event(text) for text in args.events]
+    with _store(args.store, fallback="memory://") as store:
+        runner = DurableRunner(store, {defn.id: defn}, trace=True, trace_max=config.trace_max)
+        exe = runner.create(defn.id, execution_id=args.execution_id)
+        for event in events:
+            exe = runner.process(exe.id, event)
+        _print_timeline(store, exe.id, f"execution {exe.id} ({defn.id}): {_state(exe)}")
+        for child_id in exe.children:
+            child = store.load(child_id)
+            if child is not None:
+                _print_timeline(store, child_id, f"region {child_id}: {_state(child)}")
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    """Print the stored trace of one execution."""
+    from harel.store.errors import ExecutionNotFound
+
+    with _store(args.store) as store:
+        exe = store.load(args.execution_id)
+        if exe is None:
+            raise ExecutionNotFound(args.execution_id)
+        if args.json:
+            json.dump(store.read_trace(exe.id), sys.stdout, indent=2, default=str)
+            print()
+        else:
+            _print_timeline(
+                store, exe.id, f"execution {exe.id} ({exe.definition_id}): {_state(exe)}"
+            )
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Print executions page by page (all pages, or the one at ``--cursor``)."""
+    if args.limit < 1:
+        raise CommandError(f"--limit must be >= 1, got {args.limit}")
+    header = ("ID", "DEFINITION", "STATUS", "OUTCOME", "ACTIVE", "VERSION", "PARENT")
+    rows: list[tuple[str, ...]] = []
+    cursor = args.cursor or None
+    with _store(args.store) as store:
+        while True:
+            page = store.list_executions(
+                status=args.status,
+                definition_id=args.definition,
+                roots_only=args.roots,
+                limit=args.limit,
+                cursor=cursor,
+            )
+            for item in page.items:
+                rows.append(
+                    (
+                        item.id,
+                        item.definition_id,
+                        item.status.value,
+                        item.outcome or "-",
+                        item.active_path or "-",
+                        str(item.version),
+                        item.parent_id or "-",
+                    )
+                )
+            cursor = page.next_cursor
+            if cursor is None or args.cursor is not None:
+                break
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    if args.cursor is not None:
+        print(f"next cursor: {cursor or '-'}")
+    return 0
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """Deliver one event durably (a retry with the same ``--event-id`` is a no-op)."""
+    config = _config()
+    data = _json_object(args.data, f"event {args.kind!r}")
+    event = Event(kind=args.kind, data=data, **({"id": args.event_id} if args.event_id else {}))
+    definitions = _definitions(args, config)
+    with _store(args.store) as store:
+        exe = _runner(store, definitions, config).process(args.execution_id, event)
+        print(f"{exe.id}: {_state(exe)} (event {event.id})")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run the worker loop until SIGTERM/SIGINT (or one round with ``--once``)."""
+    from harel.engine.worker import Worker
+
+    if args.poll < 0:
+        raise CommandError(f"--poll must be >= 0 seconds, got {args.poll}")
+    config = _config()
+    definitions = _definitions(args, config)
+    with _store(args.store) as store:
+        worker = Worker(_runner(store, definitions, config), poll=args.poll)
+        worker.install_signal_handlers()
+        print(
+            f"harel worker: {len(definitions)} machine(s), polling every {args.poll:g}s", flush=True
+        )
+        stats = worker.run(once=args.once)
+    print(
+        f"harel worker: stopped after {stats.rounds} round(s): {stats.relayed} relayed, "
+        f"{stats.fired} timer(s) fired",
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,142 @@
+"""The kit is strong: it fails on each deliberately broken store and passes on DictStore.
+
+Each case runs the kit in a nested pytest session (pytester) against one store of
+:mod:`broken_stores` and asserts exactly which kit tests fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+CONFTEST = """
+import pytest
+from broken_stores import BrokenHarness
+from hypothesis import Phase, settings
+
+# the proof needs a failure, not a minimal example: skip shrinking to keep it fast
+settings.register_profile(
+    "kit-proof",
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+
+@pytest.fixture
+def harel_harness():
+    harness = BrokenHarness.named({name!r})
+    yield harness
+    harness.destroy()
+"""
+
+SUITE = """
+from harel.conformance import ConformanceSuite
+
+class TestKit(ConformanceSuite):
+    expected_failures = {expected_failures!r}
+"""
+
+
+class KitRun:
+    """The outcome of one nested kit session, by test function name."""
+
+    def __init__(self, reprec: pytest.HookRecorder, result: pytest.RunResult | None) -> None:
+        passed, skipped, failed = reprec.listoutcomes()
+        self.reprec = reprec
+        self.failed = {_name(report.nodeid) for report in failed}
+        self.passed = {_name(report.nodeid) for report in passed}
+        self.skipped = {_name(report.nodeid) for report in skipped}
+        self.failed_ids = {report.nodeid.split("::")[-1] for report in failed}
+
+
+def _name(nodeid: str) -> str:
+    return nodeid.split("::")[-1].split("[")[0]
+
+
+def run_kit(
+    pytester: pytest.Pytester,
+    name: str,
+    *args: str,
+    expected_failures: dict[str, str] | None = None,
+) -> KitRun:
+    """Run the kit against harness ``name`` in a nested in-process session."""
+    pytester._monkeypatch.setenv("HYPOTHESIS_PROFILE", "kit-proof")
+    pytester.syspathinsert(HERE)
+    pytester.makeconftest(CONFTEST.format(name=name))
+    pytester.makepyfile(test_kit=SUITE.format(expected_failures=expected_failures or {}))
+    reprec = pytester.inline_run("-p", "harel.conformance.plugin", "-p", "no:cacheprovider", *args)
+    return KitRun(reprec, None)
+
+
+BUGS: dict[str, set[str]] = {
+    "skipped_cas": {
+        "test_stale_save_conflicts",
+        "test_absent_record_with_version_conflicts",
+        "test_insert_over_existing_conflicts",
+        "test_future_version_conflicts",
+        "test_conflicting_commit_leaves_nothing",
+        "test_second_writer_conflicts",
+        "test_racing_writers_one_winner_per_version",
+        "test_byte_identical_losers_leave_nothing",
+        "test_concurrent_first_insert",
+        "test_sync_and_async_share_one_dataset",
+        "test_random_operations_agree_with_reference",
+    },
+    "leaky_loser": {
+        "test_conflicting_commit_leaves_nothing",
+        "test_second_writer_conflicts",
+        "test_racing_writers_one_winner_per_version",
+        "test_byte_identical_losers_leave_nothing",
+        "test_concurrent_first_insert",
+        "test_random_operations_agree_with_reference",
+    },
+    "unguarded_delete_timer": {
+        "test_delete_timer_guarded_by_fire_at",
+        "test_delete_after_rearm_keeps_the_new_time",
+        "test_fire_at_bit_exact",
+        "test_random_operations_agree_with_reference",
+    },
+    "off_by_one_ring": {
+        "test_ring_keeps_last_trace_max",
+        "test_ring_applies_to_append_trace",
+        "test_lowering_trace_max_trims_at_next_write",
+        "test_rings_are_per_execution",
+        "test_full_ring_of_large_steps",
+        "test_trace_max_lowered_after_reopen",
+        "test_random_operations_agree_with_reference",
+    },
+    "skipping_cursor": {
+        "test_filters_reassembled_from_pages",
+        "test_exact_pages",
+        "test_no_cursor_after_last_page",
+        "test_limit_one_pagination_terminates",
+        "test_odd_strings_round_trip",
+        "test_random_operations_agree_with_reference",
+    },
+    "torn_commit": {"test_failed_commit_leaves_nothing"},
+    "unsorted_timers": {
+        "test_due_order_and_limit",
+        "test_many_executions_through_one_store",
+        "test_fire_at_bit_exact",
+    },
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_kit_fails_on_broken_store(pytester: pytest.Pytester, bug: str) -> None:
+    run = run_kit(pytester, bug, "--harel-strict")
+    assert sorted(run.failed) == sorted(BUGS[bug])
+    assert run.passed  # the rest of the kit still runs
+
+
+def test_kit_passes_on_correct_store_strict(pytester: pytest.Pytester) -> None:
+    run = run_kit(pytester, "correct", "--harel-strict")
+    assert run.failed == set()
+    assert run.skipped == set()
+    assert len(run.passed) > 50

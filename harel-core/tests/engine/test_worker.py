@@ -1,0 +1,200 @@
+"""The worker loop, the engine's env config, and three ``harel worker`` processes on one file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harel import DictStore, DurableRunner, Event, Status, definition_from_dsl
+from harel.engine.config import ConfigError, EngineConfig
+from harel.engine.dsl import definitions_from_dir
+from harel.engine.worker import Worker
+from harel.store.errors import StoreUnavailable
+
+JOBS = """
+event Tick {}
+machine job {
+  initial Arm
+  state Arm { timeout 5 }
+  orthogonal Split {
+    state Left  { initial L1  state L1 { on enter tick }  final L2 success {}  from L1 to L2 }
+    state Right { initial R  final R success {} }
+  }
+  final Done success {}
+  from Arm to Split on Timeout
+  from Split to Done
+}
+machine counter {
+  initial Even
+  state Even { on enter bump }
+  state Odd  { on enter bump }
+  from Even to Odd on Tick
+  from Odd to Even on Tick
+}
+"""
+
+ACTIONS = '''
+from harel import Event
+
+
+def tick(stm, event, **_):
+    stm.send("counter", Event(id="tick-" + stm.execution_id, kind="Tick"))
+
+
+def bump(stm, event, **_):
+    if event is not None:
+        stm.execution_ctx["n"] = stm.execution_ctx.get("n", 0) + 1
+        stm.execution_ctx.setdefault("seen", []).append(event.id)
+'''
+
+
+def tick(stm: Any, event: Event | None, **_: Any) -> None:
+    stm.send("counter", Event(id="tick-" + stm.execution_id, kind="Tick"))
+
+
+def bump(stm: Any, event: Event | None, **_: Any) -> None:
+    if event is not None:
+        stm.execution_ctx["n"] = stm.execution_ctx.get("n", 0) + 1
+        stm.execution_ctx.setdefault("seen", []).append(event.id)
+
+
+def _defs() -> dict[str, Any]:
+    actions = {"tick": tick, "bump": bump}
+    return {n: definition_from_dsl(JOBS, n, actions=actions) for n in ("job", "counter")}
+
+
+def _seed(runner: DurableRunner, jobs: int) -> None:
+    runner.create("counter", execution_id="counter")
+    for i in range(jobs):
+        runner.create("job", execution_id=f"job-{i:03d}")
+
+
+def test_worker_rounds_drain_everything() -> None:
+    store = DictStore()
+    _seed(DurableRunner(store, _defs(), clock=lambda: 0.0), 5)
+    worker = Worker(DurableRunner(store, _defs(), clock=lambda: 100.0), poll=0)
+    assert worker.run_round() > 0
+    stats = worker.run(once=True)
+    assert stats.rounds == 2 and stats.fired == 5
+    assert store.load("counter").context["n"] == 5
+    assert all(store.load(f"job-{i:03d}").status is Status.DONE for i in range(5))
+
+
+def test_worker_stops_when_asked_and_survives_busy_store() -> None:
+    class Busy:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.calls = inner, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def pending_spawns(self, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == 1:
+                raise StoreUnavailable("database is locked")
+            if self.calls == 3:
+                worker.stop()
+            return self.inner.pending_spawns(**kwargs)
+
+    store = Busy(DictStore())
+    worker = Worker(DurableRunner(store, _defs()), poll=0)  # type: ignore[arg-type]
+    stats = worker.run()
+    assert worker.stopping and stats.unavailable == 1 and stats.rounds >= 2
+    with pytest.raises(ValueError, match="poll"):
+        Worker(DurableRunner(DictStore(), {}), poll=-1)
+
+
+def test_engine_config_from_env(tmp_path: Path) -> None:
+    assert EngineConfig.from_env({}) == EngineConfig(False, 200, None)
+    config = EngineConfig.from_env(
+        {"STM_TRACE": " Yes ", "STM_TRACE_MAX": "7", "STM_DEFINITIONS_DIR": str(tmp_path)}
+    )
+    assert config == EngineConfig(True, 7, tmp_path)
+    assert not EngineConfig.from_env({"STM_TRACE": "0"}).trace
+    assert not EngineConfig.from_env({"STM_TRACE": "nope"}).trace
+    for bad in ("ten", "-1", "1.5"):
+        with pytest.raises(ConfigError, match="STM_TRACE_MAX"):
+            EngineConfig.from_env({"STM_TRACE_MAX": bad})
+
+
+@pytest.mark.slow
+def test_three_worker_processes_share_one_sqlite_file(tmp_path: Path) -> None:
+    sqlite = pytest.importorskip("harel_store_sqlite", reason="harel-store-sqlite not installed")
+    jobs = 200
+    defs_dir = tmp_path / "defs"
+    defs_dir.mkdir()
+    (defs_dir / "jobs.stm").write_text(JOBS)
+    (tmp_path / "worker_actions.py").write_text(ACTIONS)
+    assert set(definitions_from_dir(defs_dir, actions={"tick": tick, "bump": bump})) == {
+        "job",
+        "counter",
+    }
+    path = tmp_path / "shared.db"
+    store = sqlite.SqliteStore(str(path))
+    # created "in the past": every Arm timer (fire_at 5.0) is due for the real-time workers
+    _seed(DurableRunner(store, _defs(), clock=lambda: 0.0, trace=True, trace_max=0), jobs)
+    assert len(store.due_timers(10.0)) == jobs
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "STM_TRACE": "1",
+        "STM_TRACE_MAX": "0",
+    }
+    command = [
+        *(sys.executable, "-m", "harel.cli", "worker"),
+        *("--store", f"sqlite:///{path}", "--definitions", str(defs_dir)),
+        *("--actions", "worker_actions", "--poll", "0.05"),
+    ]
+    workers = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            counter = store.load("counter")
+            if counter is not None and counter.context.get("n", 0) >= jobs and _all_done(store, jobs):
+                break
+            assert all(w.poll() is None for w in workers), [w.communicate() for w in workers]
+            time.sleep(0.1)
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        outputs = [worker.communicate(timeout=30) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    for worker, (out, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+        assert "stopped after" in out and "Traceback" not in err
+
+    counter = store.load("counter")
+    assert counter.context["n"] == jobs  # every emitted Tick took effect exactly once
+    assert sorted(counter.context["seen"]) == [f"tick-job-{i:03d}:Split.Left:0" for i in range(jobs)]
+    assert counter.version == jobs + 1
+    for i in range(jobs):
+        job_id = f"job-{i:03d}"
+        kinds = [step["event_kind"] for step in store.read_trace(job_id)]
+        assert kinds == ["Start", "Timeout", "Finished", "Finished"], job_id
+        children = store.load(job_id).children
+        assert len(children) == 2 and all(child.finished for child in children.values())
+    assert store.due_timers(1e18) == []
+    assert store.pending_outbox() == [] and store.pending_spawns() == []
+    listed = store.list_executions(limit=1000).items
+    assert len(listed) == 1 + jobs * 3  # no duplicate children
+    store.close()
+
+
+def _all_done(store: Any, jobs: int) -> bool:
+    page = store.list_executions(status=[Status.DONE], definition_id="job", limit=1000)
+    return len(page.items) == jobs

@@ -1,0 +1,295 @@
+"""Discovery through real importlib.metadata with fake distributions built in a tmp dir:
+broken, incompatible, garbage and duplicate plugins, and the HAREL_* switches."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from harel import registry
+from harel.cli import main
+from harel.store.errors import BackendUnavailable, PluginError
+from harel.store.memory import CAPABILITIES as MEMORY_CAPABILITIES
+
+PLUGIN = """
+from harel.registry import StoreBackend, hookimpl
+from harel.store import Capabilities
+
+@hookimpl
+def harel_register_stores(register):
+    register(StoreBackend(
+        name={name!r},
+        schemes={schemes!r},
+        store={store!r},
+        async_store={async_store!r},
+        capabilities=Capabilities(
+            persistent=True, multi_process=False, ordered_listing=True, exact_pages=False
+        ),
+        distribution={dist!r},
+        version="1.0",
+    ))
+"""
+
+MakeDist = Callable[..., str]
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for var in (registry.LOAD_VAR, registry.DISABLE_VAR, registry.STRICT_VAR):
+        monkeypatch.delenv(var, raising=False)
+    registry.reset()
+    yield
+    registry.reset()
+
+
+@pytest.fixture
+def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MakeDist:
+    """Build an installed-looking distribution (dist-info + entry point + plugin module)."""
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+
+    def build(
+        dist: str,
+        ep_name: str,
+        source: str | None = None,
+        *,
+        version: str = "1.0",
+        requires: tuple[str, ...] = ("harel-core>=0.1",),
+        backend: str | None = None,
+        schemes: tuple[str, ...] | None = None,
+        store: str = "somewhere.sync:Store",
+    ) -> str:
+        module = f"fake_plugin_{uuid.uuid4().hex[:10]}"
+        if source is None:
+            name = backend or ep_name
+            source = PLUGIN.format(
+                name=name,
+                schemes=schemes or (name,),
+                store=store,
+                async_store=store.replace(":", ":Async"),
+                dist=dist,
+            )
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+        info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+        metadata += "".join(f"Requires-Dist: {line}\n" for line in requires)
+        (info / "METADATA").write_text(metadata)
+        (info / "entry_points.txt").write_text(f"[harel.stores]\n{ep_name} = {module}\n")
+        registry.reset()
+        return module
+
+    return build
+
+
+def rows() -> dict[tuple[str, str], registry.BackendInfo]:
+    return {(row.name, row.distribution): row for row in registry.available_backends()}
+
+
+def test_plugin_that_fails_to_import_is_broken_not_fatal(make_dist: MakeDist) -> None:
+    make_dist("harel-store-bad", "bad", "raise ImportError('no driver here')\n")
+    with pytest.warns(registry.PluginWarning, match="'bad = fake_plugin_.*' .* is broken"):
+        table = rows()
+    bad = table[("bad", "harel-store-bad")]
+    assert bad.status == "broken" and bad.error == "ImportError: no driver here"
+    assert table[("memory", "harel-core")].status == "ok"
+    with pytest.raises(BackendUnavailable, match="is broken: ImportError: no driver here"):
+        registry.get_backend("bad")
+    # reported once: later uses are silent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        registry.available_backends()
+        registry.get_backend("memory")
+
+
+@pytest.mark.parametrize(
+    ("source", "error"),
+    [
+        (
+            "from harel.registry import hookimpl\n"
+            "@hookimpl\ndef harel_register_stores(register):\n    raise RuntimeError('oops')\n",
+            "RuntimeError: oops",
+        ),
+        (
+            "from harel.registry import hookimpl\n"
+            "@hookimpl\ndef harel_register_stores(register):\n    register('sqlite')\n",
+            "expects a harel.registry.StoreBackend, got str",
+        ),
+        (
+            "def harel_register_stores(register):\n    pass\n",
+            "registered no backend",
+        ),
+        (
+            "from harel.registry import hookimpl\n"
+            "@hookimpl\ndef harel_register_stores(register, extra):\n    pass\n",
+            "PluginValidationError",
+        ),
+        ("import sys\nsys.exit(3)\n", "SystemExit: 3"),
+    ],
+)
+def test_misbehaving_hooks_are_broken(make_dist: MakeDist, source: str, error: str) -> None:
+    make_dist("harel-store-odd", "odd", source)
+    with pytest.warns(registry.PluginWarning):
+        row = rows()[("odd", "harel-store-odd")]
+    assert row.status == "broken"
+    assert error in (row.error or "")
+
+
+def test_garbage_descriptor_breaks_the_whole_plugin(make_dist: MakeDist) -> None:
+    make_dist("harel-store-g", "g", backend="Not Valid")
+    with pytest.warns(registry.PluginWarning, match="invalid backend name"):
+        table = rows()
+    assert table[("g", "harel-store-g")].status == "broken"
+    assert "Not Valid" not in registry.REGISTRY.backends()
+
+
+def test_incompatible_plugin_is_not_imported(make_dist: MakeDist) -> None:
+    import sys
+
+    module = make_dist(
+        "harel-store-x",
+        "x",
+        "raise AssertionError('must not be imported')\n",
+        version="0.3",
+        requires=("harel-core>=0.3,<0.4", "somedriver>=1"),
+    )
+    with pytest.warns(registry.PluginWarning, match="incompatible"):
+        row = rows()[("x", "harel-store-x")]
+    assert row.status == "incompatible"
+    assert row.error == (
+        "harel-store-x 0.3 requires harel-core>=0.3,<0.4, "
+        f"this is harel-core {registry.core_version()}"
+    )
+    assert module not in sys.modules
+    with pytest.raises(BackendUnavailable, match="incompatible"):
+        registry.get_backend("x")
+
+
+def test_requirements_behind_markers_or_absent_are_ignored(make_dist: MakeDist) -> None:
+    make_dist("harel-store-m", "m", requires=('harel-core>=99; extra == "dev"',))
+    make_dist("harel-store-n", "n", requires=())
+    table = rows()
+    assert table[("m", "harel-store-m")].status == "ok"
+    assert table[("n", "harel-store-n")].status == "ok"
+
+
+def test_same_name_same_targets_is_a_no_op(make_dist: MakeDist) -> None:
+    make_dist("harel-store-twin-a", "twin", store="twinpkg.sync:Store")
+    make_dist("harel-store-twin-b", "twin", store="twinpkg.sync:Store")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = [row for row in registry.available_backends() if row.name == "twin"]
+    assert [(row.status, row.distribution) for row in table] == [("ok", "harel-store-twin-a")]
+
+
+def test_same_name_different_targets_conflict_until_configured(
+    make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist("harel-store-one", "dup", store="one.sync:Store")
+    make_dist("harel-store-two", "dup", store="two.sync:Store")
+    with pytest.warns(registry.PluginWarning, match="harel-store-one .* and harel-store-two"):
+        assert len([row for row in registry.available_backends() if row.name == "dup"]) == 2
+    table = rows()
+    for dist in ("harel-store-one", "harel-store-two"):
+        assert table[("dup", dist)].status == "broken"
+        assert "different implementations" in (table[("dup", dist)].error or "")
+    with pytest.raises(BackendUnavailable, match="HAREL_DISABLE_PLUGINS=harel-store-two"):
+        registry.get_backend("dup")
+    with pytest.raises(BackendUnavailable, match="broken"):
+        registry.open_store("dup://x")
+
+    monkeypatch.setenv(registry.DISABLE_VAR, "harel-store-two")
+    registry.reset()
+    table = rows()
+    assert table[("dup", "harel-store-one")].status == "ok"
+    assert table[("dup", "harel-store-two")].status == "disabled"
+    assert registry.get_backend("dup").store == "one.sync:Store"
+
+    monkeypatch.delenv(registry.DISABLE_VAR)
+    monkeypatch.setenv(registry.LOAD_VAR, "memory,harel-store-two:dup")
+    registry.reset()
+    assert registry.get_backend("dup").store == "two.sync:Store"
+    assert registry.get_backend("memory").name == "memory"
+    assert rows()[("sqlite", "harel-store-sqlite")].status == "disabled"
+
+
+def test_conflict_with_a_first_party_backend_names_both(make_dist: MakeDist) -> None:
+    make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
+    with pytest.warns(registry.PluginWarning):
+        table = rows()
+    error = table[("sqlite", "harel-store-sqlite")].error or ""
+    assert "harel-store-sqlite" in error and "sqlite-fork" in error
+    assert table[("sqlite", "sqlite-fork")].status == "broken"
+    with pytest.raises(BackendUnavailable):
+        registry.open_store("sqlite:///x.db")
+    with pytest.raises(ImportError, match="broken"):
+        from harel import SqliteStore  # noqa: F401
+
+
+def test_duplicate_scheme_conflicts(make_dist: MakeDist) -> None:
+    make_dist("harel-store-pg-a", "pga", schemes=("pgx",), store="a.sync:Store")
+    make_dist("harel-store-pg-b", "pgb", schemes=("pgx", "pgb"), store="b.sync:Store")
+    with pytest.warns(registry.PluginWarning, match="scheme 'pgx://'"):
+        listed = [row for row in registry.available_backends() if row.name in ("pga", "pgb")]
+    assert len(listed) == 2
+    table = rows()
+    assert table[("pga", "harel-store-pg-a")].status == "broken"
+    assert table[("pgb", "harel-store-pg-b")].status == "broken"
+    with pytest.raises(BackendUnavailable, match="pgx://"):
+        registry.backend_for_url("pgx://host/db")
+    with pytest.raises(BackendUnavailable):
+        registry.backend_for_url("pgb://host/db")
+
+
+def test_disable_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(registry.DISABLE_VAR, "*")
+    registry.reset()
+    table = rows()
+    assert {row.status for row in table.values()} == {"disabled"}
+    assert table[("memory", "harel-core")].schemes == ("memory",)
+    with pytest.raises(BackendUnavailable, match="disabled by HAREL_DISABLE_PLUGINS"):
+        registry.open_store("memory://")
+    # run-time registration is explicit and still works
+    backend = registry.StoreBackend(
+        name="mem2",
+        schemes=("memory",),
+        store="harel.store.memory:DictStore",
+        async_store="harel.store.memory:AsyncDictStore",
+        capabilities=MEMORY_CAPABILITIES,
+        distribution="harel-core",
+        version="0",
+    )
+    registry.register(backend)
+    assert type(registry.open_store("memory://")).__name__ == "DictStore"
+
+
+def test_strict_mode_raises_plugin_errors(
+    make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist("harel-store-bad", "bad", "raise ImportError('no driver here')\n")
+    monkeypatch.setenv(registry.STRICT_VAR, "1")
+    registry.reset()
+    with pytest.raises(PluginError, match="is broken") as info:
+        registry.available_backends()
+    assert isinstance(info.value.__cause__, ImportError)
+    assert not registry.REGISTRY.discovered
+    monkeypatch.setenv(registry.STRICT_VAR, "0")
+    with pytest.warns(registry.PluginWarning):
+        assert rows()[("bad", "harel-store-bad")].status == "broken"
+
+
+def test_cli_stores_reports_broken_plugins(
+    make_dist: MakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_dist("harel-store-bad", "bad", "raise ImportError('no driver here')\n")
+    assert main(["stores"]) == 0
+    out = capsys.readouterr().out
+    assert "broken" in out and "ImportError: no driver here" in out
+    assert main(["stores", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "bad (harel-store-bad): ImportError: no driver here" in out
