@@ -277,6 +277,16 @@ def test_a_crash_after_the_commit_point_is_completed_by_the_next_operation(
     assert [step["index"] for step in store.read_trace("seeded")] == [0, 1]
 
 
+def test_temp_files_a_crash_left_behind_are_removed_on_open(store: JsonDirStore) -> None:
+    _seed(store)
+    before = snapshot(store.directory)
+    stray = store.directory / _layout.EXECUTIONS / f"{_layout.TEMP_PREFIX}deadbeef"
+    stray.write_text('{"torn": ')
+    JsonDirStore(store.directory)
+    assert not stray.exists()
+    assert snapshot(store.directory) == before
+
+
 def test_a_directory_of_another_layout_format_is_refused(store: JsonDirStore) -> None:
     _seed(store)
     state = store.directory / _layout.STATE
@@ -340,3 +350,16 @@ def test_harness_from_url_uses_a_fresh_folder_inside_the_url_directory(tmp_path:
     second.destroy()
     assert not first.directory.exists()
     assert keep.read_text() == "not ours"
+
+
+def test_the_registry_finds_jsondir_through_its_entry_point(tmp_path: Path) -> None:
+    from harel.registry import get_backend, harness_for_url, open_store
+
+    backend = get_backend("jsondir")
+    assert backend.distribution == "harel-example-jsondir"
+    assert backend.capabilities == JsonDirStore.capabilities
+    store = open_store(f"jsondir://{tmp_path / 'via-registry'}")
+    assert isinstance(store, JsonDirStore)
+    harness = harness_for_url(f"jsondir://{tmp_path}", tmp_path / "work")
+    assert harness.describe().startswith("jsondir at ")
+    harness.destroy()

@@ -76,6 +76,7 @@ def run_demo(workdir: Path, out: TextIO = sys.stdout) -> str:
     say(f"  Pack     -> {exe.active_path}")
     clock.now += 7200
     fired = runner.fire_due_timers()
+    exe = store.load("order-1") or exe
     say(f"  +2h: {fired} timer fired -> {exe.active_path}, {exe.status.value}/{exe.outcome}")
     say(f"  paid: {exe.context['region_results']['Fulfilment.Payment']['amount']}")
 

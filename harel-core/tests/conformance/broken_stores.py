@@ -18,7 +18,6 @@ from harel.store.common import (
     encode_cursor,
     encode_trace_step,
     listing_query,
-    next_trace_index,
 )
 from harel.store.contract import Capabilities, DueTimer, Emit, Spawn, TimerOp
 from harel.store.memory import (
@@ -26,6 +25,7 @@ from harel.store.memory import (
     AsyncDictStore,
     DictStore,
     MemoryData,
+    _check_limit,
     _MemoryCore,
 )
 
@@ -43,9 +43,11 @@ class SkippedCas(_MemoryCore):
         trace: dict[str, Any] | None,
         trace_max: int | None,
     ) -> None:
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as plan:
-            with self.data.lock:
-                self._apply(plan, exe, trace_max)
+        with (
+            committing(exe, emits, processed_event_id, timers, spawns, trace) as plan,
+            self.data.lock,
+        ):
+            self._apply(plan, exe, trace_max)
 
 
 class LeakyLoser(_MemoryCore):
@@ -61,16 +63,18 @@ class LeakyLoser(_MemoryCore):
         trace: dict[str, Any] | None,
         trace_max: int | None,
     ) -> None:
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as plan:
-            with self.data.lock:
-                row = self.data.executions.get(plan.execution_id)
-                found = None if row is None else row.version
-                if cas_decision(plan.expected_version, found) == "conflict":
-                    for emit in plan.emits:  # the bug: side writes before the CAS verdict
-                        self.data.outbox[self.data.next_seq] = (emit.target_id, emit.event_json)
-                        self.data.next_seq += 1
-                    raise conflict(plan, found)
-                self._apply(plan, exe, trace_max)
+        with (
+            committing(exe, emits, processed_event_id, timers, spawns, trace) as plan,
+            self.data.lock,
+        ):
+            row = self.data.executions.get(plan.execution_id)
+            found = None if row is None else row.version
+            if cas_decision(plan.expected_version, found) == "conflict":
+                for emit in plan.emits:  # the bug: side writes before the CAS verdict
+                    self.data.outbox[self.data.next_seq] = (emit.target_id, emit.event_json)
+                    self.data.next_seq += 1
+                raise conflict(plan, found)
+            self._apply(plan, exe, trace_max)
 
 
 class UnguardedDeleteTimer(_MemoryCore):
@@ -107,7 +111,9 @@ class SkippingCursor(_MemoryCore):
         )
         with self.data.lock:
             ids = sorted(
-                row.summary.id for row in self.data.executions.values() if query.matches(row.summary)
+                row.summary.id
+                for row in self.data.executions.values()
+                if query.matches(row.summary)
             )
         last = page.items[-1].id
         after = ids.index(last) + 1
@@ -129,24 +135,24 @@ class TornCommit(_MemoryCore):
         trace: dict[str, Any] | None,
         trace_max: int | None,
     ) -> None:
-        with committing(exe, emits, processed_event_id, timers, spawns, None) as plan:
-            with self.data.lock:
-                row = self.data.executions.get(plan.execution_id)
-                found = None if row is None else row.version
-                if cas_decision(plan.expected_version, found) == "conflict":
-                    raise conflict(plan, found)
-                self._apply(plan, exe, trace_max)
-                if trace is not None:  # the bug: encoding after writing
-                    body = encode_trace_step(trace)
-                    index = next_trace_index(self.data.last_trace_index.get(plan.execution_id))
-                    self.data.trace.setdefault(plan.execution_id, {})[index] = body
-                    self.data.last_trace_index[plan.execution_id] = index
+        with (
+            committing(exe, emits, processed_event_id, timers, spawns, None) as plan,
+            self.data.lock,
+        ):
+            row = self.data.executions.get(plan.execution_id)
+            found = None if row is None else row.version
+            if cas_decision(plan.expected_version, found) == "conflict":
+                raise conflict(plan, found)
+            self._apply(plan, exe, trace_max)
+            if trace is not None:  # the bug: encoding after writing
+                self._append_trace_locked(plan.execution_id, encode_trace_step(trace), trace_max)
 
 
 class UnsortedTimers(_MemoryCore):
     """Returns due timers in insertion order (and applies ``limit`` before sorting)."""
 
     def due_timers(self, now: float, limit: int | None) -> list[DueTimer]:
+        _check_limit(limit)
         with self.data.lock:
             due = [(e, p, f) for (e, p), f in self.data.timers.items() if f <= now]
         return due[:limit]

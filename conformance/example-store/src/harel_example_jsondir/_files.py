@@ -3,7 +3,8 @@
 Guarantees:
 
 * Every operation runs under one :class:`filelock.FileLock` on ``<dir>/.lock``; it excludes
-  other processes, other store objects and other threads alike.
+  other processes, other store objects and other threads alike (threads of one process
+  first queue on a process-wide lock per directory, which spares them polling the file).
 * A file is never written in place: its new text goes to a temporary file in the same folder,
   is flushed and fsynced, then ``os.replace``-d over the old one (and the folder fsynced), so a
   reader or a crash sees the old text or the new text, never a torn mix.
@@ -11,7 +12,7 @@ Guarantees:
   texts — that replace is the commit point — then applies them and removes the journal.  A
   journal left by a crash is re-applied (the writes are idempotent) by the next operation
   before it reads anything.  An exception before the journal is in place leaves every file
-  as it was.
+  as it was; temp files a crash left behind are deleted when a store opens the directory.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,6 +35,24 @@ from harel_example_jsondir._plan import FORMAT, Write
 
 _POLL_SECONDS = 0.002
 _log = logging.getLogger(__name__)
+
+_PROCESS_LOCKS: dict[Path, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(root: Path) -> threading.Lock:
+    with _PROCESS_LOCKS_GUARD:
+        return _PROCESS_LOCKS.setdefault(root, threading.Lock())
+
+
+def _forget_process_locks() -> None:
+    # A forked child must not inherit a lock some thread of its parent was holding.
+    global _PROCESS_LOCKS_GUARD
+    _PROCESS_LOCKS_GUARD = threading.Lock()
+    _PROCESS_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_process_locks)
 
 
 class JsonDirectory:
@@ -55,22 +75,37 @@ class JsonDirectory:
             poll_interval=_POLL_SECONDS,
             preserve_lock_file=True,
         )
+        with self.locked():
+            self._sweep_temp_files()
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the directory's lock (re-applying a crashed commit's journal first)."""
+        """Hold the directory's lock (re-applying a crashed commit's journal first).
+
+        Threads of one process queue on a process-wide lock per directory first, so only one
+        of them at a time polls the file lock, which then only arbitrates between processes.
+        """
+        thread_lock = _process_lock(self.root)
+        if not thread_lock.acquire(timeout=self.lock_timeout):
+            raise self._timeout()
         try:
-            self._lock.acquire()
-        except filelock.Timeout as exc:
-            raise StoreUnavailable(
-                f"the lock on {self.root} was not released within {self.lock_timeout}s; "
-                "another process holds it — retry, or raise lock_timeout"
-            ) from exc
-        try:
-            self.recover()
-            yield
+            try:
+                self._lock.acquire()
+            except filelock.Timeout as exc:
+                raise self._timeout() from exc
+            try:
+                self.recover()
+                yield
+            finally:
+                self._lock.release()
         finally:
-            self._lock.release()
+            thread_lock.release()
+
+    def _timeout(self) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"the lock on {self.root} was not released within {self.lock_timeout}s; "
+            "another process or thread holds it — retry, or raise lock_timeout"
+        )
 
     def path(self, relative: str) -> Path:
         """Absolute path of a file given relative to the directory."""
@@ -141,6 +176,12 @@ class JsonDirectory:
                 f"cannot apply the pending journal of {self.root}: {exc}; "
                 "fix the cause (disk space, permissions) and retry"
             ) from exc
+
+    def _sweep_temp_files(self) -> None:
+        # Under the lock no write is in flight, so a temp file is what a crash left behind.
+        for stray in self.root.rglob(f"{_layout.TEMP_PREFIX}*"):
+            with contextlib.suppress(OSError):
+                stray.unlink()
 
     def _apply_journal(self, writes: Sequence[Write]) -> None:
         for relative, text in writes:

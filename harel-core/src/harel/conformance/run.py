@@ -35,6 +35,10 @@ def run_conformance(url: str, pytest_args: Sequence[str] = ()) -> int:
             rootdir,
             "-p",
             "no:cacheprovider",
+            # plugins imported before the session (anyio, via harel) cannot be rewritten
+            "-W",
+            "ignore:Module already imported so cannot be rewritten"
+            ":pytest.PytestAssertRewriteWarning",
             "-p",
             "harel.conformance.plugin",
             "--harel-store-url",

@@ -1,0 +1,174 @@
+"""The kit's plugin: declared expected failures, capability gates, strict mode, URL runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from harel.conformance import run_conformance
+from harel.conformance.run import url_suite_path
+
+HERE = Path(__file__).parent
+
+CONFTEST = """
+import pytest
+from broken_stores import BrokenHarness
+
+@pytest.fixture
+def harel_harness():
+    harness = BrokenHarness.named({name!r})
+    yield harness
+    harness.destroy()
+"""
+
+SUITE = """
+from harel.conformance import {base}
+
+class TestKit({base}):
+    expected_failures = {expected_failures!r}
+"""
+
+
+def _session(
+    pytester: pytest.Pytester,
+    name: str | None,
+    *args: str,
+    expected_failures: dict[str, str] | None = None,
+    base: str = "ConformanceSuite",
+) -> pytest.RunResult:
+    pytester.syspathinsert(HERE)
+    if name is not None:
+        pytester.makeconftest(CONFTEST.format(name=name))
+    pytester.makepyfile(test_kit=SUITE.format(base=base, expected_failures=expected_failures or {}))
+    return pytester.runpytest_inprocess(
+        "-p", "harel.conformance.plugin", "-p", "no:cacheprovider", "-rs", *args
+    )
+
+
+TIMER_BUGS = {
+    "test_delete_timer_guarded_by_fire_at": "deletes regardless of fire_at",
+    "test_delete_after_rearm_keeps_the_new_time": "deletes regardless of fire_at",
+    "test_fire_at_bit_exact": "deletes regardless of fire_at",
+}
+
+
+def test_declared_expected_failures_are_strict_xfails_and_counted(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _session(
+        pytester,
+        "unguarded_delete_timer",
+        expected_failures=TIMER_BUGS,
+        base="TimerTests",
+    )
+    result.assert_outcomes(passed=19, xfailed=6)
+    result.stdout.fnmatch_lines(
+        ["harel conformance: 3 expected failure(s) declared: TestKit.test_delete_after_rearm*"]
+    )
+    assert result.ret == 0
+
+
+def test_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester,
+        "correct",
+        base="TimerTests",
+        expected_failures={"test_reschedule_replaces[sync]": "thought it was broken"},
+    )
+    result.assert_outcomes(passed=24, failed=1)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*thought it was broken*"])
+
+
+def test_unknown_expected_failure_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester, "correct", base="TimerTests", expected_failures={"test_no_such": "typo"}
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*expected_failures names 'test_no_such'*"])
+
+
+def test_undeclared_capabilities_fail(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester, "undeclared", "-k", "capabilities or ordered", base="ConformanceSuite"
+    )
+    result.assert_outcomes(failed=3, passed=2)
+    result.stdout.fnmatch_lines(["*UndeclaredHarness must declare `capabilities*"])
+
+
+def test_capability_skip_names_the_flag(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester, "unordered", "-k", "ordered_by_id or exact_pages", base="ListingTests"
+    )
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines(
+        ["*needs capability 'ordered_listing'*", "*needs capability 'exact_pages'*"]
+    )
+
+
+def test_strict_turns_capability_skips_into_failures(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester,
+        "unordered",
+        "--harel-strict",
+        "-k",
+        "ordered_by_id or exact_pages",
+        base="ListingTests",
+    )
+    result.assert_outcomes(failed=4)
+    result.stdout.fnmatch_lines(["*--harel-strict: needs capability 'ordered_listing'*"])
+
+
+def test_unordered_store_passes_the_rest_of_listing(pytester: pytest.Pytester) -> None:
+    result = _session(pytester, "unordered", base="ListingTests")
+    result.assert_outcomes(passed=44, skipped=4)
+
+
+def test_missing_harness_fixture_explains_itself(pytester: pytest.Pytester) -> None:
+    result = _session(pytester, None, "-k", "fresh_dataset", base="ContractTests")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*no `harel_harness` fixture*--harel-store-url URL*"])
+
+
+def test_store_url_option_builds_the_harness(pytester: pytest.Pytester) -> None:
+    result = _session(
+        pytester, None, "--harel-store-url", "memory://", "--harel-strict", base="ContractTests"
+    )
+    result.assert_outcomes(passed=25)
+
+
+def test_url_suite_is_bundled() -> None:
+    assert url_suite_path().is_file()
+    assert callable(run_conformance)
+
+
+@pytest.mark.slow
+def test_run_conformance_from_another_directory(tmp_path: Path) -> None:
+    """``run_conformance`` needs no configuration from the current directory."""
+    code = (
+        "import sys\n"
+        "from harel.conformance import run_conformance\n"
+        "sys.exit(run_conformance('memory://', ['-q', '--harel-strict', '-k', "
+        "'stale_save or fire_at or fresh_dataset']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "8 passed" in done.stdout
+    assert "harel conformance: 0 expected failure(s) declared [strict]" in done.stdout
+    assert "warning" not in done.stdout.lower()
+
+
+@pytest.mark.slow
+def test_run_conformance_reports_failures(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from harel.conformance import run_conformance\n"
+        "sys.exit(run_conformance('nosuchscheme://x', ['-q', '-k', 'fresh_dataset']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
