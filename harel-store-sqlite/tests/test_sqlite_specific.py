@@ -629,3 +629,41 @@ def test_plugin_module_imports_no_driver() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.anyio
+async def test_cancelled_async_commit_rolls_back(
+    astore: AsyncSqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task cancelled mid-transaction leaves nothing, and the store keeps working."""
+    entered, release = threading.Event(), threading.Event()
+
+    def block() -> int:
+        entered.set()
+        release.wait(timeout=30)
+        return 1
+
+    assert astore._conn is not None
+    await astore._conn.create_function("harel_test_block", 0, block)
+    real = plan.commit_plan
+
+    def blocking(prepared: Any, trace_max: int | None) -> plan.CommitPlan:
+        steps = real(prepared, trace_max)
+        pause = plan.Statement("SELECT harel_test_block()")
+        return plan.CommitPlan(steps.prepared, steps.cas, steps.found, (*steps.effects, pause))
+
+    victim = Execution(id="victim", definition_id="d")
+    with monkeypatch.context() as patch:
+        patch.setattr(plan, "commit_plan", blocking)
+        task = asyncio.ensure_future(astore.commit(*full_commit_args(victim, "v")))
+        await asyncio.to_thread(entered.wait, 30)  # the CAS and effects ran, not committed
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert victim.version == 0
+    other = Execution(id="other", definition_id="d")
+    await astore.commit(other, [(None, Event(id="ok", kind="Ok"))])
+    assert await astore.load("victim") is None
+    assert [e.event.id for e in await astore.pending_outbox()] == ["ok"]
+    assert await astore.pending_spawns() == [] and await astore.due_timers(10.0) == []

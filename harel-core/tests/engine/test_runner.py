@@ -424,3 +424,88 @@ def test_run_until_idle(runner: DurableRunner, clock: Clock) -> None:
     assert runner.run_until_idle() == 2
     assert runner.run_until_idle() == 0
     assert {runner.store.load(i).outcome for i in "ab"} == {"expired"}
+
+
+def test_run_until_idle_reports_undeliverable_entries(
+    make_store: Callable[[], Any], clock: Clock
+) -> None:
+    full = DurableRunner(make_store(), defs(), clock=clock)
+    full.create("onboarding", execution_id="p", _relay=False)
+    partial = DurableRunner(make_store(), {"m": defs()["m"]}, clock=clock)
+    with pytest.raises(RuntimeError, match="definition registered"):
+        partial.run_until_idle()
+    assert len(partial.store.pending_spawns()) == 2  # left for a runner that knows them
+    assert full.run_until_idle() == 0
+    assert full.store.load("p:Checks.Credit:0") is not None
+
+
+EARLY_EXIT = """
+event Go {}  event Poke {}
+machine early {
+  initial Fork
+  orthogonal Fork {
+    timeout 5
+    state Left  { initial L  state L {}  final LDone success {}  from L to LDone on Go }
+    state Right { initial R  state R {}  final RDone success {}  from R to RDone on Go }
+  }
+  state Escaped {}
+  final Poked success {}
+  from Fork to Escaped on Timeout
+  from Escaped to Poked on Poke
+}
+"""
+
+RESEND = """
+event Go {}
+machine resend {
+  initial Fork
+  orthogonal Fork {
+    state Only { initial A  state A {}  final B success {}  from A to B on Go }
+  }
+  state Joined {}
+  final Wrong failed {}
+  from Fork to Joined
+  from Joined to Wrong on Go
+}
+"""
+
+
+def test_resent_broadcast_never_falls_through_to_the_parent(make_store: Any, clock: Clock) -> None:
+    runner = DurableRunner(make_store(), {"resend": definition_from_dsl(RESEND)}, clock=clock)
+    runner.create("resend", execution_id="p")
+    go = Event(kind="Go")
+    joined = runner.process("p", go)
+    assert joined.active_path == "Joined"
+    again = runner.process("p", go)  # the caller retries the same event after the join
+    assert again.active_path == "Joined" and again.version == joined.version
+    fresh = runner.process("p", Event(kind="Go"))  # a new event does reach the parent now
+    assert fresh.active_path == "Wrong"
+
+
+def test_parent_that_left_its_fork_early_gets_its_own_events(
+    make_store: Any, clock: Clock
+) -> None:
+    runner = DurableRunner(make_store(), {"early": definition_from_dsl(EARLY_EXIT)}, clock=clock)
+    runner.create("early", execution_id="p")
+    clock.now += 5
+    assert runner.fire_due_timers() == 1
+    parent = runner.store.load("p")
+    assert parent.active_path == "Escaped"
+    assert not any(child.finished for child in parent.children.values())  # regions still run
+    poked = runner.process("p", Event(kind="Poke"))
+    assert (poked.active_path, poked.status) == ("Poked", Status.DONE)
+    for child_id in parent.children:
+        assert runner.store.load(child_id).version == 1  # Poke was not broadcast to them
+
+
+def test_engine_error_marks_the_execution_failed(make_store: Any, clock: Clock) -> None:
+    text = """event Go {} machine t { initial A  state A {}
+              state B { timeout context delay }  from A to B on Go }"""
+    runner = DurableRunner(make_store(), {"t": definition_from_dsl(text)}, clock=clock)
+    runner.create("t", execution_id="x", context={"delay": "soon"})
+    go = Event(kind="Go")
+    failed = runner.process("x", go)
+    assert failed.status is Status.FAILED
+    assert failed.error is not None and "delay" in failed.error
+    assert runner.store.is_processed("x", go.id)
+    assert runner.store.due_timers(1e12) == []

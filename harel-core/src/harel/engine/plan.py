@@ -126,6 +126,9 @@ class RunnerPlan:
                 effect = steps.send(reply)
             except StopIteration:
                 return out
+            except core.EngineError as err:
+                self._fail(exe, out, err)
+                return out
             reply = None
             if isinstance(effect, RunAction | RunChooser):
                 key = f"{exe.id}:{exe.version}:{number}"
@@ -141,11 +144,7 @@ class RunnerPlan:
                         yield CallAction(fn, stm, effect.event, dict(effect.action.inputs))
                 except Exception as err:
                     steps.close()
-                    exe.status = Status.FAILED
-                    exe.error = f"{type(err).__name__}: {err}"
-                    out.emits.clear()
-                    out.timers.clear()
-                    out.spawns.clear()
+                    self._fail(exe, out, err)
                     return out
             elif isinstance(effect, EmitEvent):
                 out.emits.append((effect.to, effect.event))
@@ -158,6 +157,15 @@ class RunnerPlan:
                 out.timers.append(TimerOp.cancel(effect.path))
             else:
                 raise TypeError(f"the engine yielded an unknown effect {effect!r}")
+
+    @staticmethod
+    def _fail(exe: Execution, out: Collected, err: Exception) -> None:
+        """The dead letter: FAILED with the error, nothing emitted, armed or spawned."""
+        exe.status = Status.FAILED
+        exe.error = f"{type(err).__name__}: {err}"
+        out.emits.clear()
+        out.timers.clear()
+        out.spawns.clear()
 
     def commit(
         self, exe: Execution, got: Collected, event: Event | None, from_path: str | None
@@ -240,12 +248,19 @@ class RunnerPlan:
     def targets(self, exe: Execution, event: Event) -> Plan[list[Execution]]:
         """The rows ``event`` goes to: the live region children for a domain event, else ``exe``.
 
-        Children already past this event are left out; missing child rows trigger the
-        spawn relay first.
+        Regions receive domain events only while the parent is parked at their fork (a parent
+        that left the orthogonal state early gets its events itself).  An event that a region
+        of the current fork already processed was a broadcast: a re-send never falls through
+        to the parent, it only reaches the regions that missed it.  Missing child rows trigger
+        the spawn relay first.
         """
-        live = [cid for cid, child in exe.children.items() if not child.finished]
-        if not live or not core.is_domain_event(event):
+        if not exe.children or not core.is_domain_event(event):
             return [exe]
+        parked = any(
+            not child.finished and child.root_path.rpartition(".")[0] == exe.active_path
+            for child in exe.children.values()
+        )
+        live = [cid for cid, child in exe.children.items() if parked and not child.finished]
         rows: list[tuple[Execution | None, bool]] = []
         for attempt in range(2):
             rows = []
@@ -255,9 +270,16 @@ class RunnerPlan:
                 yield from self.spawn_pass()
                 continue
             break
-        if all(row is None for row, _ in rows):
-            return [exe]
-        return [row for row, seen in rows if row is not None and not seen]
+        broadcast_before = any(seen for row, seen in rows if row is not None)
+        for cid, child in exe.children.items():
+            if broadcast_before:
+                break
+            if child.finished or not parked:
+                broadcast_before = yield StoreCall("is_processed", (cid, event.id))
+        pending = [row for row, seen in rows if row is not None and not seen]
+        if pending or broadcast_before:
+            return pending
+        return [exe]
 
     def deliver(self, exe: Execution, event: Event) -> Plan[None]:
         """Step ``exe`` with ``event``, reloading and re-driving on ``StoreConflict`` (§2.7)."""
@@ -381,15 +403,21 @@ class RunnerPlan:
         return not spawns and not outbox
 
     def run_until_idle(self, max_rounds: int) -> Plan[int]:
-        """Relay and sweep until a round fires nothing and nothing is pending; timers fired."""
+        """Relay and sweep until a round fires nothing and nothing is pending; timers fired.
+
+        Raises ``RuntimeError`` when entries stay pending without progress (e.g. their
+        definition is not registered here) or after ``max_rounds`` busy rounds.
+        """
         fired = 0
         for _ in range(max_rounds):
-            yield from self.relay()
+            relayed = yield from self.relay()
             now_fired = yield from self.fire_due_timers()
             fired += now_fired
             if not now_fired and (yield from self.is_idle()):
                 return fired
-        raise RuntimeError(
-            f"not idle after {max_rounds} rounds: entries stay pending (unknown definitions "
-            "or repeated conflicts?) or timers keep firing"
-        )
+            if not now_fired and not relayed:
+                raise RuntimeError(
+                    "spawn/outbox entries stay pending and none can be delivered: is their "
+                    f"definition registered? (known: {sorted(self.definitions)})"
+                )
+        raise RuntimeError(f"still busy after {max_rounds} rounds (timers keep firing?)")
