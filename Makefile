@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 # HYPOTHESIS_PROFILE: "fast" in make test, "thorough" in make conformance-thorough.
 
-.PHONY: install test lint typecheck demo conformance-thorough bench clean
+.PHONY: install lock test lint typecheck demo conformance-thorough bench clean
 
 install: $(VENV)/.installed
 
@@ -15,11 +15,12 @@ $(UV):
 	$(PYTHON) -m venv .uv
 	.uv/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
+# --locked: a uv.lock that no longer matches the pyproject files fails here (run `make lock`).
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock harel-core/pyproject.toml harel-store-sqlite/pyproject.toml conformance/example-store/pyproject.toml
-	$(UV) sync --all-packages --frozen --python $(PYTHON)
+	$(UV) sync --all-packages --locked --python $(PYTHON)
 	touch $@
 
-uv.lock: $(UV) pyproject.toml harel-core/pyproject.toml harel-store-sqlite/pyproject.toml conformance/example-store/pyproject.toml
+lock: $(UV)
 	$(UV) lock --python $(PYTHON)
 
 test: install

@@ -131,10 +131,20 @@ BUGS: dict[str, set[str]] = {
 }
 
 
+# Where the random state machine may or may not meet the bug in the fast profile: hypothesis
+# seeds generation with constants harvested from the source tree, so whether 30 steps page
+# past a skipped row can change with unrelated code.  The dedicated tests must still fail.
+MAY_ALSO_FAIL: dict[str, set[str]] = {
+    "skipping_cursor": {"test_random_operations_agree_with_reference"},
+}
+
+
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_kit_fails_on_broken_store(pytester: pytest.Pytester, bug: str) -> None:
     run = run_kit(pytester, bug, "--harel-strict")
-    assert sorted(run.failed) == sorted(BUGS[bug])
+    optional = MAY_ALSO_FAIL.get(bug, set())
+    assert BUGS[bug] - optional <= run.failed  # every test that must catch it does
+    assert run.failed <= BUGS[bug]  # and nothing unrelated breaks
     assert run.passed  # the rest of the kit still runs
 
 

@@ -482,9 +482,7 @@ def test_resent_broadcast_never_falls_through_to_the_parent(make_store: Any, clo
     assert fresh.active_path == "Wrong"
 
 
-def test_parent_that_left_its_fork_early_gets_its_own_events(
-    make_store: Any, clock: Clock
-) -> None:
+def test_parent_that_left_its_fork_early_gets_its_own_events(make_store: Any, clock: Clock) -> None:
     runner = DurableRunner(make_store(), {"early": definition_from_dsl(EARLY_EXIT)}, clock=clock)
     runner.create("early", execution_id="p")
     clock.now += 5
