@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import anyio.to_thread
 
-from harel.engine.definition import Definition
-from harel.engine.plan import CallAction, Plan, ReadClock, Request, RunnerPlan, StoreCall
+from harel.engine.plan import (
+    CallAction,
+    Plan,
+    ReadClock,
+    Request,
+    RunnerShell,
+    StoreCall,
+)
 from harel.model import Event, Execution
 from harel.store.contract import AsyncExecutionStore
 
@@ -33,28 +38,8 @@ async def _call_async_action(request: CallAction) -> None:
         await result
 
 
-class AsyncDurableRunner:
+class AsyncDurableRunner(RunnerShell[AsyncExecutionStore]):
     """The async twin of :class:`~harel.engine.runner.DurableRunner` (same plan, same results)."""
-
-    def __init__(
-        self,
-        store: AsyncExecutionStore,
-        definitions: Mapping[str, Definition],
-        *,
-        clock: Callable[[], float] = time.time,
-        trace: bool = False,
-        trace_max: int | None = None,
-        conflict_retries: int = 3,
-    ) -> None:
-        self.store = store
-        self.definitions = definitions
-        self.clock = clock
-        self.plan = RunnerPlan(definitions, trace=trace, conflict_retries=conflict_retries)
-        if trace_max is not None:
-            store.trace_max = trace_max
-
-    def __repr__(self) -> str:
-        return f"AsyncDurableRunner({self.store!r}, definitions={sorted(self.definitions)})"
 
     async def _answer(self, request: Request) -> Any:
         if isinstance(request, StoreCall):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from harel.engine import core
 from harel.engine.actions import ActionContext, resolve_action
@@ -27,12 +28,13 @@ from harel.engine.effects import (
     SpawnChildren,
 )
 from harel.model import Event, Execution, Status
-from harel.store.contract import Emit, Spawn, TimerOp
+from harel.store.contract import AsyncExecutionStore, Emit, ExecutionStore, Spawn, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, ExecutionNotFound, StoreConflict
 
 log = logging.getLogger("harel.engine")
 
 T = TypeVar("T")
+S = TypeVar("S", ExecutionStore, AsyncExecutionStore)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,3 +423,30 @@ class RunnerPlan:
                     f"definition registered? (known: {sorted(self.definitions)})"
                 )
         raise RuntimeError(f"still busy after {max_rounds} rounds (timers keep firing?)")
+
+
+class RunnerShell(Generic[S]):
+    """What both runner shells hold: the store, the definitions, the clock and the plan.
+
+    ``trace_max``, when given, is applied to ``store.trace_max``.
+    """
+
+    def __init__(
+        self,
+        store: S,
+        definitions: Mapping[str, Definition],
+        *,
+        clock: Callable[[], float] = time.time,
+        trace: bool = False,
+        trace_max: int | None = None,
+        conflict_retries: int = 3,
+    ) -> None:
+        self.store: S = store
+        self.definitions = definitions
+        self.clock = clock
+        self.plan = RunnerPlan(definitions, trace=trace, conflict_retries=conflict_retries)
+        if trace_max is not None:
+            store.trace_max = trace_max
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r}, definitions={sorted(self.definitions)})"

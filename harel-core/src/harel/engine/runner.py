@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import anyio
 
-from harel.engine.definition import Definition
-from harel.engine.plan import CallAction, Plan, ReadClock, Request, RunnerPlan, StoreCall
+from harel.engine.plan import (
+    CallAction,
+    Plan,
+    ReadClock,
+    Request,
+    RunnerShell,
+    StoreCall,
+)
 from harel.model import Event, Execution
 from harel.store.contract import ExecutionStore
 
@@ -67,32 +72,12 @@ def drive_sync(plan: Plan[T], answer: Callable[[Request], Any]) -> T:
             reply, error = None, err
 
 
-class DurableRunner:
+class DurableRunner(RunnerShell[ExecutionStore]):
     """Creates executions and delivers events durably through an :class:`ExecutionStore`.
 
     Every state change is one atomic ``commit``; spawns and emitted events are relayed
     after it, so a crash at any point is survived by ``recover()`` (engine.md §2.8).
     """
-
-    def __init__(
-        self,
-        store: ExecutionStore,
-        definitions: Mapping[str, Definition],
-        *,
-        clock: Callable[[], float] = time.time,
-        trace: bool = False,
-        trace_max: int | None = None,
-        conflict_retries: int = 3,
-    ) -> None:
-        self.store = store
-        self.definitions = definitions
-        self.clock = clock
-        self.plan = RunnerPlan(definitions, trace=trace, conflict_retries=conflict_retries)
-        if trace_max is not None:
-            store.trace_max = trace_max
-
-    def __repr__(self) -> str:
-        return f"DurableRunner({self.store!r}, definitions={sorted(self.definitions)})"
 
     def _answer(self, request: Request) -> Any:
         if isinstance(request, StoreCall):
