@@ -5,7 +5,7 @@ the whole kit through ``harel.conformance.run_conformance(url)`` — i.e. throug
 backend's own ``harness_from_url`` — in a fresh interpreter, so the registry, the plugin
 and the harness are exercised exactly as ``harel conformance URL`` does.
 
-Where a backend's data goes: :data:`LOCAL_URLS` for embedded backends, else the environment
+Where a backend's data goes: the ``local_url`` an embedded backend declares, else the environment
 variable ``HAREL_TEST_<NAME>_URL`` (e.g. ``HAREL_TEST_POSTGRES_URL``), which also overrides a
 local URL.  A backend this file cannot point anywhere FAILS when ``CI=true`` and is skipped,
 with the variable to set, otherwise.
@@ -14,51 +14,25 @@ with the variable to set, otherwise.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from harel.conformance import backend_test_url_or_skip
 from harel.registry import available_backends
 
 REQUIRED = {"memory", "sqlite", "jsondir"}
 """Backends this repository ships; they must always be installed and usable."""
 
-LOCAL_URLS: dict[str, Callable[[Path], str]] = {
-    "memory": lambda tmp: "memory://",
-    "sqlite": lambda tmp: f"sqlite:///{tmp / 'kit.db'}",
-    "jsondir": lambda tmp: f"jsondir://{tmp / 'jsondir'}",
-}
-"""URLs (under a per-test temporary directory) for backends that need no server."""
-
 CAPABILITY_FLAGS = {"persistent", "multi_process", "ordered_listing", "exact_pages"}
 RUN_TIMEOUT = 900
 
 
-def env_var(name: str) -> str:
-    """The variable that points the all-backends run at backend ``name``'s server."""
-    return f"HAREL_TEST_{name.upper().replace('-', '_')}_URL"
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
 def usable_backends() -> list[str]:
     return sorted(info.name for info in available_backends() if info.status == "ok")
-
-
-def kit_url(name: str, tmp_path: Path) -> str | None:
-    """Where to run the kit for backend ``name``; ``None`` when this file does not know."""
-    configured = os.environ.get(env_var(name))
-    if configured:
-        return configured
-    local = LOCAL_URLS.get(name)
-    return None if local is None else local(tmp_path)
 
 
 def run_kit(url: str, cwd: Path, pytest_args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -94,15 +68,7 @@ def test_the_first_party_and_example_backends_are_installed_and_usable() -> None
 def test_conformance_kit_passes(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    url = kit_url(backend, tmp_path)
-    if url is None:
-        message = (
-            f"the all-backends run does not know where to run backend {backend!r}: "
-            f"set {env_var(backend)} to a URL of a server it may use"
-        )
-        if in_ci():
-            pytest.fail(f"CI=true: {message}")
-        pytest.skip(message)
+    url = backend_test_url_or_skip(backend, tmp_path)
     args = ["-q", "-p", "no:cacheprovider", "-x"]
     if request.config.getoption("harel_strict", default=False):
         args.append("--harel-strict")

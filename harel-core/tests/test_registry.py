@@ -264,6 +264,8 @@ def test_runtime_conflicts_and_garbage_raise(echo_module: str) -> None:
         ({"store": "no_colon.Store"}, "import string"),
         ({"async_store": "mod:"}, "import string"),
         ({"harness": "mod"}, "harness"),
+        ({"local_url": "other:///{workdir}/x"}, "local_url"),
+        ({"local_url": 5}, "local_url"),
         ({"capabilities": {"persistent": True}}, "Capabilities"),
         ({"distribution": " "}, "distribution"),
         ({"version": ""}, "version"),

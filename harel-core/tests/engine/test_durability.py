@@ -4,7 +4,6 @@ backend (a new store object; for SQLite also a new process), and two concurrent 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 from harel import DurableRunner, Event, Status, StoreConflict, definition_from_dsl
+from harel.conformance import backend_test_url_or_skip
 from harel.engine.definition import Definition
 from harel.engine.dsl import definition_from_dsl_file
 from harel.examples import ORDER_STM
@@ -257,12 +257,6 @@ def test_timeout_sweep_on_sqlite(db: Callable[[], Any]) -> None:
 
 # -- restart over every backend -----------------------------------------------------------
 
-LOCAL_URLS = {
-    "memory": "memory://",
-    "sqlite": "sqlite:///{tmp}/d.db",
-    "jsondir": "jsondir://{tmp}/jd",
-}
-
 
 def _ok_backends() -> list[str]:
     with warnings.catch_warnings():
@@ -271,10 +265,7 @@ def _ok_backends() -> list[str]:
 
 
 def _harness(backend: str, tmp: Path) -> Any:
-    url = os.environ.get(f"HAREL_TEST_URL_{backend.upper()}") or LOCAL_URLS.get(backend)
-    if url is None:
-        pytest.skip(f"backend {backend!r} needs a URL: set HAREL_TEST_URL_{backend.upper()}")
-    return harness_for_url(url.format(tmp=tmp), tmp)
+    return harness_for_url(backend_test_url_or_skip(backend, tmp), tmp)
 
 
 STEPS: list[tuple[str, Any]] = [

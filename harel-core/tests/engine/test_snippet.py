@@ -7,13 +7,13 @@ a file-backed example backend gets a temp URL, and any other backend runs when
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from harel.conformance import backend_test_url_or_skip
 from harel.registry import available_backends
 
 SNIPPET = """\
@@ -29,9 +29,6 @@ for step in store.read_trace(exe.id):
 STORE_LINE = 'store = SqliteStore(":memory:")\n'
 EXPECTED = "0 Start None -> A\n1 Go A -> Done\n"
 
-LOCAL_URLS = {"jsondir": "jsondir://{tmp}/snippet"}
-"""Backends whose data is a local path: a URL template over the test's temp dir."""
-
 
 def _backends() -> list[str]:
     with warnings.catch_warnings():
@@ -44,13 +41,7 @@ def _source(backend: str, tmp: Path) -> str:
         return SNIPPET
     if backend == "memory":
         return SNIPPET.replace(STORE_LINE, "from harel import DictStore\nstore = DictStore()\n")
-    url = os.environ.get(f"HAREL_TEST_URL_{backend.upper()}")
-    if url is None and backend in LOCAL_URLS:
-        url = LOCAL_URLS[backend].format(tmp=tmp)
-    if url is None:
-        pytest.skip(
-            f"backend {backend!r} needs a store URL: set HAREL_TEST_URL_{backend.upper()} to run it"
-        )
+    url = backend_test_url_or_skip(backend, tmp)
     line = f"from harel.registry import open_store\nstore = open_store({url!r})\n"
     return SNIPPET.replace(STORE_LINE, line)
 

@@ -1,4 +1,4 @@
-"""The worker loop, the engine's env config, and three ``harel worker`` processes on one file."""
+"""The worker loop, the engine's env config, and three ``harel worker`` processes on one store."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harel import DictStore, DurableRunner, Event, Status, definition_from_dsl
+from harel.conformance import backend_test_url_or_skip
 from harel.engine.config import ConfigError, EngineConfig
 from harel.engine.dsl import definitions_from_dir
 from harel.engine.worker import Worker
+from harel.registry import available_backends, open_store
 from harel.store.errors import StoreUnavailable
 
 JOBS = """
@@ -123,9 +126,26 @@ def test_engine_config_from_env(tmp_path: Path) -> None:
             EngineConfig.from_env({"STM_TRACE_MAX": bad})
 
 
+def _multi_process_backends() -> list[str]:
+    """Installed, usable backends that declare several processes may share their data."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sorted(
+            info.name
+            for info in available_backends()
+            if info.status == "ok"
+            and info.capabilities is not None
+            and info.capabilities.multi_process
+        )
+
+
+def test_sqlite_is_among_the_multi_process_backends() -> None:
+    assert "sqlite" in _multi_process_backends()
+
+
 @pytest.mark.slow
-def test_three_worker_processes_share_one_sqlite_file(tmp_path: Path) -> None:
-    sqlite = pytest.importorskip("harel_store_sqlite", reason="harel-store-sqlite not installed")
+@pytest.mark.parametrize("backend", _multi_process_backends())
+def test_three_worker_processes_share_one_store(backend: str, tmp_path: Path) -> None:
     jobs = 200
     defs_dir = tmp_path / "defs"
     defs_dir.mkdir()
@@ -135,8 +155,8 @@ def test_three_worker_processes_share_one_sqlite_file(tmp_path: Path) -> None:
         "job",
         "counter",
     }
-    path = tmp_path / "shared.db"
-    store = sqlite.SqliteStore(str(path))
+    url = backend_test_url_or_skip(backend, tmp_path / "data")
+    store = open_store(url)
     # created "in the past": every Arm timer (fire_at 5.0) is due for the real-time workers
     _seed(DurableRunner(store, _defs(), clock=lambda: 0.0, trace=True, trace_max=0), jobs)
     assert len(store.due_timers(10.0)) == jobs
@@ -149,7 +169,7 @@ def test_three_worker_processes_share_one_sqlite_file(tmp_path: Path) -> None:
     }
     command = [
         *(sys.executable, "-m", "harel.cli", "worker"),
-        *("--store", f"sqlite:///{path}", "--definitions", str(defs_dir)),
+        *("--store", url, "--definitions", str(defs_dir)),
         *("--actions", "worker_actions", "--poll", "0.05"),
     ]
     workers = [

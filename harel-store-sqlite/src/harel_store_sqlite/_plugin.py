@@ -32,6 +32,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution=DISTRIBUTION,
             version=_version(),
             harness="harel_store_sqlite.testing:harness_from_url",
+            local_url="sqlite:///{workdir}/harel.db",
             description="SQLite file (stdlib sqlite3; async over aiosqlite), WAL, one writer",
         )
     )

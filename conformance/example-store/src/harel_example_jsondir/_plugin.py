@@ -32,6 +32,7 @@ BACKEND = StoreBackend(
     distribution=DISTRIBUTION,
     version=_version(),
     harness="harel_example_jsondir.testing:harness_from_url",
+    local_url="jsondir://{workdir}/harel",
     description="Example third-party store: executions as JSON files in a locked directory.",
 )
 

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from harel.conformance._rewrite import register_suite_for_rewrite
 from harel.conformance.harness import StoreHarness
+from harel.conformance.urls import backend_test_url, backend_test_url_or_skip, url_variable_for
 
 register_suite_for_rewrite()  # before any test module of the kit is imported
 
@@ -117,5 +118,8 @@ __all__ = [
     "StoreHarness",
     "TimerTests",
     "TraceTests",
+    "backend_test_url",
+    "backend_test_url_or_skip",
     "run_conformance",
+    "url_variable_for",
 ]

@@ -35,7 +35,9 @@ class StoreBackend:
     """What a plugin registers: one backend, described without importing its driver.
 
     ``store``/``async_store``/``harness`` are import strings ``"module:attr"``; core imports
-    them only when a store is opened (or ``harel stores --check`` runs).
+    them only when a store is opened (or ``harel stores --check`` runs).  ``local_url`` is a
+    URL template with ``{workdir}`` for a throwaway store that needs no server (embedded
+    backends); tests and ``harel.conformance.backend_test_url`` use it.
     """
 
     name: str
@@ -47,6 +49,7 @@ class StoreBackend:
     version: str
     harness: str | None = None
     description: str = ""
+    local_url: str | None = None
 
     @property
     def targets(self) -> tuple[str, str]:
@@ -97,6 +100,7 @@ class BackendInfo:
             "store": None if backend is None else backend.store,
             "async_store": None if backend is None else backend.async_store,
             "harness": None if backend is None else backend.harness,
+            "local_url": None if backend is None else backend.local_url,
             "description": "" if backend is None else backend.description,
         }
 
@@ -137,6 +141,14 @@ def validate_backend(backend: object) -> StoreBackend:
     if backend.harness is not None and not is_import_string(backend.harness):
         raise PluginError(
             f"{label}: harness={backend.harness!r} is not an import string 'module:function'"
+        )
+    if backend.local_url is not None and (
+        not isinstance(backend.local_url, str)
+        or backend.local_url.split("://", 1)[0] not in schemes
+    ):
+        raise PluginError(
+            f"{label}: local_url={backend.local_url!r} must be a URL template using one of "
+            f"its schemes {schemes!r}, e.g. 'sqlite:///{{workdir}}/store.db'"
         )
     caps = backend.capabilities
     if not isinstance(caps, Capabilities):

@@ -22,6 +22,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution="harel-core",
             version=harel.__version__,
             harness="harel.store._memory_testing:harness_from_url",
+            local_url="memory://",
             description="in-process dictionaries (tests, embedding); not durable",
         )
     )

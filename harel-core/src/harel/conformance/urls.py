@@ -1,0 +1,62 @@
+"""Which store URL a test run uses for a backend: an explicit variable, else a local one."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def url_variable_for(backend_name: str) -> str:
+    """The environment variable that points tests at a backend, e.g. ``HAREL_TEST_POSTGRES_URL``."""
+    return f"HAREL_TEST_{re.sub(r'[^A-Za-z0-9]', '_', backend_name).upper()}_URL"
+
+
+def backend_test_url(
+    backend_name: str, workdir: Path, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """A URL for a throwaway store of that backend, or ``None`` when it needs a server.
+
+    ``HAREL_TEST_<NAME>_URL`` wins; otherwise the backend's declared ``local_url`` template
+    is filled with ``workdir`` (embedded backends: memory, SQLite, a directory store...),
+    which is created when missing.
+    """
+    from harel.registry import get_backend
+
+    env = os.environ if environ is None else environ
+    explicit = env.get(url_variable_for(backend_name))
+    if explicit:
+        return explicit
+    template = get_backend(backend_name).local_url
+    if template is None:
+        return None
+    directory = Path(workdir).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    return template.replace("{workdir}", str(directory))
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this is a CI run (``CI`` set to 1/true/yes), where nothing may be skipped."""
+    env = os.environ if environ is None else environ
+    return env.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def backend_test_url_or_skip(backend_name: str, workdir: Path) -> str:
+    """:func:`backend_test_url`, or skip the test naming the variable to set.
+
+    Under ``CI=true`` a backend nobody pointed at a server FAILS the test instead: an
+    unreachable server never turns into a silent skip there.
+    """
+    url = backend_test_url(backend_name, workdir)
+    if url is not None:
+        return url
+    import pytest
+
+    message = (
+        f"store backend {backend_name!r} needs a server: "
+        f"set {url_variable_for(backend_name)} to a URL the tests may use"
+    )
+    if in_ci():
+        pytest.fail(f"{message} (CI=true: an unreachable backend fails the run)")
+    pytest.skip(message)
