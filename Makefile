@@ -26,8 +26,11 @@ lock: $(UV)
 test: install
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict $(PYTEST_ARGS)
 
+# The kit against every backend in this repository, hypothesis' thorough profile (many examples).
+KIT_SUITES := harel-core/tests/test_memory_conformance.py harel-store-sqlite/tests/test_conformance.py conformance/example-store/tests/test_conformance.py
+
 conformance-thorough: install
-	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict -k "Conformance or conformance" $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict $(KIT_SUITES) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
