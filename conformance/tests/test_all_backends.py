@@ -21,7 +21,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from harel.conformance import backend_test_url_or_skip
+from harel.conformance import backend_test_url_or_skip, usable_backend_names
 from harel.registry import available_backends
 
 REQUIRED = {"memory", "sqlite", "jsondir"}
@@ -29,10 +29,6 @@ REQUIRED = {"memory", "sqlite", "jsondir"}
 
 CAPABILITY_FLAGS = {"persistent", "multi_process", "ordered_listing", "exact_pages"}
 RUN_TIMEOUT = 900
-
-
-def usable_backends() -> list[str]:
-    return sorted(info.name for info in available_backends() if info.status == "ok")
 
 
 def run_kit(url: str, cwd: Path, pytest_args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -64,7 +60,7 @@ def test_the_first_party_and_example_backends_are_installed_and_usable() -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", usable_backends())
+@pytest.mark.parametrize("backend", usable_backend_names())
 def test_conformance_kit_passes(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

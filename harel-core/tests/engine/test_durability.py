@@ -7,18 +7,17 @@ import json
 import subprocess
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harel import DurableRunner, Event, Status, StoreConflict, definition_from_dsl
-from harel.conformance import backend_test_url_or_skip
+from harel.conformance import backend_test_url_or_skip, usable_backend_names
 from harel.engine.definition import Definition
 from harel.engine.dsl import definition_from_dsl_file
 from harel.examples import ORDER_STM
-from harel.registry import available_backends, harness_for_url
+from harel.registry import harness_for_url
 from harel.store.errors import StoreUnavailable
 
 sqlite = pytest.importorskip("harel_store_sqlite", reason="harel-store-sqlite not installed")
@@ -258,12 +257,6 @@ def test_timeout_sweep_on_sqlite(db: Callable[[], Any]) -> None:
 # -- restart over every backend -----------------------------------------------------------
 
 
-def _ok_backends() -> list[str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sorted(info.name for info in available_backends() if info.status == "ok")
-
-
 def _harness(backend: str, tmp: Path) -> Any:
     return harness_for_url(backend_test_url_or_skip(backend, tmp), tmp)
 
@@ -314,7 +307,7 @@ def _snapshot(store: Any) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("backend", _ok_backends())
+@pytest.mark.parametrize("backend", usable_backend_names())
 def test_restart_equals_uninterrupted_run(backend: str, tmp_path: Path) -> None:
     straight, restarted = _harness(backend, tmp_path / "a"), _harness(backend, tmp_path / "b")
     try:

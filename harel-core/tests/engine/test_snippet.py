@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-from harel.conformance import backend_test_url_or_skip
-from harel.registry import available_backends
+from harel.conformance import backend_test_url_or_skip, usable_backend_names
 
 SNIPPET = """\
 from harel import definition_from_dsl, DurableRunner, SqliteStore, Event
@@ -30,12 +28,6 @@ STORE_LINE = 'store = SqliteStore(":memory:")\n'
 EXPECTED = "0 Start None -> A\n1 Go A -> Done\n"
 
 
-def _backends() -> list[str]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sorted(info.name for info in available_backends() if info.status == "ok")
-
-
 def _source(backend: str, tmp: Path) -> str:
     if backend == "sqlite":
         return SNIPPET
@@ -47,11 +39,11 @@ def _source(backend: str, tmp: Path) -> str:
 
 
 def test_every_ok_backend_is_covered() -> None:
-    assert {"memory", "sqlite"} <= set(_backends())
+    assert {"memory", "sqlite"} <= set(usable_backend_names())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize("backend", usable_backend_names())
 def test_snippet_prints_exactly_two_lines(backend: str, tmp_path: Path) -> None:
     source = _source(backend, tmp_path)
     assert "SqliteStore" in source  # the import line is always the documented one

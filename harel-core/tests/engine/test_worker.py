@@ -7,17 +7,16 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harel import DictStore, DurableRunner, Event, Status, definition_from_dsl
-from harel.conformance import backend_test_url_or_skip
+from harel.conformance import backend_test_url_or_skip, usable_backend_names
 from harel.engine.config import ConfigError, EngineConfig
 from harel.engine.dsl import definitions_from_dir
 from harel.engine.worker import Worker
-from harel.registry import available_backends, open_store
+from harel.registry import open_store
 from harel.store.errors import StoreUnavailable
 
 JOBS = """
@@ -126,25 +125,12 @@ def test_engine_config_from_env(tmp_path: Path) -> None:
             EngineConfig.from_env({"STM_TRACE_MAX": bad})
 
 
-def _multi_process_backends() -> list[str]:
-    """Installed, usable backends that declare several processes may share their data."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sorted(
-            info.name
-            for info in available_backends()
-            if info.status == "ok"
-            and info.capabilities is not None
-            and info.capabilities.multi_process
-        )
-
-
-def test_sqlite_is_among_the_multi_process_backends() -> None:
-    assert "sqlite" in _multi_process_backends()
+def test_sqlite_is_among_theusable_backend_names(multi_process=True) -> None:
+    assert "sqlite" in usable_backend_names(multi_process=True)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", _multi_process_backends())
+@pytest.mark.parametrize("backend", usable_backend_names(multi_process=True))
 def test_three_worker_processes_share_one_store(backend: str, tmp_path: Path) -> None:
     jobs = 200
     defs_dir = tmp_path / "defs"

@@ -24,6 +24,7 @@ from harel.store.common import (
     listing_query,
     loads,
     page_from_probe,
+    sweep_limit,
     trace_keep_from,
 )
 from harel.store.contract import DueTimer, OutboxEntry, SpawnEntry
@@ -257,11 +258,8 @@ def is_processed_statement(execution_id: str, event_id: str) -> Statement:
 
 def check_limit(limit: int | None) -> int:
     """A relay/sweep ``limit`` as a bound ``LIMIT`` value (-1 = unbounded in SQLite)."""
-    if limit is None:
-        return -1
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
-    return limit
+    checked = sweep_limit(limit)
+    return -1 if checked is None else checked
 
 
 def pending_outbox_statement(limit: int | None) -> Statement:

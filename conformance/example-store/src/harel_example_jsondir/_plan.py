@@ -197,11 +197,3 @@ def commit_writes(
     if plan.trace is not None and ring is not None:
         writes.append((_layout.trace_path(plan.execution_id), ring.dump()))
     return writes
-
-
-def check_limit(limit: int | None) -> None:
-    """The sweeps' ``limit`` rule: ``None`` or an int >= 1."""
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")

@@ -19,6 +19,7 @@ from harel.store.common import (
     listing_query,
     loads,
     page_from_probe,
+    sweep_limit,
     trace_keep_from,
 )
 from harel.store.contract import (
@@ -36,7 +37,7 @@ from harel.store.errors import ExecutionNotFound
 from harel_example_jsondir import _layout
 from harel_example_jsondir._capabilities import CAPABILITIES
 from harel_example_jsondir._files import JsonDirectory
-from harel_example_jsondir._plan import StoreState, TraceRing, check_limit, commit_writes
+from harel_example_jsondir._plan import StoreState, TraceRing, commit_writes
 from harel_example_jsondir._url import DEFAULT_LOCK_TIMEOUT, parse_url
 
 
@@ -138,7 +139,7 @@ class JsonDirStore:
 
     def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
         """Undelivered events, oldest first."""
-        check_limit(limit)
+        sweep_limit(limit)
         with self._dir.locked():
             rows = sorted(self._state().outbox.items())[:limit]
         return [OutboxEntry(seq, target, decode_event(event)) for seq, (target, event) in rows]
@@ -152,7 +153,7 @@ class JsonDirStore:
 
     def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
         """Uncreated children, oldest first."""
-        check_limit(limit)
+        sweep_limit(limit)
         with self._dir.locked():
             rows = sorted(self._state().spawns.items())[:limit]
         return [
@@ -169,7 +170,7 @@ class JsonDirStore:
 
     def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
         """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, id, path)``."""
-        check_limit(limit)
+        sweep_limit(limit)
         with self._dir.locked():
             return self._state().due(now)[:limit]
 

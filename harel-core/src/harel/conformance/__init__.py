@@ -50,7 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from harel.conformance._rewrite import register_suite_for_rewrite
 from harel.conformance.harness import StoreHarness
-from harel.conformance.urls import backend_test_url, backend_test_url_or_skip, url_variable_for
+from harel.conformance.urls import (
+    backend_test_url,
+    backend_test_url_or_skip,
+    url_variable_for,
+    usable_backend_names,
+)
 
 register_suite_for_rewrite()  # before any test module of the kit is imported
 
@@ -122,4 +127,5 @@ __all__ = [
     "backend_test_url_or_skip",
     "run_conformance",
     "url_variable_for",
+    "usable_backend_names",
 ]

@@ -60,3 +60,26 @@ def backend_test_url_or_skip(backend_name: str, workdir: Path) -> str:
     if in_ci():
         pytest.fail(f"{message} (CI=true: an unreachable backend fails the run)")
     pytest.skip(message)
+
+
+def usable_backend_names(*, multi_process: bool = False) -> list[str]:
+    """Installed backends with status ``ok`` (sorted): what an all-backends test runs over.
+
+    ``multi_process=True`` keeps only those declaring that several processes may share
+    their data.  Plugin warnings are silenced here: the registry's own tests report them.
+    """
+    import warnings
+
+    from harel.registry import available_backends
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        infos = available_backends()
+    return sorted(
+        info.name
+        for info in infos
+        if info.status == "ok"
+        and (
+            not multi_process or (info.capabilities is not None and info.capabilities.multi_process)
+        )
+    )

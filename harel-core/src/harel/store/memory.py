@@ -29,6 +29,7 @@ from harel.store.common import (
     next_trace_index,
     page_from_probe,
     parse_store_url,
+    sweep_limit,
     trace_keep_from,
 )
 from harel.store.contract import (
@@ -165,7 +166,7 @@ class _MemoryCore:
             return (execution_id, event_id) in self.data.processed
 
     def pending_outbox(self, limit: int | None) -> list[OutboxEntry]:
-        _check_limit(limit)
+        sweep_limit(limit)
         with self.data.lock:
             rows = list(self.data.outbox.items())[:limit]
         return [OutboxEntry(seq, target, decode_event(event)) for seq, (target, event) in rows]
@@ -175,7 +176,7 @@ class _MemoryCore:
             self.data.outbox.pop(seq, None)
 
     def pending_spawns(self, limit: int | None) -> list[SpawnEntry]:
-        _check_limit(limit)
+        sweep_limit(limit)
         with self.data.lock:
             rows = list(self.data.spawns.items())[:limit]
         return [
@@ -188,7 +189,7 @@ class _MemoryCore:
             self.data.spawns.pop(seq, None)
 
     def due_timers(self, now: float, limit: int | None) -> list[DueTimer]:
-        _check_limit(limit)
+        sweep_limit(limit)
         with self.data.lock:
             due = [
                 (execution_id, path, fire_at)
@@ -242,13 +243,6 @@ class _MemoryCore:
             if (query.after is None or summary.id > query.after) and query.matches(summary)
         ]
         return page_from_probe(query, rows[: query.limit + 1])
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is None:
-        return
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
 
 
 class _MemoryStoreBase:

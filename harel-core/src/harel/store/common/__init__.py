@@ -26,6 +26,7 @@ from harel.store.common.listing import (
     page_from_probe,
 )
 from harel.store.common.retry import aconnect_with_retry, connect_with_retry
+from harel.store.common.sweeps import sweep_limit
 from harel.store.common.trace import (
     decode_trace_step,
     encode_trace_step,
@@ -61,5 +62,6 @@ __all__ = [
     "page_from_probe",
     "parse_store_url",
     "redact_url",
+    "sweep_limit",
     "trace_keep_from",
 ]
