@@ -18,6 +18,7 @@ from harel.store.common import (
     encode_cursor,
     encode_trace_step,
     listing_query,
+    sweep_limit,
 )
 from harel.store.contract import Capabilities, DueTimer, Emit, Spawn, TimerOp
 from harel.store.memory import (
@@ -25,7 +26,6 @@ from harel.store.memory import (
     AsyncDictStore,
     DictStore,
     MemoryData,
-    _check_limit,
     _MemoryCore,
 )
 
@@ -152,7 +152,7 @@ class UnsortedTimers(_MemoryCore):
     """Returns due timers in insertion order (and applies ``limit`` before sorting)."""
 
     def due_timers(self, now: float, limit: int | None) -> list[DueTimer]:
-        _check_limit(limit)
+        sweep_limit(limit)
         with self.data.lock:
             due = [(e, p, f) for (e, p), f in self.data.timers.items() if f <= now]
         return due[:limit]
