@@ -16,8 +16,11 @@ $(UV):
 	.uv/bin/pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
 
 # --locked: a uv.lock that no longer matches the pyproject files fails here (run `make lock`).
-$(VENV)/.installed: $(UV) pyproject.toml uv.lock harel-core/pyproject.toml harel-store-sqlite/pyproject.toml conformance/example-store/pyproject.toml
-	$(UV) sync --all-packages --locked --python $(PYTHON)
+# Every distribution of the workspace: a new backend folder joins without editing this file.
+MEMBERS := harel-core $(wildcard harel-store-*) conformance/example-store
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock $(addsuffix /pyproject.toml,$(MEMBERS))
+	$(UV) sync --all-packages --all-extras --locked --python $(PYTHON)
 	touch $@
 
 lock: $(UV)
@@ -27,7 +30,7 @@ test: install
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict $(PYTEST_ARGS)
 
 # The kit against every backend in this repository, hypothesis' thorough profile (many examples).
-KIT_SUITES := harel-core/tests/test_memory_conformance.py harel-store-sqlite/tests/test_conformance.py conformance/example-store/tests/test_conformance.py
+KIT_SUITES := $(wildcard $(addsuffix /tests/test*conformance.py,$(MEMBERS)))
 
 conformance-thorough: install
 	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict $(KIT_SUITES) $(PYTEST_ARGS)

@@ -95,6 +95,9 @@ class ExecutionSummary(BaseModel):
     active_path: str | None = None
     version: int = 0
     parent_id: str | None = None
+    updated_at: float | None = None
+    """Epoch seconds of the last commit, by the committing process's clock (``None`` when the
+    summary was not read from a store)."""
 
     @classmethod
     def of(cls, exe: Execution) -> ExecutionSummary:

@@ -27,6 +27,26 @@ class StoreHarness(ABC):
     async def open_async(self) -> AsyncExecutionStore:
         """A new async store over this harness's dataset."""
 
+    def url(self) -> str | None:
+        """A store URL that a *fresh interpreter* can open over this same dataset.
+
+        The kit uses it to verify the ``persistent`` (reopen in a new process, read everything
+        back) and ``multi_process`` (two processes racing commits) capabilities.  ``None`` when
+        the dataset cannot be reached from another process; a harness that returns ``None``
+        must not declare either capability.
+        """
+        return None
+
+    @abstractmethod
+    def footprint(self, execution_id: str) -> list[str]:
+        """Everything this dataset stores that belongs to ``execution_id``, one label per record.
+
+        Read straight from the storage (not through the contract): the execution record, each
+        dedupe mark, timer, outbox entry targeted at it, spawn intent it wrote and trace step,
+        e.g. ``["execution", "processed:e1", "timer:A.B", "outbox:3", "trace:0"]``.  The kit
+        asserts it is empty after ``purge``.
+        """
+
     def destroy(self) -> None:  # noqa: B027 - optional hook
         """Drop the dataset (a temp file, schema, key prefix or table); called after the test."""
 

@@ -15,6 +15,15 @@ Semantics every store must honour (the conformance kit pins each one):
 * Listing is ordered by id, holds at most ``limit`` items, and never returns a non-null cursor
   after the last page; a foreign cursor raises :class:`InvalidCursor`, ``limit < 1`` raises
   ``ValueError``, an empty ``status`` collection matches nothing.
+* Retention: ``purge(id)`` removes, in one atomic write, the execution and everything that
+  belongs to it (its dedupe marks, timers, the outbox entries targeted at it, the spawn intents
+  it wrote, its trace) and returns whether the execution was stored; it refuses an execution that
+  is not finished (``PENDING``, ``RUNNING``, ``SUSPENDED``, ``CANCELLING``) with
+  :class:`ExecutionActive` unless ``force=True``.  ``prune_processed(older_than)`` drops the
+  dedupe marks recorded before epoch second ``older_than`` in bounded batches (each its own
+  short write) and returns how many it dropped; a mark recorded at or after ``older_than`` is
+  never dropped.  Marks must outlive every redelivery of their event: pick ``older_than`` below
+  the oldest moment an event could still be redelivered.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.errors import (
+    ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
     InvalidCursor,
@@ -35,11 +45,18 @@ from harel.store.errors import (
     SchemaVersionError,
     StoreConflict,
     StoreError,
+    StoreCorrupted,
     StoreUnavailable,
 )
 
 DEFAULT_TRACE_MAX = 200
 """Default number of trace steps a store retains per execution."""
+
+DEFAULT_PRUNE_BATCH = 1000
+"""Default number of dedupe marks ``prune_processed`` drops per write."""
+
+FINISHED = frozenset({Status.DONE, Status.CANCELLED, Status.FAILED})
+"""The statuses ``purge`` accepts without ``force``."""
 
 TimerAction = Literal["schedule", "cancel"]
 
@@ -186,6 +203,12 @@ class ExecutionStore(Protocol):
         cursor: str | None = None,
     ) -> ExecutionPage: ...
 
+    def purge(self, execution_id: str, *, force: bool = False) -> bool: ...
+
+    def prune_processed(
+        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+    ) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -244,15 +267,24 @@ class AsyncExecutionStore(Protocol):
         cursor: str | None = None,
     ) -> ExecutionPage: ...
 
+    async def purge(self, execution_id: str, *, force: bool = False) -> bool: ...
+
+    async def prune_processed(
+        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+    ) -> int: ...
+
     async def close(self) -> None: ...
 
 
 __all__ = [
+    "DEFAULT_PRUNE_BATCH",
     "DEFAULT_TRACE_MAX",
+    "FINISHED",
     "AsyncExecutionStore",
     "Capabilities",
     "DueTimer",
     "Emit",
+    "ExecutionActive",
     "ExecutionAlreadyExists",
     "ExecutionNotFound",
     "ExecutionStore",
@@ -265,6 +297,7 @@ __all__ = [
     "Spawn",
     "SpawnEntry",
     "StoreConflict",
+    "StoreCorrupted",
     "StoreError",
     "StoreUnavailable",
     "TimerAction",

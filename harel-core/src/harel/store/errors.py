@@ -39,6 +39,22 @@ class ExecutionAlreadyExists(StoreError):
         return (type(self), (self.execution_id,))
 
 
+class ExecutionActive(StoreError):
+    """``purge`` refused an execution that has not finished; finish or cancel it first, or pass
+    ``force=True`` to remove it anyway."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        self.execution_id = execution_id
+        self.status = status
+        super().__init__(
+            f"execution {execution_id!r} is {status}, not finished; purge(..., force=True) "
+            "removes it anyway"
+        )
+
+    def __reduce__(self) -> tuple[type[ExecutionActive], tuple[str, str]]:
+        return (type(self), (self.execution_id, self.status))
+
+
 class ExecutionNotFound(StoreError, KeyError):
     """The named execution is not stored."""
 
@@ -57,6 +73,14 @@ class StoreUnavailable(StoreError):
     """The database could not be reached or is busy; the operation may be retried as is."""
 
     retryable = True
+
+
+class StoreCorrupted(StoreError):
+    """Stored data (a record, a file, a schema) cannot be read as what it should be.
+
+    The message names what is damaged (an execution id, a relay entry, a database path); the
+    operation is not retryable as is.
+    """
 
 
 class InvalidCursor(StoreError, ValueError):

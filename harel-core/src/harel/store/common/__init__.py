@@ -18,6 +18,7 @@ from harel.store.common.commit import (
     committing,
     conflict,
 )
+from harel.store.common.drive import Plan, adrive, drive
 from harel.store.common.listing import (
     ListingQuery,
     decode_cursor,
@@ -37,11 +38,13 @@ from harel.store.common.urls import StoreURL, parse_store_url, redact_url
 
 __all__ = [
     "ListingQuery",
+    "Plan",
     "PreparedCommit",
     "PreparedEmit",
     "PreparedSpawn",
     "StoreURL",
     "aconnect_with_retry",
+    "adrive",
     "cas_decision",
     "collapse_timer_ops",
     "committing",
@@ -51,6 +54,7 @@ __all__ = [
     "decode_event",
     "decode_execution",
     "decode_trace_step",
+    "drive",
     "dumps",
     "encode_cursor",
     "encode_event",

@@ -12,6 +12,7 @@ new version) and restores it on *any* exception, including encoding errors and d
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -59,6 +60,9 @@ class PreparedCommit:
     timers: tuple[TimerOp, ...]
     spawns: tuple[PreparedSpawn, ...]
     trace: str | None
+    committed_at: float
+    """Epoch seconds (this process's clock) stored as the summary's ``updated_at`` and as the
+    dedupe mark's age for ``prune_processed``."""
 
     @property
     def is_insert(self) -> bool:
@@ -171,6 +175,7 @@ def prepare_commit(
         timers=collapse_timer_ops(timers),
         spawns=_prepare_spawns(spawns),
         trace=None if trace is None else encode_trace_step(trace),
+        committed_at=time.time(),
     )
 
 
