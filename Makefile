@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 # HYPOTHESIS_PROFILE: "fast" in make test, "thorough" in make conformance-thorough.
 
-.PHONY: install lock test lint typecheck demo conformance-thorough bench clean
+.PHONY: install lock test lint typecheck demo conformance-thorough reliability bench clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ KIT_SUITES := $(wildcard $(addsuffix /tests/test*conformance.py,$(MEMBERS)))
 
 conformance-thorough: install
 	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict $(KIT_SUITES) $(PYTEST_ARGS)
+
+# The attack suite at full size over every installed backend; writes conformance/RELIABILITY.md.
+reliability: install
+	$(BIN)/python conformance/reliability.py $(RELIABILITY_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,0 +1,200 @@
+"""``make reliability``: the attack suite at full size over every installed backend.
+
+For each backend with status ``ok`` (its data where ``HAREL_TEST_<NAME>_URL`` or its declared
+``local_url`` says), on a fresh isolated dataset from its own harness:
+
+* threads, asyncio tasks and (multi-process backends) processes racing commits on one execution;
+* a writer SIGKILLed at random moments (>= 50 runs per durable backend);
+* ``harel worker`` processes SIGKILLed mid-run;
+* the kit's hostile-input round-trip law and cancellation storm with the ``reliability``
+  hypothesis profile (>= 10,000 generated inputs per backend).
+
+The figures (runs, inputs, failures, data lost) go to ``conformance/RELIABILITY.md``; the exit
+status is non-zero when any attack failed or lost data.  ``--quick`` runs the reduced sizes of
+``make test``; ``--backend NAME`` (repeatable) limits the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harel.conformance import attacks, backend_test_url, usable_backend_names
+from harel.conformance.attacks import AttackResult
+from harel.conformance.harness import StoreHarness
+from harel.conformance.profiles import RELIABILITY, RELIABILITY_EXAMPLES
+from harel.registry import get_backend, harness_for_url
+
+HERE = Path(__file__).resolve().parent
+REPORT = HERE / "RELIABILITY.md"
+KIT_SELECTION = "RoundTrip or Cancel"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each attack is."""
+
+    writers: int
+    wins: int
+    kill_runs: int
+    jobs: int
+    worker_kills: int
+    kit: bool
+
+
+FULL = Sizes(writers=8, wins=25, kill_runs=50, jobs=100, worker_kills=5, kit=True)
+QUICK = Sizes(writers=4, wins=5, kill_runs=3, jobs=15, worker_kills=1, kit=False)
+
+
+def _attacks(
+    sizes: Sizes, shared: bool, workdir: Path
+) -> list[Callable[[StoreHarness], AttackResult]]:
+    plan: list[Callable[[StoreHarness], AttackResult]] = [
+        lambda h: attacks.race_threads(h, writers=sizes.writers, wins=sizes.wins),
+        lambda h: attacks.race_tasks(h, writers=sizes.writers * 2, wins=sizes.wins),
+    ]
+    if shared:
+        plan += [
+            lambda h: attacks.race_processes(
+                h, writers=max(2, sizes.writers // 2), wins=sizes.wins
+            ),
+            lambda h: attacks.kill_writer(h, runs=sizes.kill_runs),
+            lambda h: attacks.kill_workers(
+                h, workdir / "workers", jobs=sizes.jobs, kills=sizes.worker_kills
+            ),
+        ]
+    return plan
+
+
+def run_kit_part(url: str, workdir: Path) -> AttackResult:
+    """The kit's round-trip law and cancellation storm with the ``reliability`` profile."""
+    result = AttackResult("round-trip law + cancellation storm (kit)")
+    started = time.perf_counter()
+    code = (
+        "import json, sys\n"
+        "from harel.conformance import run_conformance\n"
+        "raise SystemExit(run_conformance(sys.argv[1], json.loads(sys.argv[2])))\n"
+    )
+    args = f'["-q", "-p", "no:cacheprovider", "--harel-strict", "-k", "{KIT_SELECTION}"]'
+    env = {**os.environ, "HYPOTHESIS_PROFILE": RELIABILITY}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, url, args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    tail = proc.stdout.strip().splitlines()[-1:] or [""]
+    passed = _count(tail[0], "passed")
+    result.runs = passed
+    result.inputs = passed * RELIABILITY_EXAMPLES
+    if proc.returncode != 0:
+        result.failures.append(f"kit exited {proc.returncode}: {tail[0]}")
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _count(summary: str, word: str) -> int:
+    parts = summary.replace(",", " ").split()
+    for index, part in enumerate(parts[1:], start=1):
+        if part == word and parts[index - 1].isdigit():
+            return int(parts[index - 1])
+    return 0
+
+
+def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
+    """Every attack against one backend, each on a fresh dataset of its harness."""
+    workdir = root / name
+    url = backend_test_url(name, workdir / "data")
+    if url is None:
+        failed = AttackResult("setup")
+        failed.failures.append(f"no URL: set HAREL_TEST_{name.upper()}_URL")
+        return [failed]
+    caps = get_backend(name).capabilities
+    shared = caps.persistent and caps.multi_process
+    results = []
+    for index, attack in enumerate(_attacks(sizes, shared, workdir)):
+        harness = harness_for_url(url, workdir / f"kit-{index}")
+        try:
+            results.append(attack(harness))
+        except Exception as exc:  # an attack that crashes is a failure
+            crashed = AttackResult(f"attack {index}")
+            crashed.failures.append(repr(exc))
+            results.append(crashed)
+        finally:
+            harness.destroy()
+    if sizes.kit:
+        (workdir / "kit").mkdir(parents=True, exist_ok=True)
+        results.append(run_kit_part(url, workdir / "kit"))
+    return results
+
+
+def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float) -> str:
+    """RELIABILITY.md: the command, the machine, the date and one row per backend x attack."""
+    lines = [
+        "# Reliability figures",
+        "",
+        f"Written by `make reliability` (`python conformance/reliability.py`) on "
+        f"{dt.date.today().isoformat()}, {os.cpu_count()} cores, "
+        f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; "
+        f"{seconds:.0f} s in all.",
+        "",
+        f"Sizes: {sizes.writers} racing threads/processes, {sizes.writers * 2} tasks, "
+        f"{sizes.wins} won commits each; {sizes.kill_runs} SIGKILLed writers; "
+        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; kit part with the "
+        f"`{RELIABILITY}` hypothesis profile ({RELIABILITY_EXAMPLES} examples per test).",
+        "",
+        "| backend | attack | runs | inputs | failures | data lost | seconds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, results in table.items():
+        for r in results:
+            lines.append(
+                f"| {name} | {r.attack} | {r.runs} | {r.inputs} | {len(r.failures)} | "
+                f"{r.lost} | {r.seconds:.1f} |"
+            )
+    problems = [
+        f"- {name} / {r.attack}: {failure}"
+        for name, results in table.items()
+        for r in results
+        for failure in r.failures
+    ]
+    lines += ["", "## Failures", "", *(problems or ["None."]), ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the attacks, write the report, exit 1 on any failure or loss."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the reduced sizes of make test")
+    parser.add_argument("--backend", action="append", help="only this backend (repeatable)")
+    parser.add_argument("--report", type=Path, default=REPORT, help="where to write the table")
+    options = parser.parse_args(argv)
+    sizes = QUICK if options.quick else FULL
+    names = options.backend or usable_backend_names()
+    started = time.perf_counter()
+    table: dict[str, list[AttackResult]] = {}
+    with tempfile.TemporaryDirectory(prefix="harel-reliability-") as tmp:
+        for name in names:
+            print(f"== {name}", flush=True)
+            table[name] = run_backend(name, sizes, Path(tmp))
+            for r in table[name]:
+                status = "ok" if r.ok else f"FAILED ({len(r.failures)}, lost {r.lost})"
+                print(f"   {r.attack}: {r.runs} runs, {r.inputs} inputs, {status}", flush=True)
+    options.report.write_text(render(table, sizes, time.perf_counter() - started))
+    print(f"wrote {options.report}")
+    return 0 if all(r.ok for results in table.values() for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

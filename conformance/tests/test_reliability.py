@@ -1,0 +1,67 @@
+"""The reliability attacks (harel.conformance.attacks) at a reduced size, on every backend.
+
+``make reliability`` runs the same attacks at full size and writes conformance/RELIABILITY.md;
+a backend joins both by being installed (its harness and ``local_url`` or
+``HAREL_TEST_<NAME>_URL``), with nothing to add here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harel.conformance import attacks, backend_test_url_or_skip, usable_backend_names
+from harel.conformance.harness import StoreHarness
+from harel.registry import harness_for_url
+
+
+def _harness(backend: str, tmp_path: Path) -> Iterator[StoreHarness]:
+    url = backend_test_url_or_skip(backend, tmp_path / "data")
+    harness = harness_for_url(url, tmp_path / "kit")
+    yield harness
+    harness.destroy()
+
+
+@pytest.fixture(params=usable_backend_names())
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHarness]:
+    """Every installed backend."""
+    yield from _harness(request.param, tmp_path)
+
+
+@pytest.fixture(params=usable_backend_names(multi_process=True))
+def shared_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHarness]:
+    """Every installed backend whose data several processes may share."""
+    yield from _harness(request.param, tmp_path)
+
+
+def test_threads_racing_one_execution(harness: StoreHarness) -> None:
+    result = attacks.race_threads(harness, writers=4, wins=5)
+    assert result.ok, result
+
+
+def test_tasks_racing_one_execution(harness: StoreHarness) -> None:
+    result = attacks.race_tasks(harness, writers=6, wins=4)
+    assert result.ok, result
+
+
+@pytest.mark.slow
+def test_processes_racing_one_execution(shared_harness: StoreHarness) -> None:
+    result = attacks.race_processes(shared_harness, writers=3, wins=4)
+    assert result.ok, result
+
+
+@pytest.mark.slow
+def test_sigkilled_writer_loses_nothing_and_tears_nothing(shared_harness: StoreHarness) -> None:
+    result = attacks.kill_writer(shared_harness, runs=3, seed=7)
+    assert result.runs == 3 and result.inputs >= 3
+    assert result.ok, result
+
+
+@pytest.mark.slow
+def test_sigkilled_workers_fire_every_timer_once(
+    shared_harness: StoreHarness, tmp_path: Path
+) -> None:
+    result = attacks.kill_workers(shared_harness, tmp_path / "work", jobs=15, kills=1, seed=3)
+    assert result.runs == 1
+    assert result.ok, result
