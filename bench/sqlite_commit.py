@@ -1,15 +1,19 @@
-"""Commits per second of SqliteStore and AsyncSqliteStore on a temporary file.
+"""Commits per second of SqliteStore and AsyncSqliteStore (10 tasks, one store), and their ratio.
 
 Each commit is one realistic step: the execution snapshot, one outbox emit, a processed-event
-mark and a timer (re-)arm, on a rotating set of executions.  Measures only; asserts nothing.
+mark and a timer (re-)arm, on a rotating set of executions.  Sync and async rounds alternate
+(each on a fresh file) and the median of each is reported, so disk noise hits both alike.
+Measures only; asserts nothing.
 
-    .venv/bin/python bench/sqlite_commit.py [--commits N] [--executions K] [--synchronous FULL]
+    .venv/bin/python bench/sqlite_commit.py [--commits N] [--rounds R] [--tasks T]
+                                            [--executions K] [--synchronous FULL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -75,27 +79,40 @@ async def bench_async(
 
 
 def main() -> None:
-    """Run both flavours and print commits/s."""
+    """Run both flavours round after round; print the medians (commits/s) and the ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per flavour")
     parser.add_argument("--executions", type=int, default=100)
     parser.add_argument("--tasks", type=int, default=10, help="concurrent tasks (async)")
     parser.add_argument("--synchronous", default="FULL", choices=("FULL", "NORMAL", "EXTRA"))
     args = parser.parse_args()
     if args.executions % args.tasks:
         parser.error("--executions must be a multiple of --tasks (each task owns its executions)")
+    sync_rates: list[float] = []
+    async_rates: list[float] = []
     with tempfile.TemporaryDirectory(prefix="harel-bench-") as tmp:
-        sync_s = bench_sync(Path(tmp) / "sync.db", args.commits, args.executions, args.synchronous)
-        async_s = asyncio.run(
-            bench_async(
-                Path(tmp) / "async.db", args.commits, args.executions, args.synchronous, args.tasks
+        for n in range(args.rounds):
+            sync_s = bench_sync(
+                Path(tmp) / f"sync-{n}.db", args.commits, args.executions, args.synchronous
             )
-        )
-    label = f"synchronous={args.synchronous}, {args.commits} commits"
-    print(f"SqliteStore       {args.commits / sync_s:8.0f} commits/s  ({label})")
-    print(
-        f"AsyncSqliteStore  {args.commits / async_s:8.0f} commits/s  ({label}, {args.tasks} tasks)"
-    )
+            sync_rates.append(args.commits / sync_s)
+            async_s = asyncio.run(
+                bench_async(
+                    Path(tmp) / f"async-{n}.db",
+                    args.commits,
+                    args.executions,
+                    args.synchronous,
+                    args.tasks,
+                )
+            )
+            async_rates.append(args.commits / async_s)
+    sync_rate = statistics.median(sync_rates)
+    async_rate = statistics.median(async_rates)
+    label = f"synchronous={args.synchronous}, {args.commits} commits, median of {args.rounds}"
+    print(f"SqliteStore       {sync_rate:8.0f} commits/s  ({label})")
+    print(f"AsyncSqliteStore  {async_rate:8.0f} commits/s  ({label}, {args.tasks} tasks)")
+    print(f"async / sync      {async_rate / sync_rate:8.2f}")
 
 
 if __name__ == "__main__":

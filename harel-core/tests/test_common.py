@@ -115,7 +115,7 @@ def test_committing_bumps_and_restores_version_on_any_error() -> None:
 )
 def test_committing_rejects_malformed_effects(emits: list, spawns: list) -> None:  # type: ignore[type-arg]
     exe = Execution(definition_id="d")
-    with pytest.raises(TypeError), committing(exe, emits, spawns=spawns):
+    with pytest.raises((TypeError, ValueError)), committing(exe, emits, spawns=spawns):
         pass
     assert exe.version == 0
 

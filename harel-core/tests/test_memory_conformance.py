@@ -6,29 +6,13 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
-from harel.conformance import ConformanceSuite, StoreHarness
-from harel.store.contract import Capabilities
-from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData
-
-
-class MemoryDataHarness(StoreHarness):
-    """Every store opened shares one MemoryData: that is a reopen for the memory stores."""
-
-    capabilities: ClassVar[Capabilities] = CAPABILITIES
-
-    def __init__(self) -> None:
-        self.data = MemoryData()
-
-    def open_sync(self) -> DictStore:
-        return DictStore(self.data)
-
-    async def open_async(self) -> AsyncDictStore:
-        return AsyncDictStore(self.data)
+from harel.conformance import ConformanceSuite
+from harel.store.memory.testing import MemoryHarness
 
 
 @pytest.fixture
-def harel_harness() -> Iterator[MemoryDataHarness]:
-    harness = MemoryDataHarness()
+def harel_harness() -> Iterator[MemoryHarness]:
+    harness = MemoryHarness()
     yield harness
     harness.destroy()
 

@@ -13,8 +13,8 @@ from typing import Any
 import harel
 import pytest
 from harel import registry
+from harel.registry._firstparty import FIRST_PARTY, FirstParty
 from harel.store import AsyncDictStore, Capabilities, DictStore
-from harel.store._memory_testing import MemoryHarness
 from harel.store.errors import (
     BackendNotInstalled,
     BackendUnavailable,
@@ -24,6 +24,7 @@ from harel.store.errors import (
     UnknownBackend,
     UnknownScheme,
 )
+from harel.store.memory.testing import MemoryHarness
 
 CAPS = Capabilities(persistent=False, multi_process=False, ordered_listing=True, exact_pages=True)
 
@@ -40,6 +41,16 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     registry.reset()
     yield
     registry.reset()
+
+
+@pytest.fixture
+def ghost(monkeypatch: pytest.MonkeyPatch) -> FirstParty:
+    """A first-party table entry whose distribution is surely not installed."""
+    entry = FirstParty(
+        "ghost", "harel-store-ghost", ("ghost", "ghosts"), "GhostStore", "AsyncGhostStore"
+    )
+    monkeypatch.setitem(FIRST_PARTY, "ghost", entry)
+    return entry
 
 
 @pytest.fixture
@@ -103,7 +114,7 @@ def test_import_harel_does_not_discover_and_listing_imports_no_driver() -> None:
         import sys
         import harel
         import harel.registry as r
-        print(r.REGISTRY.discovered, "harel.store._memory_plugin" in sys.modules)
+        print(r.REGISTRY.discovered, "harel.store.memory._plugin" in sys.modules)
         names = sorted(b.name for b in r.available_backends() if b.status == "ok")
         print("memory" in names and "sqlite" in names)
         print(any(m.startswith(("harel_store_sqlite.sync", "aiosqlite")) for m in sys.modules))
@@ -115,11 +126,11 @@ def test_import_harel_does_not_discover_and_listing_imports_no_driver() -> None:
     assert out == ["False", "False", "True", "False"]
 
 
-def test_installed_first_party_backends_are_discovered() -> None:
+def test_installed_first_party_backends_are_discovered(ghost: FirstParty) -> None:
     rows = {row.name: row for row in registry.available_backends()}
     memory, sqlite = rows["memory"], rows["sqlite"]
     assert (memory.status, memory.distribution, memory.schemes) == ("ok", "harel-core", ("memory",))
-    assert memory.entry_point == "memory = harel.store._memory_plugin"
+    assert memory.entry_point == "memory = harel.store.memory._plugin"
     assert memory.capabilities == DictStore.capabilities
     assert (sqlite.status, sqlite.distribution, sqlite.schemes) == (
         "ok",
@@ -127,17 +138,17 @@ def test_installed_first_party_backends_are_discovered() -> None:
         ("sqlite",),
     )
     assert registry.get_backend("sqlite").store == "harel_store_sqlite.sync:SqliteStore"
-    assert "postgres" not in rows  # not installed, not listed by default
+    assert "ghost" not in rows  # not installed, not listed by default
     everything = {row.name: row for row in registry.available_backends(include_not_installed=True)}
-    assert everything["postgres"].status == "not installed"
-    assert everything["postgres"].error == "pip install harel-store-postgres"
-    assert everything["postgres"].schemes == ("postgres", "postgresql")
+    assert everything["ghost"].status == "not installed"
+    assert everything["ghost"].error == "pip install harel-store-ghost"
+    assert everything["ghost"].schemes == ("ghost", "ghosts")
 
 
-def test_get_backend_errors_name_what_to_do() -> None:
-    with pytest.raises(BackendNotInstalled, match="pip install harel-store-postgres") as info:
-        registry.get_backend("postgres")
-    assert info.value.pip_line == "pip install harel-store-postgres"
+def test_get_backend_errors_name_what_to_do(ghost: FirstParty) -> None:
+    with pytest.raises(BackendNotInstalled, match="pip install harel-store-ghost") as info:
+        registry.get_backend("ghost")
+    assert info.value.pip_line == "pip install harel-store-ghost"
     assert isinstance(info.value, ImportError)
     with pytest.raises(UnknownBackend, match="'nope'") as unknown:
         registry.get_backend("nope")
@@ -153,12 +164,12 @@ def test_unknown_scheme_names_installed_schemes_and_hides_password() -> None:
     assert isinstance(info.value, InvalidStoreURL)
 
 
-def test_first_party_scheme_names_the_pip_line() -> None:
-    with pytest.raises(UnknownScheme, match="pip install harel-store-postgres") as info:
-        registry.open_store("postgresql://bob:s3cret@db:5432/app")
+def test_first_party_scheme_names_the_pip_line(ghost: FirstParty) -> None:
+    with pytest.raises(UnknownScheme, match="pip install harel-store-ghost") as info:
+        registry.open_store("ghost://bob:s3cret@db:5432/app")
     assert "s3cret" not in str(info.value)
-    with pytest.raises(UnknownScheme, match="pip install harel-store-mongo"):
-        registry.backend_for_url("mongodb+srv://cluster.example/db")
+    with pytest.raises(UnknownScheme, match="pip install harel-store-ghost"):
+        registry.backend_for_url("ghosts://cluster.example/db")
 
 
 @pytest.mark.parametrize("url", ["not a url", "", "redis://u:pw@host:notaport/0"])
@@ -286,16 +297,16 @@ def test_validation_rejects_garbage(changes: dict[str, Any], message: str) -> No
         registry.validate_backend(registry.StoreBackend(**fields))
 
 
-def test_from_harel_import_store_classes() -> None:
+def test_from_harel_import_store_classes(ghost: FirstParty) -> None:
     from harel import AsyncSqliteStore, SqliteStore
     from harel_store_sqlite.aio import AsyncSqliteStore as RealAsync
     from harel_store_sqlite.sync import SqliteStore as Real
 
     assert SqliteStore is Real and AsyncSqliteStore is RealAsync
-    with pytest.raises(ImportError, match="pip install harel-store-postgres"):
-        from harel import PostgresStore  # noqa: F401
-    with pytest.raises(ImportError, match="pip install harel-store-redis"):
-        from harel import AsyncRedisStore  # noqa: F401
+    with pytest.raises(ImportError, match="pip install harel-store-ghost"):
+        from harel import GhostStore  # type: ignore[attr-defined]  # noqa: F401
+    with pytest.raises(ImportError, match="pip install harel-store-ghost"):
+        from harel import AsyncGhostStore  # type: ignore[attr-defined]  # noqa: F401
     with pytest.raises(AttributeError):
         harel.NoSuchStore  # noqa: B018
     with pytest.raises(AttributeError):
@@ -352,3 +363,47 @@ def test_check_backend(echo_module: str) -> None:
     assert len(problems) == 1 and "cannot import its store class" in problems[0]
     with pytest.raises(BackendUnavailable, match="Missing"):
         registry.store_class(broken)
+
+
+def test_public_names() -> None:
+    assert sorted(registry.__all__) == sorted(
+        [
+            "BackendInfo",
+            "PluginWarning",
+            "StoreBackend",
+            "available_backends",
+            "backend_for_url",
+            "get_backend",
+            "hookimpl",
+            "open_async_store",
+            "open_store",
+            "register",
+            "store_from_env",
+            "unregister",
+        ]
+    )
+    import harel.model
+
+    assert not set(registry.__all__) & set(dir(harel.model))
+    assert not hasattr(registry, "Status")
+
+
+@pytest.mark.parametrize(
+    ("plugin", "forbidden"),
+    [
+        ("harel.store.memory._plugin", ("harel.store.memory.sync", "harel.store.memory.aio")),
+        ("harel_store_sqlite._plugin", ("sqlite3", "aiosqlite", "harel_store_sqlite._env")),
+    ],
+)
+def test_importing_a_plugin_loads_no_engine_and_no_driver(
+    plugin: str, forbidden: tuple[str, ...]
+) -> None:
+    code = (
+        f"import sys, {plugin}\n"
+        "print([m for m in sys.modules if m.startswith(('harel.engine',) + "
+        f"{forbidden!r})])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -39,7 +39,7 @@ MakeDist = Callable[..., str]
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in (registry.LOAD_VAR, registry.DISABLE_VAR, registry.STRICT_VAR):
+    for var in (registry.LOAD_VAR, registry.DISABLE_VAR, registry.STRICT_VAR, registry.PREFER_VAR):
         monkeypatch.delenv(var, raising=False)
     registry.reset()
     yield
@@ -181,9 +181,10 @@ def test_requirements_behind_markers_or_absent_are_ignored(make_dist: MakeDist) 
 def test_same_name_same_targets_is_a_no_op(make_dist: MakeDist) -> None:
     make_dist("harel-store-twin-a", "twin", store="twinpkg.sync:Store")
     make_dist("harel-store-twin-b", "twin", store="twinpkg.sync:Store")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         table = [row for row in registry.available_backends() if row.name == "twin"]
+    assert not [w for w in caught if "twin" in str(w.message)]
     assert [(row.status, row.distribution) for row in table] == [("ok", "harel-store-twin-a")]
 
 
@@ -218,17 +219,86 @@ def test_same_name_different_targets_conflict_until_configured(
     assert rows()[("sqlite", "harel-store-sqlite")].status == "disabled"
 
 
-def test_conflict_with_a_first_party_backend_names_both(make_dist: MakeDist) -> None:
+def test_a_plugin_claiming_a_first_party_name_is_ignored(
+    make_dist: MakeDist, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
-    with pytest.warns(registry.PluginWarning):
+    with pytest.warns(registry.PluginWarning, match="sqlite-fork") as caught:
         table = rows()
-    error = table[("sqlite", "harel-store-sqlite")].error or ""
-    assert "harel-store-sqlite" in error and "sqlite-fork" in error
-    assert table[("sqlite", "sqlite-fork")].status == "broken"
-    with pytest.raises(BackendUnavailable):
-        registry.open_store("sqlite:///x.db")
-    with pytest.raises(ImportError, match="broken"):
-        from harel import SqliteStore  # noqa: F401
+    message = next(str(w.message) for w in caught if "sqlite-fork" in str(w.message))
+    assert "first-party backend 'sqlite' (harel-store-sqlite)" in message
+    assert "HAREL_PREFER_PLUGINS=sqlite-fork" in message
+    assert table[("sqlite", "harel-store-sqlite")].status == "ok"
+    fork = table[("sqlite", "sqlite-fork")]
+    assert fork.status == "ignored" and "HAREL_PREFER_PLUGINS=sqlite-fork" in (fork.error or "")
+    store = registry.open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    assert type(store).__module__ == "harel_store_sqlite.sync"
+    store.close()
+    from harel import SqliteStore
+
+    assert SqliteStore.__module__ == "harel_store_sqlite.sync"
+
+
+def test_a_plugin_claiming_a_first_party_scheme_is_ignored(make_dist: MakeDist) -> None:
+    make_dist("harel-evil", "evil", schemes=("evil", "sqlite", "memory"), store="evil.s:Store")
+    with pytest.warns(registry.PluginWarning, match="the scheme 'sqlite://' and the scheme"):
+        table = rows()
+    assert table[("evil", "harel-evil")].status == "ignored"
+    assert table[("memory", "harel-core")].status == "ok"
+    assert registry.backend_for_url("sqlite:///x.db").distribution == "harel-store-sqlite"
+    assert registry.backend_for_url("memory://").name == "memory"
+    with pytest.raises(BackendUnavailable, match="is ignored"):
+        registry.backend_for_url("evil://x")
+    # run-time registration cannot take a first-party scheme either
+    with pytest.raises(PluginError, match="ignored, the first-party backend keeps it"):
+        registry.register(
+            registry.StoreBackend(
+                name="sneaky",
+                schemes=("postgresql",),
+                store="x.y:Store",
+                async_store="x.y:AsyncStore",
+                capabilities=MEMORY_CAPABILITIES,
+                distribution="sneaky-dist",
+                version="1",
+            )
+        )
+
+
+def test_the_user_may_prefer_a_third_party_plugin(
+    make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
+    monkeypatch.setenv(registry.PREFER_VAR, "sqlite-fork")
+    registry.reset()
+    table = rows()
+    assert table[("sqlite", "sqlite-fork")].status == "ok"
+    first_party = table[("sqlite", "harel-store-sqlite")]
+    assert first_party.status == "disabled" and "HAREL_PREFER_PLUGINS" in (first_party.error or "")
+    assert registry.backend_for_url("sqlite:///x.db").store == "fork.sync:Store"
+
+
+def test_prefer_also_settles_a_conflict_between_third_parties(
+    make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist("harel-store-one", "dup", store="one.sync:Store")
+    make_dist("harel-store-two", "dup", store="two.sync:Store")
+    monkeypatch.setenv(registry.PREFER_VAR, "harel-store-two")
+    registry.reset()
+    table = rows()
+    assert table[("dup", "harel-store-two")].status == "ok"
+    assert table[("dup", "harel-store-one")].status == "disabled"
+    assert registry.get_backend("dup").store == "two.sync:Store"
+
+
+def test_strict_mode_raises_on_a_first_party_clash(
+    make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
+    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite")  # keep the run independent of others
+    monkeypatch.setenv(registry.STRICT_VAR, "1")
+    registry.reset()
+    with pytest.raises(PluginError, match="ignored, the first-party backend keeps it"):
+        registry.available_backends()
 
 
 def test_duplicate_scheme_conflicts(make_dist: MakeDist) -> None:
@@ -272,6 +342,7 @@ def test_strict_mode_raises_plugin_errors(
     make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dist("harel-store-bad", "bad", "raise ImportError('no driver here')\n")
+    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite,bad")
     monkeypatch.setenv(registry.STRICT_VAR, "1")
     registry.reset()
     with pytest.raises(PluginError, match="is broken") as info:

@@ -11,7 +11,12 @@ from harel_example_jsondir.testing import JsonDirHarness
 
 @pytest.fixture
 def harel_harness(tmp_path: Path) -> Iterator[JsonDirHarness]:
-    """An isolated, initially EMPTY jsondir directory (deleted after the test)."""
-    harness = JsonDirHarness(tmp_path / "jsondir")
+    """An isolated, initially EMPTY jsondir directory (deleted after the test).
+
+    ``fsync=False``: the kit checks the contract, not power-loss durability, and waiting for
+    the disk on every file would dominate its run time; ``test_jsondir_specific`` runs the
+    default ``fsync=True`` (and kills a writer after its commit point).
+    """
+    harness = JsonDirHarness(tmp_path / "jsondir", fsync=False)
     yield harness
     harness.destroy()

@@ -1,42 +1,52 @@
-"""What only jsondir has: its file names, its sharing across processes, its on-disk atomicity."""
+"""What only jsondir has: its file names, its journal, its on-disk atomicity, its OS errors."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import anyio
 import pytest
 from harel import Event, Execution, StoreConflict, TimerOp
-from harel.store.errors import InvalidPayload, InvalidStoreURL, SchemaVersionError
-from harel_example_jsondir import AsyncJsonDirStore, JsonDirStore, _files, _layout
-from harel_example_jsondir._url import parse_url
+from harel.store.errors import (
+    InvalidIdentifier,
+    InvalidPayload,
+    InvalidStoreURL,
+    SchemaVersionError,
+    StoreConfigError,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+)
+from harel_example_jsondir import AsyncJsonDirStore, JsonDirStore, _files, _schema
+from harel_example_jsondir._options import parse_url
 from harel_example_jsondir.testing import harness_from_url
-from hypothesis import given
-from hypothesis import strategies as st
 
 AWKWARD_IDS = [
     'quote"d',
-    "single'quote",
     "a/b/../../c",
     "..",
     ".",
     "colon:and$dollar",
-    "space in it",
     "back\\slash",
     "unicodé ☃ 雪",
     "UPPER",
     "upper",
-    "nul\x00byte",
     "new\nline",
-    "x" * 600,
+    "x" * 1024,  # the longest id (MAX_ID_BYTES); 2.5k-character ids once bricked the store
+    "𝄞" * 256,  # the longest astral-plane id
 ]
-SAFE_COMPONENT = re.compile(r"[a-z2-7]{1,128}(\.json)?")
+REFUSED_IDS = [
+    "x" * 2500,
+    "𝄞" * 16384,  # 64 KiB of UTF-8
+    "nul\x00byte",
+    "lone \ud800 surrogate",
+]
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -44,7 +54,7 @@ def snapshot(directory: Path) -> dict[str, bytes]:
     return {
         str(path.relative_to(directory)): path.read_bytes()
         for path in sorted(directory.rglob("*"))
-        if path.is_file() and path.name != _layout.LOCK
+        if path.is_file() and path.name != _schema.LOCK
     }
 
 
@@ -67,137 +77,137 @@ def store(tmp_path: Path) -> JsonDirStore:
 # -- file names -----------------------------------------------------------------------------
 
 
-def test_awkward_ids_get_safe_reversible_file_names(store: JsonDirStore) -> None:
+def test_any_accepted_id_gets_a_bounded_file_name_and_round_trips(store: JsonDirStore) -> None:
     for execution_id in AWKWARD_IDS:
         exe = Execution(id=execution_id, definition_id="d")
-        store.commit(exe, [], trace={"step": execution_id})
+        store.commit(exe, [], execution_id, [TimerOp.schedule(execution_id, 1.0)], trace={})
 
     root = store.directory
-    documents = sorted((root / _layout.EXECUTIONS).rglob("*.json"))
-    traces = sorted((root / _layout.TRACES).rglob("*.json"))
-    assert len(documents) == len(traces) == len(AWKWARD_IDS)
-    for path in [*documents, *traces]:
-        relative = path.relative_to(root)
-        assert all(SAFE_COMPONENT.fullmatch(part) for part in relative.parts[1:]), relative
-    decoded = {_layout.id_from_path(p.relative_to(root).as_posix()) for p in documents}
-    assert decoded == set(AWKWARD_IDS)
-    # nothing was written outside the store's own folders
-    assert {p.name for p in root.iterdir()} <= {
-        _layout.LOCK,
-        _layout.STATE,
-        _layout.EXECUTIONS,
-        _layout.TRACES,
+    names = {p.relative_to(root).as_posix() for p in root.rglob("*.json")}
+    assert names - {_schema.STATE} == {
+        path(i) for i in AWKWARD_IDS for path in (_schema.document_path, _schema.trace_path)
     }
+    assert all(_schema.is_store_file(name) for name in names)
+    assert {p.name for p in root.iterdir()} == {
+        _schema.LOCK,
+        _schema.STATE,
+        _schema.EXECUTIONS,
+        _schema.TRACES,
+    }
+    reopened = JsonDirStore(root)
     for execution_id in AWKWARD_IDS:
-        loaded = store.load(execution_id)
+        loaded = reopened.load(execution_id)
         assert loaded is not None and loaded.id == execution_id
-        assert store.read_trace(execution_id) == [{"step": execution_id, "index": 0}]
+        assert reopened.is_processed(execution_id, execution_id)
+        assert reopened.read_trace(execution_id) == [{"index": 0}]
+    assert sorted(s.id for s in reopened.list_executions(limit=100).items) == sorted(AWKWARD_IDS)
+    assert sorted(t[1] for t in reopened.due_timers(1.0)) == sorted(AWKWARD_IDS)
 
 
-def test_long_ids_are_split_into_short_components() -> None:
-    name = _layout.encode_id("é" * 500)
-    assert max(len(part) for part in name.split("/")) <= _layout.COMPONENT_CHARS
-    assert name.count("/") >= 1
-    assert _layout.decode_id(name) == "é" * 500
-
-
-@given(st.text(min_size=1))
-def test_file_names_round_trip_any_id(execution_id: str) -> None:
-    name = _layout.encode_id(execution_id)
-    assert all(SAFE_COMPONENT.fullmatch(part) for part in name.split("/"))
-    assert _layout.decode_id(name) == execution_id
-    assert _layout.id_from_path(_layout.document_path(execution_id)) == execution_id
+@pytest.mark.parametrize("execution_id", REFUSED_IDS, ids=["2500", "64KiB", "nul", "surrogate"])
+def test_unusable_ids_are_refused_before_anything_is_written(
+    store: JsonDirStore, execution_id: str
+) -> None:
+    _seed(store)
+    before = snapshot(store.directory)
+    with pytest.raises(InvalidIdentifier):
+        store.commit(Execution(id=execution_id, definition_id="d"), [], trace={})
+    with pytest.raises(InvalidIdentifier):
+        store.commit(Execution(id="ok", definition_id="d"), [(execution_id, Event(kind="k"))])
+    with pytest.raises(InvalidIdentifier):
+        store.load(execution_id)
+    assert snapshot(store.directory) == before
+    assert JsonDirStore(store.directory).load("seeded") is not None
 
 
 def test_ids_differing_only_by_case_do_not_share_a_file(store: JsonDirStore) -> None:
     store.save(Execution(id="Case", definition_id="upper"))
     store.save(Execution(id="case", definition_id="lower"))
-    assert _layout.encode_id("Case").lower() != _layout.encode_id("case").lower()
     assert store.load("Case").definition_id == "upper"  # type: ignore[union-attr]
     assert store.load("case").definition_id == "lower"  # type: ignore[union-attr]
 
 
-# -- several processes ------------------------------------------------------------------------
-
-
-def test_a_second_process_sees_the_data_and_writes_back(store: JsonDirStore) -> None:
-    exe = Execution(id="shared", definition_id="d", context={"n": 1})
-    store.commit(exe, [("other", Event(id="e1", kind="ping"))], timers=[TimerOp.schedule("t", 2.5)])
-
-    child = run_python(
-        """
-        import json, sys
-        from harel_example_jsondir import JsonDirStore
-        store = JsonDirStore.from_url("jsondir://" + sys.argv[1])
-        exe = store.load("shared")
-        outbox = store.pending_outbox()
-        print(json.dumps({
-            "version": exe.version,
-            "context": exe.context,
-            "outbox": [[e.target_id, e.event.id] for e in outbox],
-            "timers": store.due_timers(10.0),
-        }))
-        exe.context["n"] = 2
-        store.commit(exe, [], processed_event_id="e1")
-        store.ack_outbox(outbox[0].seq)
-        """,
-        str(store.directory),
-    )
-    assert child.returncode == 0, child.stderr
-    seen = json.loads(child.stdout)
-    assert seen == {
-        "version": 1,
-        "context": {"n": 1},
-        "outbox": [["other", "e1"]],
-        "timers": [["shared", "t", 2.5]],
-    }
-    again = store.load("shared")
-    assert again is not None and again.version == 2 and again.context == {"n": 2}
-    assert store.is_processed("shared", "e1")
-    assert store.pending_outbox() == []
-
-
-def test_processes_racing_on_one_execution_lose_no_update(store: JsonDirStore) -> None:
-    store.save(Execution(id="counter", definition_id="d", context={"n": 0}))
-    worker = """
-        import sys
-        from harel import StoreConflict
-        from harel_example_jsondir import JsonDirStore
-        store = JsonDirStore(sys.argv[1], fsync=False)
-        done = 0
-        while done < 10:
-            exe = store.load("counter")
-            exe.context["n"] += 1
-            try:
-                store.commit(exe, [])
-            except StoreConflict:
-                continue
-            done += 1
-        """
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(worker), str(store.directory)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
-    for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-    final = store.load("counter")
-    assert final is not None
-    assert final.context == {"n": 30}
-    assert final.version == 31
-
-
-# -- atomicity on disk ---------------------------------------------------------------------
+# -- the journal ------------------------------------------------------------------------------
 
 
 def _seed(store: JsonDirStore) -> Execution:
     exe = Execution(id="seeded", definition_id="d")
     store.commit(exe, [(None, Event(kind="first"))], "p0", [TimerOp.schedule("a", 1.0)], trace={})
     return exe
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "../escaped.json",
+        "{outside}",
+        "executions/../../escaped.json",
+        "traces/../../escaped.json",
+    ],
+)
+def test_a_forged_journal_is_refused_whole_and_writes_nothing_outside(
+    store: JsonDirStore, tmp_path: Path, forged: str
+) -> None:
+    _seed(store)
+    outside = tmp_path / "escaped.json"
+    forged = forged.format(outside=outside)
+    journal = {
+        "format": _schema.FORMAT,
+        "files": [[_schema.STATE, "{}"], [forged, "pwned"]],
+    }
+    (store.directory / _schema.JOURNAL).write_text(json.dumps(journal))
+    before = snapshot(store.directory)
+    with pytest.raises(StoreCorrupted, match="not a file of this store"):
+        store.load("seeded")
+    assert not outside.exists()
+    assert snapshot(store.directory) == before  # not even the valid entry was applied
+
+
+def test_a_crash_after_the_commit_point_is_completed_by_the_next_operation(
+    store: JsonDirStore,
+) -> None:
+    _seed(store)
+    crashed = run_python(
+        """
+        import os, sys
+        from harel import Event, TimerOp
+        from harel_example_jsondir import JsonDirStore, _files
+        real = _files.JsonDirectory._apply_one
+        def write_then_die(self, relative, text):
+            real(self, relative, text)
+            if relative != "journal.json":
+                os._exit(3)  # the process dies after the journal and one file
+        _files.JsonDirectory._apply_one = write_then_die
+        store = JsonDirStore(sys.argv[1])
+        exe = store.load("seeded")
+        exe.context["step"] = 2
+        store.commit(exe, [(None, Event(id="e2", kind="second"))], "p1",
+                     [TimerOp.cancel("a")], trace={"step": 2})
+        """,
+        str(store.directory),
+    )
+    assert crashed.returncode == 3, crashed.stderr
+    assert (store.directory / _schema.JOURNAL).exists()
+
+    exe = store.load("seeded")  # replays the journal first
+    assert not (store.directory / _schema.JOURNAL).exists()
+    assert exe is not None and exe.version == 2 and exe.context == {"step": 2}
+    assert [e.event.id for e in store.pending_outbox()][-1] == "e2"
+    assert store.is_processed("seeded", "p1")
+    assert store.due_timers(10.0) == []
+    assert [step["index"] for step in store.read_trace("seeded")] == [0, 1]
+
+
+def test_a_purge_is_one_journaled_write(store: JsonDirStore) -> None:
+    exe = _seed(store)
+    exe.status = exe.status.DONE
+    store.commit(exe, [], trace={})
+    assert store.purge("seeded") is True
+    assert snapshot(store.directory).keys() == {_schema.STATE}
+    assert not (store.directory / _schema.JOURNAL).exists()
+
+
+# -- failures leave the directory as it was -----------------------------------------------------
 
 
 def test_a_commit_with_an_unencodable_value_leaves_the_directory_unchanged(
@@ -223,7 +233,7 @@ def test_a_lost_cas_leaves_the_directory_unchanged(store: JsonDirStore) -> None:
     assert snapshot(store.directory) == before
 
 
-def test_a_disk_failure_before_the_commit_point_leaves_the_directory_unchanged(
+def test_a_full_disk_before_the_commit_point_is_retryable_and_changes_nothing(
     store: JsonDirStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exe = _seed(store)
@@ -231,79 +241,114 @@ def test_a_disk_failure_before_the_commit_point_leaves_the_directory_unchanged(
     real_replace = os.replace
 
     def failing_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        if Path(dst).name == _layout.JOURNAL:
-            raise OSError(28, "No space left on device")
+        if Path(dst).name == _schema.JOURNAL:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_replace(src, dst)
 
     monkeypatch.setattr(_files.os, "replace", failing_replace)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StoreUnavailable, match="No space left on device; free disk space"):
         store.commit(exe, [(None, Event(kind="lost"))], "p1", [TimerOp.cancel("a")], trace={})
     assert exe.version == 1
     assert snapshot(store.directory) == before  # no temp file left either
-
-
-def test_a_crash_after_the_commit_point_is_completed_by_the_next_operation(
-    store: JsonDirStore,
-) -> None:
-    _seed(store)
-    crashed = run_python(
-        """
-        import os, sys
-        from harel import Event, TimerOp
-        from harel_example_jsondir import JsonDirStore, _files
-        real = _files.JsonDirectory.write_atomic
-        def write_then_die(self, relative, text):
-            real(self, relative, text)
-            if relative != "journal.json":
-                os._exit(3)  # the process dies after the journal and one file
-        _files.JsonDirectory.write_atomic = write_then_die
-        store = JsonDirStore(sys.argv[1])
-        exe = store.load("seeded")
-        exe.context["step"] = 2
-        store.commit(exe, [(None, Event(id="e2", kind="second"))], "p1",
-                     [TimerOp.cancel("a")], trace={"step": 2})
-        """,
-        str(store.directory),
-    )
-    assert crashed.returncode == 3, crashed.stderr
-    assert (store.directory / _layout.JOURNAL).exists()
-
-    exe = store.load("seeded")  # replays the journal first
-    assert not (store.directory / _layout.JOURNAL).exists()
-    assert exe is not None and exe.version == 2 and exe.context == {"step": 2}
-    assert [e.event.id for e in store.pending_outbox()][-1] == "e2"
-    assert store.is_processed("seeded", "p1")
-    assert store.due_timers(10.0) == []
-    assert [step["index"] for step in store.read_trace("seeded")] == [0, 1]
+    monkeypatch.undo()
+    store.commit(exe, [(None, Event(kind="again"))])
+    assert exe.version == 2
 
 
 def test_temp_files_a_crash_left_behind_are_removed_on_open(store: JsonDirStore) -> None:
     _seed(store)
     before = snapshot(store.directory)
-    stray = store.directory / _layout.EXECUTIONS / f"{_layout.TEMP_PREFIX}deadbeef"
+    stray = store.directory / _schema.EXECUTIONS / f"{_schema.TEMP_PREFIX}deadbeef"
     stray.write_text('{"torn": ')
+    foreign = store.directory / "not-ours" / f"{_schema.TEMP_PREFIX}keep"
+    foreign.parent.mkdir()
+    foreign.write_text("someone else's")
     JsonDirStore(store.directory)
     assert not stray.exists()
+    assert foreign.exists()
+    foreign.unlink()
+    foreign.parent.rmdir()
     assert snapshot(store.directory) == before
 
 
-def test_a_directory_of_another_layout_format_is_refused(store: JsonDirStore) -> None:
+# -- damaged or foreign directories ------------------------------------------------------------
+
+
+def test_a_directory_of_another_layout_format_is_refused_at_open(store: JsonDirStore) -> None:
     _seed(store)
-    state = store.directory / _layout.STATE
+    state = store.directory / _schema.STATE
     data = json.loads(state.read_text())
-    data["format"] = 99
+    data["format"] = 1
     state.write_text(json.dumps(data))
-    with pytest.raises(SchemaVersionError, match="format 99"):
+    with pytest.raises(SchemaVersionError, match="format 1"):
+        JsonDirStore(store.directory)
+    with pytest.raises(SchemaVersionError, match="format 1"):
         store.pending_outbox()
 
 
-# -- URLs, async twin, harness ----------------------------------------------------------------
+def test_a_damaged_document_fails_only_its_own_execution(store: JsonDirStore) -> None:
+    _seed(store)
+    store.save(Execution(id="healthy", definition_id="d"))
+    (store.directory / _schema.document_path("seeded")).write_text('{"id": ')
+    with pytest.raises(StoreCorrupted, match="document of execution 'seeded'"):
+        store.load("seeded")
+    assert store.load("healthy") is not None
+    assert len(store.list_executions().items) == 2
+
+
+def test_a_damaged_state_file_is_named(store: JsonDirStore) -> None:
+    _seed(store)
+    (store.directory / _schema.STATE).write_bytes(b"\xff\xfe")
+    with pytest.raises(StoreCorrupted, match=_schema.STATE):
+        store.pending_outbox()
+
+
+def test_a_file_where_the_directory_belongs_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreConfigError, match="cannot be a jsondir directory"):
+        JsonDirStore(tmp_path / "file")
+    with pytest.raises(StoreConfigError, match="cannot be a jsondir directory"):
+        JsonDirStore(tmp_path / "file" / "below")
+
+
+def test_a_store_folder_linked_elsewhere_is_refused(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path / "data")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (store.directory / _schema.TRACES).rmdir()
+    (store.directory / _schema.TRACES).symlink_to(elsewhere)
+    with pytest.raises(StoreCorrupted, match="symbolic link"):
+        JsonDirStore(store.directory)
+
+
+def test_a_folder_where_a_file_belongs_is_reported_as_damage(store: JsonDirStore) -> None:
+    (store.directory / _schema.document_path("x")).mkdir()
+    with pytest.raises(StoreCorrupted):
+        store.load("x")
+
+
+# -- the async twin ---------------------------------------------------------------------------
+
+
+def test_a_closed_async_store_refuses_with_a_store_error(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = await AsyncJsonDirStore.from_url(f"jsondir://{tmp_path}")
+        await store.close()
+        await store.close()
+        with pytest.raises(StoreError, match="is closed"):
+            await store.load("x")
+
+    asyncio.run(main())
+
+
+# -- URLs, plugin, harness --------------------------------------------------------------------
 
 
 def test_urls_absolute_relative_and_options(tmp_path: Path) -> None:
     absolute = parse_url(f"jsondir://{tmp_path}/a%20b?fsync=false&trace_max=5&lock_timeout=2")
     assert absolute.directory == tmp_path / "a b"
     assert (absolute.fsync, absolute.trace_max, absolute.lock_timeout) == (False, 5, 2.0)
+    assert parse_url(absolute.url()) == absolute
     relative = parse_url("jsondir://Rel/Dir", trace_max=7)
     assert relative.directory == Path("Rel/Dir") and relative.trace_max == 7
     with pytest.raises(InvalidStoreURL, match="unknown option"):
@@ -317,23 +362,20 @@ def test_urls_absolute_relative_and_options(tmp_path: Path) -> None:
 def test_from_url_creates_the_directory(tmp_path: Path) -> None:
     store = JsonDirStore.from_url(f"jsondir://{tmp_path}/new/nested?trace_max=2")
     assert store.trace_max == 2
-    assert (tmp_path / "new" / "nested" / _layout.EXECUTIONS).is_dir()
+    assert (tmp_path / "new" / "nested" / _schema.EXECUTIONS).is_dir()
 
 
-def test_sync_and_async_stores_share_one_directory(tmp_path: Path) -> None:
-    sync_store = JsonDirStore(tmp_path)
-    sync_store.save(Execution(id="x", definition_id="d"))
-
-    async def main() -> int:
-        async_store = await AsyncJsonDirStore.from_url(f"jsondir://{tmp_path}")
-        exe = await async_store.load("x")
-        assert exe is not None
-        await async_store.commit(exe, [(None, Event(kind="k"))])
-        return exe.version
-
-    assert anyio.run(main) == 2
-    assert sync_store.load("x").version == 2  # type: ignore[union-attr]
-    assert len(sync_store.pending_outbox()) == 1
+def test_importing_the_plugin_loads_no_store_code() -> None:
+    probe = run_python(
+        """
+        import sys
+        import harel_example_jsondir._plugin
+        loaded = [m for m in sys.modules if m.startswith(("filelock", "harel_example_jsondir."))]
+        print(sorted(loaded))
+        """
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "['harel_example_jsondir._plugin']"
 
 
 def test_harness_from_url_uses_a_fresh_folder_inside_the_url_directory(tmp_path: Path) -> None:
@@ -346,6 +388,8 @@ def test_harness_from_url_uses_a_fresh_folder_inside_the_url_directory(tmp_path:
     assert store.list_executions().items == []
     store.save(Execution(id="x", definition_id="d"))
     assert second.open_sync().load("x") is None
+    assert first.footprint("x") == ["execution", "index"]
+    assert JsonDirStore.from_url(first.url()).load("x") is not None
     first.destroy()
     second.destroy()
     assert not first.directory.exists()

@@ -1,9 +1,10 @@
 """``python -m harel.demo`` (``make demo``): a durable order on the embedded SQLite store.
 
 The order machine (``harel/examples/order.stm``) forks payment and packing into two region
-executions and ships on a two-hour timer.  Halfway through, the store is closed and a NEW
-store object (and runner) is opened on the same file; the run continues from disk.  The
-clock is simulated, so the timer fires without sleeping.
+executions and ships on a two-hour timer.  The store is opened by URL through the registry
+(``open_store("sqlite:///...")``), as an application would.  Halfway through, the store is
+closed and a NEW store object (and runner) is opened on the same file; the run continues
+from disk.  The clock is simulated, so the timer fires without sleeping.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ class SimulatedClock:
 
 
 def _open(path: Path) -> ExecutionStore:
-    from harel_store_sqlite import SqliteStore
+    """The SQLite store on ``path``, opened through the registry like any configured store."""
+    from harel.registry import open_store
 
-    return SqliteStore(str(path))
+    return open_store(f"sqlite:///{path}")
 
 
 def run_demo(workdir: Path, out: TextIO = sys.stdout) -> str:

@@ -1,181 +1,343 @@
 """Deliberately broken memory stores: each has one classic backend bug the kit must catch.
 
-Each bug lives in a subclass of the memory stores' shared core, so the sync and the async
-store are broken the same way.  ``BrokenHarness(name)`` opens stores with that core.
+Most bugs live in a subclass of the memory backend's sans-IO plan (``MemoryPlan``), so the
+sync and the async store are broken the same way; a few need the store classes themselves or
+a harness that claims what the store cannot do.  ``BrokenHarness.named(name)`` builds one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import asyncio
+import dataclasses
+import fnmatch
+import math
+import re
+import struct
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import pydantic_core
 from harel.conformance.harness import StoreHarness
-from harel.model import Execution, ExecutionPage, Status
+from harel.model import Execution, ExecutionPage
 from harel.store.common import (
+    ListingQuery,
+    PreparedCommit,
     cas_decision,
     committing,
     conflict,
     encode_cursor,
-    encode_trace_step,
     listing_query,
-    sweep_limit,
+    page_from_probe,
 )
-from harel.store.contract import Capabilities, DueTimer, Emit, Spawn, TimerOp
-from harel.store.memory import (
-    CAPABILITIES,
-    AsyncDictStore,
-    DictStore,
-    MemoryData,
-    _MemoryCore,
+from harel.store.common.validate import check_event_ref, check_prune, check_timer_ref
+from harel.store.contract import FINISHED, Capabilities, DueTimer
+from harel.store.errors import ExecutionActive
+from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData
+from harel.store.memory._plan import (
+    OWNED_TABLES,
+    AddRelay,
+    DeleteOwned,
+    DropMarks,
+    DropTimer,
+    GetExecution,
+    MemoryPlan,
+    OldMarks,
+    OutboxRow,
+    Plan,
+    ScanDueTimers,
+    ScanExecutions,
+    Transaction,
 )
+from harel.store.memory.testing import footprint
+
+EVERYTHING = 10**9
 
 
-class SkippedCas(_MemoryCore):
+class SkippedCas(MemoryPlan):
     """Writes whatever version it is given: no compare-and-set at all."""
 
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None,
-        timers: Sequence[TimerOp],
-        spawns: Sequence[Spawn],
-        trace: dict[str, Any] | None,
-        trace_max: int | None,
-    ) -> None:
-        with (
-            committing(exe, emits, processed_event_id, timers, spawns, trace) as plan,
-            self.data.lock,
-        ):
-            self._apply(plan, exe, trace_max)
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        yield from self._write_step(prepared, trace_max)
 
 
-class LeakyLoser(_MemoryCore):
-    """Detects the conflict but writes the loser's side effects before raising."""
+class LeakyLoser(MemoryPlan):
+    """Detects the conflict but writes the loser's outbox entries before raising."""
 
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None,
-        timers: Sequence[TimerOp],
-        spawns: Sequence[Spawn],
-        trace: dict[str, Any] | None,
-        trace_max: int | None,
-    ) -> None:
-        with (
-            committing(exe, emits, processed_event_id, timers, spawns, trace) as plan,
-            self.data.lock,
-        ):
-            row = self.data.executions.get(plan.execution_id)
-            found = None if row is None else row.version
-            if cas_decision(plan.expected_version, found) == "conflict":
-                for emit in plan.emits:  # the bug: side writes before the CAS verdict
-                    self.data.outbox[self.data.next_seq] = (emit.target_id, emit.event_json)
-                    self.data.next_seq += 1
-                raise conflict(plan, found)
-            self._apply(plan, exe, trace_max)
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        row = yield GetExecution(prepared.execution_id)
+        found = None if row is None else row.version
+        if cas_decision(prepared.expected_version, found) == "conflict":
+            for emit in prepared.emits:  # the bug: side writes before the CAS verdict
+                yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+            raise conflict(prepared, found)
+        yield from self._write_step(prepared, trace_max)
 
 
-class UnguardedDeleteTimer(_MemoryCore):
+class UnguardedDeleteTimer(MemoryPlan):
     """``delete_timer`` removes the timer whatever ``fire_at`` it holds now."""
 
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        with self.data.lock:
-            self.data.timers.pop((execution_id, path), None)
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        execution_id, path, _ = check_timer_ref(execution_id, path, fire_at)
+        yield DropTimer(execution_id, path)
 
 
-class OffByOneRing(_MemoryCore):
+class OffByOneRing(MemoryPlan):
     """Keeps ``trace_max + 1`` steps."""
 
-    def _append_trace_locked(self, execution_id: str, body: str, trace_max: int | None) -> None:
-        super()._append_trace_locked(execution_id, body, trace_max + 1 if trace_max else None)
+    def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
+        yield from super()._append_step(execution_id, body, trace_max + 1 if trace_max else None)
 
 
-class SkippingCursor(_MemoryCore):
+def _everything(query: ListingQuery | None = None) -> ScanExecutions:
+    """Every execution ``query`` matches (every execution without one), from the start."""
+    if query is None:
+        query = listing_query(
+            status=None, definition_id=None, roots_only=False, limit=1, cursor=None
+        )
+    return ScanExecutions(dataclasses.replace(query, after=None, limit=EVERYTHING))
+
+
+class SkippingCursor(MemoryPlan):
     """Its cursor resumes one row too late, so every page boundary loses a row."""
 
-    def list_executions(
-        self,
-        status: Iterable[Status] | None,
-        definition_id: str | None,
-        roots_only: bool,
-        limit: int,
-        cursor: str | None,
-    ) -> ExecutionPage:
-        page = super().list_executions(status, definition_id, roots_only, limit, cursor)
+    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        page = yield from super()._page(query)
         if page.next_cursor is None:
             return page
-        query = listing_query(
-            status=status, definition_id=definition_id, roots_only=roots_only, limit=1, cursor=None
-        )
-        with self.data.lock:
-            ids = sorted(
-                row.summary.id
-                for row in self.data.executions.values()
-                if query.matches(row.summary)
-            )
-        last = page.items[-1].id
-        after = ids.index(last) + 1
+        ids = [row.id for row in (yield _everything(query))]
+        after = ids.index(page.items[-1].id) + 1
         if after >= len(ids) - 1:
             return ExecutionPage(items=page.items, next_cursor=None)
         return ExecutionPage(items=page.items, next_cursor=encode_cursor(ids[after]))
 
 
-class TornCommit(_MemoryCore):
-    """Writes the snapshot and outbox, then encodes the trace step and fails half-way."""
+class OffsetCursor(MemoryPlan):
+    """Pages by position (``OFFSET``): rows created or purged between pages shift the rest."""
+
+    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        offset = int(query.after[1:]) if query.after else 0
+        rows = yield _everything(query)
+        end = offset + query.limit
+        more = len(rows) > end
+        return ExecutionPage(
+            items=rows[offset:end], next_cursor=encode_cursor(f"#{end}") if more else None
+        )
+
+
+def _like(pattern: str, value: str) -> bool:
+    """SQL ``LIKE`` (``%`` any run, ``_`` one character, ASCII case-insensitive)."""
+    regex = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL) is not None
+
+
+class LikeDefinitionFilter(MemoryPlan):
+    """Filters ``definition_id`` with ``LIKE`` instead of equality."""
+
+    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        pattern = query.definition_id
+        unfiltered = dataclasses.replace(query, definition_id=None, limit=EVERYTHING)
+        rows = yield ScanExecutions(unfiltered)
+        if pattern is not None:
+            rows = [row for row in rows if _like(pattern, row.definition_id)]
+        return page_from_probe(query, rows[: query.limit + 1])
+
+
+class PurgeLeavesTimers(MemoryPlan):
+    """``purge`` forgets the timers table."""
+
+    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        row = yield GetExecution(execution_id)
+        if row is not None and not force and row.summary.status not in FINISHED:
+            raise ExecutionActive(execution_id, row.summary.status.value)
+        for table in OWNED_TABLES:
+            if table != "timers":  # the bug
+                yield DeleteOwned(table, execution_id)
+        return row is not None
+
+
+class PrefixPurge(MemoryPlan):
+    """``purge`` deletes every execution whose id starts with the given one (``LIKE 'id%'``)."""
+
+    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        existed = yield from super()._purge(execution_id, force)
+        rows = yield _everything()
+        for row in rows:
+            if row.id.startswith(execution_id) and row.id != execution_id:
+                for table in OWNED_TABLES:
+                    yield DeleteOwned(table, row.id)
+        return existed
+
+
+class PruneAtTheBoundary(MemoryPlan):
+    """``prune_processed`` also drops marks recorded exactly at ``older_than`` (``<=``)."""
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        after = math.nextafter(older_than, math.inf)
+        dropped = yield from super().prune_processed(after, batch_size)
+        return dropped
+
+
+class PruneOneBatch(MemoryPlan):
+    """``prune_processed`` stops after its first batch."""
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        older_than, batch_size = check_prune(older_than, batch_size)
+
+        def batch() -> Plan[int]:
+            keys = yield OldMarks(older_than, batch_size)
+            count: int = yield DropMarks(tuple(keys))
+            return count
+
+        dropped: int = yield Transaction(batch())
+        return dropped
+
+
+class GlobMarks(MemoryPlan):
+    """``is_processed`` / ``load_for_event`` match the event id as a glob pattern."""
+
+    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        rows = yield OldMarks(float("inf"), EVERYTHING)
+        return any(
+            mark_id == execution_id and fnmatch.fnmatchcase(mark_event, event_id)
+            for mark_id, mark_event in rows
+        )
+
+    def _load_for_event(self, execution_id: str, event_id: str) -> Plan[Any]:
+        exe = yield from self.load(execution_id)
+        if exe is None:
+            return (None, False)
+        seen = yield from self.is_processed(execution_id, event_id)
+        return (exe, seen)
+
+
+class GlobTimerDelete(MemoryPlan):
+    """``delete_timer`` matches the path as a glob pattern."""
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        execution_id, path, fire_at = check_timer_ref(execution_id, path, fire_at)
+        due: list[DueTimer] = yield ScanDueTimers(float("inf"), None)
+        for timer_id, timer_path, at in due:
+            if timer_id == execution_id and at == fire_at and fnmatch.fnmatchcase(timer_path, path):
+                yield DropTimer(timer_id, timer_path, at)
+
+
+class NoUpdatedAt(MemoryPlan):
+    """Lists summaries without ``updated_at``."""
+
+    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        page = yield from super()._page(query)
+        items = [item.model_copy(update={"updated_at": None}) for item in page.items]
+        return ExecutionPage(items=items, next_cursor=page.next_cursor)
+
+
+class TornSync(DictStore):
+    """Writes the step without its trace, then encodes the trace and fails half-way."""
 
     def commit(
         self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None,
-        timers: Sequence[TimerOp],
-        spawns: Sequence[Spawn],
-        trace: dict[str, Any] | None,
-        trace_max: int | None,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
     ) -> None:
-        with (
-            committing(exe, emits, processed_event_id, timers, spawns, None) as plan,
-            self.data.lock,
-        ):
-            row = self.data.executions.get(plan.execution_id)
-            found = None if row is None else row.version
-            if cas_decision(plan.expected_version, found) == "conflict":
-                raise conflict(plan, found)
-            self._apply(plan, exe, trace_max)
-            if trace is not None:  # the bug: encoding after writing
-                self._append_trace_locked(plan.execution_id, encode_trace_step(trace), trace_max)
+        super().commit(exe, emits, processed_event_id, timers, spawns)
+        if trace is not None:  # the bug: the step is encoded (and refused) after the write
+            self.append_trace(exe.id, trace)
 
 
-class UnsortedTimers(_MemoryCore):
-    """Returns due timers in insertion order (and applies ``limit`` before sorting)."""
+class TornAsync(AsyncDictStore):
+    """The async twin of :class:`TornSync`."""
 
-    def due_timers(self, now: float, limit: int | None) -> list[DueTimer]:
-        sweep_limit(limit)
-        with self.data.lock:
-            due = [(e, p, f) for (e, p), f in self.data.timers.items() if f <= now]
-        return due[:limit]
+    async def commit(
+        self,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
+    ) -> None:
+        await super().commit(exe, emits, processed_event_id, timers, spawns)
+        if trace is not None:
+            await self.append_trace(exe.id, trace)
 
 
-BROKEN: dict[str, type[_MemoryCore]] = {
-    "skipped_cas": SkippedCas,
-    "leaky_loser": LeakyLoser,
-    "unguarded_delete_timer": UnguardedDeleteTimer,
-    "off_by_one_ring": OffByOneRing,
-    "skipping_cursor": SkippingCursor,
-    "torn_commit": TornCommit,
-    "unsorted_timers": UnsortedTimers,
+@dataclass(frozen=True)
+class Bug:
+    """How to break the memory store: its plan, its classes, or its harness's claims."""
+
+    plan: type[MemoryPlan] = MemoryPlan
+    sync: type[DictStore] = DictStore
+    aio: type[AsyncDictStore] = AsyncDictStore
+    capabilities: Capabilities = CAPABILITIES
+    url: str | None = None
+
+
+CLAIMS_EVERYTHING = Capabilities(
+    persistent=True, multi_process=True, ordered_listing=True, exact_pages=True
+)
+
+BROKEN: dict[str, Bug] = {
+    "skipped_cas": Bug(SkippedCas),
+    "leaky_loser": Bug(LeakyLoser),
+    "unguarded_delete_timer": Bug(UnguardedDeleteTimer),
+    "off_by_one_ring": Bug(OffByOneRing),
+    "skipping_cursor": Bug(SkippingCursor),
+    "offset_cursor": Bug(OffsetCursor),
+    "like_definition_filter": Bug(LikeDefinitionFilter),
+    "torn_commit": Bug(sync=TornSync, aio=TornAsync),
+    "unsorted_timers": Bug(),  # set below: the tables' sweep ignores the timer index
+    "purge_leaves_timers": Bug(PurgeLeavesTimers),
+    "prefix_purge": Bug(PrefixPurge),
+    "prune_at_the_boundary": Bug(PruneAtTheBoundary),
+    "prune_one_batch": Bug(PruneOneBatch),
+    "glob_marks": Bug(GlobMarks),
+    "glob_timer_delete": Bug(GlobTimerDelete),
+    "no_updated_at": Bug(NoUpdatedAt),
+    "kept_trace_counter": Bug(),  # set below: purge leaves the trace counter
+    "claims_persistence": Bug(capabilities=CLAIMS_EVERYTHING, url=None),
+    "claims_persistence_falsely": Bug(capabilities=CLAIMS_EVERYTHING, url="memory://kit-claims"),
+}
+
+
+class UnsortedTables(MemoryData):
+    """Tables whose due-timer sweep returns insertion order (and applies ``limit`` first)."""
+
+    def _apply(self, request: Any) -> Any:
+        if isinstance(request, ScanDueTimers):
+            due = [(e, p, f) for (e, p), f in self.timers.items() if f <= request.now]
+            return due[: request.limit]
+        return super()._apply(request)
+
+
+class KeptTraceCounter(MemoryData):
+    """Tables whose purge leaves the trace counter, so a re-created execution's trace
+    continues the purged one's indices."""
+
+    def _apply(self, request: Any) -> Any:
+        if isinstance(request, DeleteOwned) and request.table == "trace":
+            self.trace.pop(request.execution_id, None)
+            return None
+        return super()._apply(request)
+
+
+TABLES: dict[str, type[MemoryData]] = {
+    "unsorted_timers": UnsortedTables,
+    "kept_trace_counter": KeptTraceCounter,
 }
 
 
 class BrokenHarness(StoreHarness):
-    """Memory stores whose shared core has the named bug."""
+    """Memory stores with the named bug (every store it opens shares one dataset)."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
 
     def __init__(self, bug: str) -> None:
-        self.core = BROKEN[bug](MemoryData())
+        self.bug = BROKEN[bug]
+        self.data = TABLES.get(bug, MemoryData)()
 
     @classmethod
     def named(cls, name: str) -> StoreHarness:
@@ -185,17 +347,30 @@ class BrokenHarness(StoreHarness):
             "undeclared": UndeclaredHarness,
             "unordered": UnorderedHarness,
         }
-        return special[name]() if name in special else cls(name)
+        if name in special:
+            return special[name]()
+        caps = BROKEN[name].capabilities
+        if caps == CAPABILITIES:
+            return cls(name)
+        claiming = type(f"Claiming{cls.__name__}", (cls,), {"capabilities": caps})
+        harness: StoreHarness = claiming(name)
+        return harness
 
     def open_sync(self) -> DictStore:
-        store = DictStore(self.core.data)
-        store._core = self.core
+        store = self.bug.sync(self.data)
+        store._plan = self.bug.plan()
         return store
 
     async def open_async(self) -> AsyncDictStore:
-        store = AsyncDictStore(self.core.data)
-        store._core = self.core
+        store = self.bug.aio(self.data)
+        store._plan = self.bug.plan()
         return store
+
+    def url(self) -> str | None:
+        return self.bug.url
+
+    def footprint(self, execution_id: str) -> list[str]:
+        return footprint(self.data, execution_id)
 
 
 class UndeclaredHarness(StoreHarness):
@@ -209,6 +384,9 @@ class UndeclaredHarness(StoreHarness):
 
     async def open_async(self) -> AsyncDictStore:
         return AsyncDictStore(self.data)
+
+    def footprint(self, execution_id: str) -> list[str]:
+        return footprint(self.data, execution_id)
 
 
 class CorrectHarness(UndeclaredHarness):
@@ -232,3 +410,171 @@ __all__ = [
     "UndeclaredHarness",
     "UnorderedHarness",
 ]
+
+
+# -- hardening (issue 7): cancellation, poison payloads, raw errors ---------------------------
+# Appended by the hardening work; each bug below is caught by test_kit_strength_hardening.py.
+
+
+class LandsButRestores(AsyncDictStore):
+    """Async commit that suspends after its write: cancelled there, the step is stored but
+    ``exe.version`` is restored, so a retry writes the step twice."""
+
+    async def commit(
+        self,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
+    ) -> None:
+        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+            await self._run(self._plan.commit(prepared, self.trace_max))
+            await asyncio.sleep(0)  # the bug: a cancellation point after the write
+
+
+class LeaksLockOnCancel(AsyncDictStore):
+    """Async commit that takes a dataset-wide lock and does not release it when cancelled."""
+
+    async def commit(
+        self,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
+    ) -> None:
+        lock: asyncio.Lock | None = getattr(self.data, "kit_lock", None)
+        if lock is None:
+            lock = asyncio.Lock()
+            self.data.kit_lock = lock  # type: ignore[attr-defined]
+        await lock.acquire()
+        try:
+            await asyncio.sleep(0)
+            await super().commit(exe, emits, processed_event_id, timers, spawns, trace)
+        except asyncio.CancelledError:
+            raise  # the bug: a cancelled commit keeps the lock
+        except BaseException:
+            lock.release()
+            raise
+        lock.release()
+
+
+def _lenient_commit(exe: Any, args: tuple[Any, ...]) -> PreparedCommit:
+    """A commit prepared without the payload rules for the execution's context."""
+    if not isinstance(exe, Execution):
+        raise TypeError("commit() needs an Execution")
+    clean = exe.model_copy(update={"context": {}})
+    with committing(clean, *args) as prepared:
+        pass
+    document = pydantic_core.to_json(
+        clean.model_copy(update={"context": exe.context}),
+        inf_nan_mode="constants",
+        fallback=repr,
+    ).decode()
+    return dataclasses.replace(prepared, document=document)
+
+
+class LenientSync(DictStore):
+    """Stores a context the codec's rules refuse (tuples, sets, int keys, 200 levels deep...)
+    with a forgiving encoder: it cannot read them back (equal, or at all)."""
+
+    def commit(
+        self,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
+    ) -> None:
+        prepared = _lenient_commit(exe, (emits, processed_event_id, timers, spawns, trace))
+        old, exe.version = exe.version, prepared.new_version
+        try:
+            self._run(self._plan.commit(prepared, self.trace_max))
+        except BaseException:
+            exe.version = old
+            raise
+
+
+class LenientAsync(AsyncDictStore):
+    """The async twin of :class:`LenientSync`."""
+
+    async def commit(
+        self,
+        exe: Any,
+        emits: Any,
+        processed_event_id: Any = None,
+        timers: Any = (),
+        spawns: Any = (),
+        trace: Any = None,
+    ) -> None:
+        prepared = _lenient_commit(exe, (emits, processed_event_id, timers, spawns, trace))
+        old, exe.version = exe.version, prepared.new_version
+        try:
+            await self._run(self._plan.commit(prepared, self.trace_max))
+        except BaseException:
+            exe.version = old
+            raise
+
+
+def _bind(*values: Any) -> None:
+    """What a driver does with parameters before the store validated them: raw errors."""
+    for value in values:
+        if isinstance(value, str) or not isinstance(value, (int, float)):
+            value.encode("utf-8")  # UnicodeEncodeError, AttributeError
+        elif isinstance(value, float):
+            math.floor(value)  # OverflowError (inf), ValueError (NaN)
+        else:
+            struct.pack("<q", value)  # struct.error
+
+
+class RawErrorsSync(DictStore):
+    """Binds arguments like a driver before validating them, so raw errors escape."""
+
+    def load(self, execution_id: Any) -> Any:
+        _bind(execution_id)
+        return super().load(execution_id)
+
+    def ack_outbox(self, seq: Any) -> None:
+        _bind(seq)
+        super().ack_outbox(seq)
+
+    def due_timers(self, now: Any, *, limit: Any = None) -> Any:
+        _bind(now)
+        return super().due_timers(now, limit=limit)
+
+
+class RawErrorsAsync(AsyncDictStore):
+    """The async twin of :class:`RawErrorsSync`."""
+
+    async def load(self, execution_id: Any) -> Any:
+        _bind(execution_id)
+        return await super().load(execution_id)
+
+    async def ack_outbox(self, seq: Any) -> None:
+        _bind(seq)
+        await super().ack_outbox(seq)
+
+    async def due_timers(self, now: Any, *, limit: Any = None) -> Any:
+        _bind(now)
+        return await super().due_timers(now, limit=limit)
+
+
+BROKEN.update(
+    {
+        "lands_but_restores": Bug(aio=LandsButRestores),
+        "leaks_lock_on_cancel": Bug(aio=LeaksLockOnCancel),
+        "lenient_payload": Bug(sync=LenientSync, aio=LenientAsync),
+        "raw_driver_errors": Bug(sync=RawErrorsSync, aio=RawErrorsAsync),
+    }
+)
+HARDENING_BUGS = (
+    "lands_but_restores",
+    "leaks_lock_on_cancel",
+    "lenient_payload",
+    "raw_driver_errors",
+)
+"""The bugs of issue 7 (cancellation, poison payloads, raw errors)."""

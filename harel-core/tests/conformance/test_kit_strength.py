@@ -36,10 +36,12 @@ def harel_harness():
 """
 
 SUITE = """
+from typing import ClassVar
+
 from harel.conformance import ConformanceSuite
 
 class TestKit(ConformanceSuite):
-    expected_failures = {expected_failures!r}
+    expected_failures: ClassVar[dict[str, str]] = {expected_failures!r}
 """
 
 
@@ -74,33 +76,42 @@ def run_kit(
     return KitRun(reprec, None)
 
 
+CAS = {
+    "test_conflicting_commit_leaves_nothing",
+    "test_second_writer_conflicts",
+    "test_racing_writers_one_winner_per_version",
+    "test_byte_identical_losers_leave_nothing",
+    "test_concurrent_first_insert",
+    "test_random_operations_agree_with_reference",
+    "test_refused_version_writes_no_side_effect",
+}
+PURGE = {
+    "test_purge_removes_everything_it_owns",
+    "test_purge_refuses_unfinished_unless_forced",
+    "test_purged_id_is_free_again",
+    "test_purge_matches_ids_exactly",
+    "test_purge_is_atomic_against_a_racing_commit",
+}
+CAPABILITY_CLAIMS = {
+    "test_persistent_data_is_read_back_by_a_fresh_interpreter",
+    "test_multi_process_writers_share_one_dataset",
+}
+
 BUGS: dict[str, set[str]] = {
-    "skipped_cas": {
+    "skipped_cas": CAS
+    | {
         "test_stale_save_conflicts",
         "test_absent_record_with_version_conflicts",
         "test_insert_over_existing_conflicts",
         "test_future_version_conflicts",
-        "test_conflicting_commit_leaves_nothing",
-        "test_second_writer_conflicts",
-        "test_racing_writers_one_winner_per_version",
-        "test_byte_identical_losers_leave_nothing",
-        "test_concurrent_first_insert",
         "test_sync_and_async_share_one_dataset",
-        "test_random_operations_agree_with_reference",
+        "test_purged_id_is_free_again",
     },
-    "leaky_loser": {
-        "test_conflicting_commit_leaves_nothing",
-        "test_second_writer_conflicts",
-        "test_racing_writers_one_winner_per_version",
-        "test_byte_identical_losers_leave_nothing",
-        "test_concurrent_first_insert",
-        "test_random_operations_agree_with_reference",
-    },
+    "leaky_loser": CAS,
     "unguarded_delete_timer": {
         "test_delete_timer_guarded_by_fire_at",
         "test_delete_after_rearm_keeps_the_new_time",
         "test_fire_at_bit_exact",
-        "test_random_operations_agree_with_reference",
     },
     "off_by_one_ring": {
         "test_ring_keeps_last_trace_max",
@@ -109,42 +120,85 @@ BUGS: dict[str, set[str]] = {
         "test_rings_are_per_execution",
         "test_full_ring_of_large_steps",
         "test_trace_max_lowered_after_reopen",
-        "test_random_operations_agree_with_reference",
+        "test_ring_of_one",
+        "test_ring_exactly_full_after_many_appends",
     },
     "skipping_cursor": {
         "test_filters_reassembled_from_pages",
         "test_exact_pages",
         "test_no_cursor_after_last_page",
         "test_limit_one_pagination_terminates",
-        "test_odd_strings_round_trip",
-        "test_random_operations_agree_with_reference",
+        "test_limit_above_the_default_is_honoured",
+        "test_pages_stay_consistent_while_rows_come_and_go",
     },
-    "torn_commit": {
-        "test_failed_commit_leaves_nothing",
-        "test_malformed_commit_rejected_without_effects",
-    },
+    "offset_cursor": {"test_pages_stay_consistent_while_rows_come_and_go"},
+    "like_definition_filter": {"test_definition_filter_is_exact"},
+    "torn_commit": {"test_failed_commit_leaves_nothing"},
     "unsorted_timers": {
         "test_due_order_and_limit",
         "test_many_executions_through_one_store",
         "test_random_operations_agree_with_reference",
     },
+    "purge_leaves_timers": PURGE,
+    "kept_trace_counter": PURGE,
+    "prefix_purge": {"test_purge_matches_ids_exactly", "test_purge_unknown_is_false_and_harmless"},
+    "prune_at_the_boundary": {"test_prune_keeps_every_mark_inside_the_window"},
+    "prune_one_batch": {"test_prune_in_batches_drops_them_all"},
+    "glob_marks": {"test_ids_holding_pattern_characters_match_exactly"},
+    "glob_timer_delete": {"test_timer_keys_holding_pattern_characters_match_exactly"},
+    "no_updated_at": {
+        "test_updated_at_stamps_every_commit",
+        "test_prune_keeps_every_mark_inside_the_window",
+        "test_prune_uses_the_real_clock",
+        "test_prune_in_batches_drops_them_all",
+    },
+    "claims_persistence": CAPABILITY_CLAIMS,
+    "claims_persistence_falsely": CAPABILITY_CLAIMS,
 }
+"""The kit tests that must catch each bug (at least one flavour of each)."""
 
 
 # Where the random state machine may or may not meet the bug in the fast profile: hypothesis
 # seeds generation with constants harvested from the source tree, so whether 30 steps page
-# past a skipped row can change with unrelated code.  The dedicated tests must still fail.
+# past a skipped row can change with unrelated code.  Races may or may not interleave.
 MAY_ALSO_FAIL: dict[str, set[str]] = {
+    "skipped_cas": {"test_purge_is_atomic_against_a_racing_commit"},
+    "leaky_loser": {"test_purge_is_atomic_against_a_racing_commit"},
+    "unguarded_delete_timer": {"test_random_operations_agree_with_reference"},
+    "off_by_one_ring": {"test_random_operations_agree_with_reference"},
     "skipping_cursor": {"test_random_operations_agree_with_reference"},
+    "torn_commit": {"test_purge_is_atomic_against_a_racing_commit"},
 }
+
+HARDENING_TESTS = {
+    "test_bad_arguments_raise_typed_errors",
+    "test_odd_strings_round_trip",
+    "test_malformed_commit_rejected_without_effects",
+    "test_hostile_input_round_trips_or_is_refused",
+    "test_wildcard_ids_do_not_match_others",
+    "test_documents_over_16_mib_are_refused",
+    "test_cancelled_side_calls_are_all_or_nothing",
+}
+"""Kit tests of the hardening work (bad input, round trips, cancellation): they may catch
+these bugs too (an odd id, a torn write), which is not something unrelated breaking."""
+
+
+HEAVY = {
+    "test_hostile_input_round_trips_or_is_refused",
+    "test_random_operations_agree_with_reference",
+}
+"""Property-based kit tests that take most of a run: a bug's run includes them only when they
+are named for that bug (the correct store's run below includes everything)."""
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_kit_fails_on_broken_store(pytester: pytest.Pytester, bug: str) -> None:
-    run = run_kit(pytester, bug, "--harel-strict")
+    skipped = sorted(HEAVY - BUGS[bug] - MAY_ALSO_FAIL.get(bug, set()))
+    selection = ["-k", " and ".join(f"not {name}" for name in skipped)] if skipped else []
+    run = run_kit(pytester, bug, "--harel-strict", *selection)
     optional = MAY_ALSO_FAIL.get(bug, set())
-    assert BUGS[bug] - optional <= run.failed  # every test that must catch it does
-    assert run.failed <= BUGS[bug]  # and nothing unrelated breaks
+    assert BUGS[bug] - run.failed == set()  # every test that must catch it does
+    assert run.failed - BUGS[bug] - optional - HARDENING_TESTS == set()  # nothing unrelated
     assert run.passed  # the rest of the kit still runs
 
 

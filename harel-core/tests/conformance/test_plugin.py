@@ -24,10 +24,12 @@ def harel_harness():
 """
 
 SUITE = """
+from typing import ClassVar
+
 from harel.conformance import {base}
 
 class TestKit({base}):
-    expected_failures = {expected_failures!r}
+    expected_failures: ClassVar[dict[str, str]] = {expected_failures!r}
 """
 
 
@@ -63,7 +65,7 @@ def test_declared_expected_failures_are_strict_xfails_and_counted(
         expected_failures=TIMER_BUGS,
         base="TimerTests",
     )
-    result.assert_outcomes(passed=19, xfailed=6)
+    result.assert_outcomes(passed=21, xfailed=6)
     result.stdout.fnmatch_lines(
         ["harel conformance: 3 expected failure(s) declared: TestKit.test_delete_after_rearm*"]
     )
@@ -77,7 +79,7 @@ def test_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester) -
         base="TimerTests",
         expected_failures={"test_reschedule_replaces[sync]": "thought it was broken"},
     )
-    result.assert_outcomes(passed=24, failed=1)
+    result.assert_outcomes(passed=26, failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*thought it was broken*"])
 
 
@@ -122,7 +124,7 @@ def test_strict_turns_capability_skips_into_failures(pytester: pytest.Pytester) 
 
 def test_unordered_store_passes_the_rest_of_listing(pytester: pytest.Pytester) -> None:
     result = _session(pytester, "unordered", base="ListingTests")
-    result.assert_outcomes(passed=44, skipped=4)
+    result.assert_outcomes(passed=52, skipped=4)
 
 
 def test_missing_harness_fixture_explains_itself(pytester: pytest.Pytester) -> None:
@@ -135,7 +137,7 @@ def test_store_url_option_builds_the_harness(pytester: pytest.Pytester) -> None:
     result = _session(
         pytester, None, "--harel-store-url", "memory://", "--harel-strict", base="ContractTests"
     )
-    result.assert_outcomes(passed=25)
+    result.assert_outcomes(passed=26)
 
 
 def test_url_suite_is_bundled() -> None:

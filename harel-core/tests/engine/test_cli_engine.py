@@ -130,7 +130,7 @@ def test_worker_once_fires_due_timers(
         (["send", "x", "Go", "--store", "{url}"], "pass --definitions DIR"),
         (["send", "x", "Go", "--store", "{url}", "--definitions", "{defs}"], "'x' is not stored"),
         (["send", "x", "Go", "--data", "[1]", "--store", "{url}"], "must be a JSON object"),
-        (["list", "--store", "postgres://bob:hunter2@db/x"], "harel-store-postgres"),
+        (["list", "--store", "ghost://bob:hunter2@db/x"], "handles ghost:// URLs"),
         (["list", "--store", "{url}", "--limit", "0"], "--limit must be >= 1"),
         (["worker", "--store", "{url}", "--definitions", "{defs}/m.stm"], "not a directory"),
         (["run", "{defs}/order.stm", "--actions", "no_such_mod"], "cannot import actions"),

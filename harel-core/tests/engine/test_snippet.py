@@ -1,18 +1,19 @@
 """The acceptance snippet (engine.md top), run in a fresh interpreter on every installed backend.
 
 ``memory`` swaps the store line for ``DictStore()``, ``sqlite`` runs it exactly as written,
-a file-backed example backend gets a temp URL, and any other backend runs when
-``HAREL_TEST_URL_<NAME>`` names a store URL for it (it is skipped, saying so, otherwise).
+and every other backend runs on a fresh dataset its harness derives from its test URL
+(``HAREL_TEST_<NAME>_URL`` or its ``local_url``; skipped, saying so, when it has none).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harel.conformance import backend_test_url_or_skip, usable_backend_names
+from harel.conformance import usable_backend_names
 
 SNIPPET = """\
 from harel import definition_from_dsl, DurableRunner, SqliteStore, Event
@@ -28,12 +29,12 @@ STORE_LINE = 'store = SqliteStore(":memory:")\n'
 EXPECTED = "0 Start None -> A\n1 Go A -> Done\n"
 
 
-def _source(backend: str, tmp: Path) -> str:
+def _source(backend: str, isolated_url: Callable[[str], str]) -> str:
     if backend == "sqlite":
         return SNIPPET
     if backend == "memory":
         return SNIPPET.replace(STORE_LINE, "from harel import DictStore\nstore = DictStore()\n")
-    url = backend_test_url_or_skip(backend, tmp)
+    url = isolated_url(backend)
     line = f"from harel.registry import open_store\nstore = open_store({url!r})\n"
     return SNIPPET.replace(STORE_LINE, line)
 
@@ -44,8 +45,10 @@ def test_every_ok_backend_is_covered() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", usable_backend_names())
-def test_snippet_prints_exactly_two_lines(backend: str, tmp_path: Path) -> None:
-    source = _source(backend, tmp_path)
+def test_snippet_prints_exactly_two_lines(
+    backend: str, tmp_path: Path, isolated_url: Callable[[str], str]
+) -> None:
+    source = _source(backend, isolated_url)
     assert "SqliteStore" in source  # the import line is always the documented one
     done = subprocess.run(
         [sys.executable, "-c", source],

@@ -1,7 +1,8 @@
-"""harel-store-sqlite: the SQLite ``ExecutionStore`` (sync over sqlite3, async over aiosqlite).
+"""harel-store-sqlite: the SQLite ``ExecutionStore`` (sync over sqlite3; async twin on one
+worker thread).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_sqlite._plugin``) never loads ``sqlite3`` or ``aiosqlite``.
+(``harel_store_sqlite._plugin``) never loads ``sqlite3``.
 """
 
 from __future__ import annotations

@@ -3,22 +3,23 @@
 URL forms (the path after the third slash is the file):
 
 * ``sqlite:///relative.db`` — relative to the working directory at open time;
-* ``sqlite:////abs/path.db`` — absolute;
+* ``sqlite:////abs/path.db`` — absolute (percent-encode unusual characters);
 * ``sqlite:///:memory:`` (also ``sqlite://:memory:``) — a private in-memory database.
 
 Knobs ride as query parameters (``?busy_timeout_ms=2000&synchronous=NORMAL``) or keyword
-arguments (which win over the URL's).
+arguments (which win over the URL's); ``connect_retries`` / ``retry_delay`` (keywords only)
+retry an open that finds the file locked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from harel.store.common import parse_store_url
 from harel.store.common.urls import knob_choice, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL
+from harel.store.errors import InvalidStoreURL, StoreUnavailable
 
 MEMORY = ":memory:"
 SCHEME = "sqlite"
@@ -29,6 +30,26 @@ KNOBS = frozenset({"busy_timeout_ms", "synchronous", "trace_max"})
 """Options accepted in a URL's query or as keyword arguments of ``from_url``."""
 CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
 """Keyword arguments of ``from_url`` that shape the open itself (retry on a locked file)."""
+
+
+class SqliteKnobs(TypedDict, total=False):
+    """The keyword knobs of ``SqliteStore`` / ``AsyncSqliteStore.open``.
+
+    * ``trace_max`` — trace steps kept per execution (0 or ``None``: no limit; default 200);
+    * ``busy_timeout_ms`` — how long a write waits for another connection's write lock before
+      raising ``StoreUnavailable`` (default 5000);
+    * ``synchronous`` — ``FULL`` (default: a returned commit survives power loss), ``NORMAL``
+      (with WAL: survives a process crash; the last commits may be lost on power loss or an
+      OS crash; fewer fsyncs) or ``EXTRA``.
+
+    Documents (the execution, each event, spawn context and trace step) are limited to the
+    shared ``harel.store.common.limits.MAX_DOCUMENT_BYTES`` (16 MiB), well under SQLite's own
+    ``SQLITE_LIMIT_LENGTH`` (1 GB), so the shared limit is the one that applies.
+    """
+
+    trace_max: int | None
+    busy_timeout_ms: int
+    synchronous: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,38 +66,39 @@ class SqliteOptions:
         """A private in-memory database (no WAL, nothing persists)."""
         return self.path == MEMORY or self.path.startswith("file::memory:")
 
-    def pragmas(self) -> list[str]:
-        """The PRAGMA statements run at open (values validated, so they are safe to inline)."""
-        statements = [f"PRAGMA busy_timeout = {self.busy_timeout_ms:d}"]
-        if not self.in_memory:
-            statements.append("PRAGMA journal_mode = WAL")
-        statements.append(f"PRAGMA synchronous = {self.synchronous}")
-        return statements
+    @property
+    def where(self) -> str:
+        """The database as named in messages."""
+        return f"SQLite database {self.path!r}"
 
 
-def make_options(
-    path: str,
-    *,
-    trace_max: int | None,
-    busy_timeout_ms: int,
-    synchronous: str,
-) -> SqliteOptions:
+def make_options(path: str, **knobs: Any) -> SqliteOptions:
     """Validate constructor arguments (``ValueError``/``TypeError`` name the bad one)."""
+    unknown = sorted(set(knobs) - KNOBS)
+    if unknown:
+        raise TypeError(f"unknown SQLite store option(s): {', '.join(unknown)}")
     if not isinstance(path, str) or not path:
         raise ValueError(f"path must be a non-empty str (a file or ':memory:'), got {path!r}")
+    trace_max = knobs.get("trace_max", DEFAULT_TRACE_MAX)
     if trace_max is not None and (
         isinstance(trace_max, bool) or not isinstance(trace_max, int) or trace_max < 0
     ):
         raise ValueError(f"trace_max must be an int >= 0 or None, got {trace_max!r}")
-    if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
-        raise TypeError(f"busy_timeout_ms must be an int, got {busy_timeout_ms!r}")
-    if busy_timeout_ms < 0:
-        raise ValueError(f"busy_timeout_ms must be >= 0, got {busy_timeout_ms}")
+    busy_timeout_ms = _int("busy_timeout_ms", knobs.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS))
+    synchronous = knobs.get("synchronous", "FULL")
     if not isinstance(synchronous, str) or synchronous.upper() not in SYNCHRONOUS_CHOICES:
         raise ValueError(
             f"synchronous must be one of {', '.join(SYNCHRONOUS_CHOICES)}, got {synchronous!r}"
         )
     return SqliteOptions(path, trace_max, busy_timeout_ms, synchronous.upper())
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
@@ -117,11 +139,12 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
     return path, knobs
 
 
-def split_from_url_knobs(
-    url: str, knobs: dict[str, Any]
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """``(path, store knobs, connect knobs)`` for ``from_url``: keyword knobs win over the URL's;
-    unknown keyword knobs raise :class:`InvalidStoreURL` naming them."""
+def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(path, store knobs, retry arguments)`` for ``from_url``.
+
+    Keyword knobs win over the URL's; unknown keyword knobs raise :class:`InvalidStoreURL`
+    naming them; the retry arguments are those of ``connect_with_retry``.
+    """
     path, url_knobs = parse_sqlite_url(url)
     unknown = sorted(set(knobs) - KNOBS - CONNECT_KNOBS)
     if unknown:
@@ -130,5 +153,10 @@ def split_from_url_knobs(
             f"allowed: {', '.join(sorted(KNOBS | CONNECT_KNOBS))}"
         )
     store_knobs = {**url_knobs, **{k: v for k, v in knobs.items() if k in KNOBS}}
-    connect = {k: v for k, v in knobs.items() if k in CONNECT_KNOBS}
-    return path, store_knobs, connect
+    retry = {
+        "retries": int(knobs.get("connect_retries", 0)),
+        "delay": float(knobs.get("retry_delay", 0.5)),
+        "retry_on": (StoreUnavailable,),
+        "what": f"SQLite database {path}",
+    }
+    return path, store_knobs, retry

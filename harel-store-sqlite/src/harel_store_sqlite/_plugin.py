@@ -1,4 +1,8 @@
-"""Registers the SQLite backend with harel's store registry (imports no database driver)."""
+"""Registers the SQLite backend with harel's store registry.
+
+Imports no database driver and no engine: ``harel stores`` lists the backend (and the kit
+checks it) without loading ``sqlite3``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,17 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
-
-from harel_store_sqlite._capabilities import CAPABILITIES
+from harel.store.contract import Capabilities
 
 DISTRIBUTION = "harel-store-sqlite"
+
+CAPABILITIES = Capabilities(
+    persistent=True,
+    multi_process=True,
+    ordered_listing=True,
+    exact_pages=True,
+)
+"""Durable file, safe across processes (SQLite file locks), keyset listing by id, exact pages."""
 
 
 def _version() -> str:
@@ -33,6 +44,8 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             version=_version(),
             harness="harel_store_sqlite.testing:harness_from_url",
             local_url="sqlite:///{workdir}/harel.db",
-            description="SQLite file (stdlib sqlite3; async over aiosqlite), WAL, one writer",
+            legacy_env="harel_store_sqlite._env:url_from_env",
+            legacy_vars=("STM_STORE_DB",),
+            description="SQLite file (stdlib sqlite3; async over one worker thread), WAL",
         )
     )

@@ -1,13 +1,38 @@
 """harel-example-jsondir: an example third-party harel store keeping executions as JSON files.
 
-``JsonDirStore`` (sync) and ``AsyncJsonDirStore`` (async, the same store run in worker
-threads) implement the full ``ExecutionStore`` contract over a directory guarded by a file
-lock; open one with ``JsonDirStore.from_url("jsondir:///abs/dir")`` or, once the package is
-installed, ``harel.registry.open_store("jsondir:///abs/dir")``.
+``JsonDirStore`` (sync) and ``AsyncJsonDirStore`` (async: the same operations run whole in
+one worker thread per store) implement the full ``ExecutionStore`` contract over a directory
+guarded by a file lock; open one with ``JsonDirStore.from_url("jsondir:///abs/dir")`` or, once
+the package is installed, ``harel.registry.open_store("jsondir:///abs/dir")``.
+
+The classes are imported on first access, so importing the plugin module
+(``harel_example_jsondir._plugin``) loads neither the store nor ``filelock``.
 """
 
-from harel_example_jsondir._capabilities import CAPABILITIES
-from harel_example_jsondir.aio import AsyncJsonDirStore
-from harel_example_jsondir.sync import JsonDirStore
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harel_example_jsondir._plugin import CAPABILITIES
+    from harel_example_jsondir.aio import AsyncJsonDirStore
+    from harel_example_jsondir.sync import JsonDirStore
 
 __all__ = ["CAPABILITIES", "AsyncJsonDirStore", "JsonDirStore"]
+
+_LAZY = {
+    "CAPABILITIES": "harel_example_jsondir._plugin",
+    "JsonDirStore": "harel_example_jsondir.sync",
+    "AsyncJsonDirStore": "harel_example_jsondir.aio",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``JsonDirStore`` / ``AsyncJsonDirStore`` / ``CAPABILITIES`` on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harel_example_jsondir' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

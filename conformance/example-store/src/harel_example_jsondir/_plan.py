@@ -1,199 +1,316 @@
-"""The store's IO-free logic: the shape of its files and what each operation writes.
+"""The store's operations as sans-IO plans: generators that yield file requests.
 
-Nothing here touches the disk.  :class:`StoreState` is ``state.json`` in memory,
-:class:`TraceRing` is one ``traces/<name>.json``; the functions turn a validated
-:class:`~harel.store.common.PreparedCommit` into the list of ``(relative path, text)`` writes
-that the IO layer performs atomically.  Floats go through :mod:`json` (``repr``), so timer
-times round-trip bit-exactly.
+Every contract operation is one generator here.  It validates its arguments first (a wrong
+type raises ``TypeError``/``ValueError`` before anything is read), then yields requests — a
+:class:`Read` of one file, a :class:`Write` of several files at once, a :class:`Pause` between
+two batches — receives each request's result, and returns the operation's value or raises its
+typed error.  Nothing here touches the disk: ``sync.py`` runs a plan under the directory lock
+with :func:`harel.store.common.drive`, handing each request to the file layer (``_files``).
+
+The rules of the store live here once: the CAS, what a commit, a purge or a prune writes, the
+trace ring, the decoding of stored records (a record that does not decode raises
+:class:`~harel.store.errors.StoreCorrupted` naming it).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from harel.model import ExecutionSummary
-from harel.store.common import PreparedCommit, next_trace_index, trace_keep_from
-from harel.store.contract import DueTimer
-from harel.store.errors import SchemaVersionError
+from harel.model import Execution, ExecutionPage, Status
+from harel.store.common import (
+    cas_decision,
+    check_event_ref,
+    check_flag,
+    check_id,
+    check_now,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+    committing,
+    conflict,
+    decode_event,
+    decode_execution,
+    decode_payload,
+    decode_trace_step,
+    encode_trace_step,
+    listing_query,
+    page_from_probe,
+    sweep_limit,
+    trace_keep_from,
+)
+from harel.store.common.validate import show
+from harel.store.contract import FINISHED, DueTimer, Emit, OutboxEntry, Spawn, SpawnEntry, TimerOp
+from harel.store.errors import ExecutionActive, ExecutionNotFound, StoreCorrupted
 
-from harel_example_jsondir import _layout
+from harel_example_jsondir import _schema
+from harel_example_jsondir._state import StoreState, TraceRing
 
-FORMAT = 1
-"""Version of the directory layout; a directory written by another format is refused."""
-
-Write = tuple[str, str]
-"""``(relative path, full new text)`` of one file."""
+T = TypeVar("T")
 
 
-def _check_format(data: Any, what: str) -> dict[str, Any]:
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise SchemaVersionError(
-            f"{what} has layout format {found!r}, this harel-example-jsondir reads format "
-            f"{FORMAT}; open the directory with the release that wrote it or start a new one"
-        )
-    return data
+@dataclass(frozen=True, slots=True)
+class Read:
+    """Read one file; the result is its text, ``None`` when it does not exist."""
+
+    path: str
 
 
-def _dump(data: dict[str, Any]) -> str:
-    return json.dumps(data, separators=(",", ":"), allow_nan=False)
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Replace (a text) or delete (``None``) these files, all of them or none; result ``None``."""
+
+    files: tuple[tuple[str, str | None], ...]
 
 
-@dataclass
-class StoreState:
-    """Everything but documents and traces: the execution index and the relay tables."""
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Release the directory lock and take it again (lets others in between two batches)."""
 
-    next_seq: int = 1
-    executions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    outbox: dict[int, tuple[str | None, str]] = field(default_factory=dict)
-    spawns: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
-    processed: dict[str, set[str]] = field(default_factory=dict)
-    timers: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    @classmethod
-    def parse(cls, text: str | None) -> StoreState:
-        """Read ``state.json`` (``None``: the file does not exist yet, an empty store)."""
-        if text is None:
-            return cls()
-        data = _check_format(json.loads(text), _layout.STATE)
-        return cls(
-            next_seq=data["next_seq"],
-            executions=data["executions"],
-            outbox={seq: (target, event) for seq, target, event in data["outbox"]},
-            spawns={
-                seq: (parent, child, root, context)
-                for seq, parent, child, root, context in data["spawns"]
-            },
-            processed={key: set(events) for key, events in data["processed"].items()},
-            timers={(exe, path): float(fire_at) for exe, path, fire_at in data["timers"]},
-        )
+Request = Read | Write | Pause
+Plan = Generator[Request, Any, T]
+"""A plan yields requests, is sent their results, and returns ``T``."""
 
-    def dump(self) -> str:
-        """The text of ``state.json``."""
-        return _dump(
-            {
-                "format": FORMAT,
-                "next_seq": self.next_seq,
-                "executions": self.executions,
-                "outbox": [[seq, *row] for seq, row in sorted(self.outbox.items())],
-                "spawns": [[seq, *row] for seq, row in sorted(self.spawns.items())],
-                "processed": {key: sorted(events) for key, events in self.processed.items()},
-                "timers": [[exe, path, at] for (exe, path), at in sorted(self.timers.items())],
-            }
-        )
+_FINISHED = frozenset(status.value for status in FINISHED)
 
-    def version_of(self, execution_id: str) -> int | None:
-        """The stored version of an execution, ``None`` when it is not stored."""
-        row = self.executions.get(execution_id)
-        return None if row is None else int(row["version"])
 
-    def summaries(self) -> list[ExecutionSummary]:
-        """Every stored execution's summary, ordered by id."""
-        return [
-            ExecutionSummary(id=execution_id, **row)
-            for execution_id, row in sorted(self.executions.items())
+# -- reading and decoding --------------------------------------------------------------------
+
+
+def read_state() -> Plan[StoreState]:
+    """Read and parse ``state.json``."""
+    return StoreState.parse((yield Read(_schema.STATE)))
+
+
+def read_ring(execution_id: str) -> Plan[TraceRing]:
+    """Read and parse the trace ring of ``execution_id``."""
+    return TraceRing.parse((yield Read(_schema.trace_path(execution_id))), execution_id)
+
+
+def decode_document(text: str, execution_id: str) -> Execution:
+    """The stored execution; ``StoreCorrupted`` unless the document is that execution's."""
+    what = f"the document of execution {show(execution_id)}"
+    exe = decode_execution(text, what=what)
+    if exe.id != execution_id:
+        raise StoreCorrupted(f"{what} holds execution {show(exe.id)}; remove that file")
+    return exe
+
+
+def open_directory() -> Plan[None]:
+    """Check that the directory holds this release's layout (an empty one does)."""
+    yield from read_state()
+
+
+# -- the contract's operations ----------------------------------------------------------------
+
+
+def load(execution_id: str) -> Plan[Execution | None]:
+    """A fresh copy of the stored execution, or ``None``."""
+    check_id(execution_id)
+    text = yield Read(_schema.document_path(execution_id))
+    return None if text is None else decode_document(text, execution_id)
+
+
+def load_for_event(execution_id: str, event_id: str) -> Plan[tuple[Execution | None, bool]]:
+    """``load`` plus whether ``event_id`` was already processed by that execution."""
+    check_event_ref(execution_id, event_id)
+    text = yield Read(_schema.document_path(execution_id))
+    if text is None:
+        return None, False
+    state = yield from read_state()
+    return decode_document(text, execution_id), state.is_processed(execution_id, event_id)
+
+
+def commit(
+    exe: Execution,
+    emits: Sequence[Emit],
+    processed_event_id: str | None,
+    timers: Sequence[TimerOp],
+    spawns: Sequence[Spawn],
+    trace: dict[str, Any] | None,
+    trace_max: int | None,
+) -> Plan[None]:
+    """CAS the document and write the step's effects, in one :class:`Write`.
+
+    ``exe.version`` is bumped while the plan runs and restored when it raises or is closed
+    early, so it says whether the write happened.
+    """
+    with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+        trace_keep_from(0, trace_max)  # a bad trace_max fails before any IO
+        execution_id = prepared.execution_id
+        state = yield from read_state()
+        found = state.version_of(execution_id)
+        if cas_decision(prepared.expected_version, found) == "conflict":
+            raise conflict(prepared, found)
+        state.apply(prepared)
+        files: list[tuple[str, str | None]] = [
+            (_schema.document_path(execution_id), prepared.document),
+            (_schema.STATE, state.dump()),
         ]
-
-    def due(self, now: float) -> list[DueTimer]:
-        """Armed timers with ``fire_at <= now`` ascending by ``(fire_at, id, path)``."""
-        due = [(exe, path, at) for (exe, path), at in self.timers.items() if at <= now]
-        due.sort(key=lambda item: (item[2], item[0], item[1]))
-        return due
-
-    def take_seq(self) -> int:
-        """Allocate the next outbox/spawn sequence number."""
-        seq = self.next_seq
-        self.next_seq += 1
-        return seq
+        if prepared.trace is not None:
+            ring = yield from read_ring(execution_id)
+            ring.append(prepared.trace, trace_max)
+            files.append((_schema.trace_path(execution_id), ring.dump()))
+        yield Write(tuple(files))
 
 
-@dataclass
-class TraceRing:
-    """One execution's retained trace steps (JSON text by index) and its highest index."""
-
-    last: int | None = None
-    steps: dict[int, str] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, text: str | None) -> TraceRing:
-        """Read a trace file (``None``: no step was ever written)."""
-        if text is None:
-            return cls()
-        data = _check_format(json.loads(text), "trace file")
-        return cls(last=data["last"], steps={index: body for index, body in data["steps"]})
-
-    def dump(self) -> str:
-        """The text of the trace file."""
-        steps = [[index, body] for index, body in sorted(self.steps.items())]
-        return _dump({"format": FORMAT, "last": self.last, "steps": steps})
-
-    def append(self, body: str, trace_max: int | None) -> None:
-        """Stamp the next index on ``body`` and trim to the last ``trace_max`` steps."""
-        index = next_trace_index(self.last)
-        keep_from = trace_keep_from(index, trace_max)
-        self.steps[index] = body
-        self.last = index
-        if keep_from is not None:
-            for old in [i for i in self.steps if i < keep_from]:
-                del self.steps[old]
-
-    def ordered(self) -> Iterable[tuple[int, str]]:
-        """``(index, body)`` oldest first."""
-        return sorted(self.steps.items())
+def is_processed(execution_id: str, event_id: str) -> Plan[bool]:
+    """Whether that execution already processed that event."""
+    check_event_ref(execution_id, event_id)
+    state = yield from read_state()
+    return state.is_processed(execution_id, event_id)
 
 
-def summary_row(plan: PreparedCommit) -> dict[str, Any]:
-    """The index entry of the committed execution (its listing summary without the id)."""
-    return {
-        "definition_id": plan.definition_id,
-        "status": plan.status,
-        "outcome": plan.outcome,
-        "active_path": plan.active_path,
-        "version": plan.new_version,
-        "parent_id": plan.parent_id,
-    }
+def _update_state(change: Callable[[StoreState], bool]) -> Plan[None]:
+    """Apply ``change`` to the state and write it back when it reports a change."""
+    state = yield from read_state()
+    if change(state):
+        yield Write(((_schema.STATE, state.dump()),))
 
 
-def apply_commit(
-    state: StoreState, plan: PreparedCommit, ring: TraceRing | None, trace_max: int | None
-) -> None:
-    """Apply a commit whose CAS already passed to ``state`` (and ``ring`` when it traces)."""
-    execution_id = plan.execution_id
-    state.executions[execution_id] = summary_row(plan)
-    for emit in plan.emits:
-        state.outbox[state.take_seq()] = (emit.target_id, emit.event_json)
-    if plan.processed_event_id is not None:
-        state.processed.setdefault(execution_id, set()).add(plan.processed_event_id)
-    for op in plan.timers:
-        if op.action == "schedule":
-            state.timers[(execution_id, op.path)] = op.fire_at
-        else:
-            state.timers.pop((execution_id, op.path), None)
-    for spawn in plan.spawns:
-        state.spawns[state.take_seq()] = (
-            execution_id,
-            spawn.child_id,
-            spawn.root_path,
-            spawn.context_json,
-        )
-    if plan.trace is not None:
-        if ring is None:
-            raise ValueError("a commit with a trace step needs the execution's trace ring")
-        ring.append(plan.trace, trace_max)
-
-
-def commit_writes(
-    state: StoreState, plan: PreparedCommit, ring: TraceRing | None, trace_max: int | None
-) -> list[Write]:
-    """The files one commit replaces: its document, ``state.json`` and maybe its trace."""
-    apply_commit(state, plan, ring, trace_max)
-    writes: list[Write] = [
-        (_layout.document_path(plan.execution_id), plan.document),
-        (_layout.STATE, state.dump()),
+def pending_outbox(limit: int | None) -> Plan[list[OutboxEntry]]:
+    """Undelivered events, oldest first."""
+    sweep_limit(limit)
+    state = yield from read_state()
+    rows = sorted(state.outbox.items())[:limit]
+    return [
+        OutboxEntry(seq, target, decode_event(event, what=f"outbox entry {seq}"))
+        for seq, (target, event) in rows
     ]
-    if plan.trace is not None and ring is not None:
-        writes.append((_layout.trace_path(plan.execution_id), ring.dump()))
-    return writes
+
+
+def ack_outbox(seq: int) -> Plan[None]:
+    """Forget a delivered event (unknown seq: no-op)."""
+    check_seq(seq)
+    yield from _update_state(lambda state: state.outbox.pop(seq, None) is not None)
+
+
+def pending_spawns(limit: int | None) -> Plan[list[SpawnEntry]]:
+    """Uncreated children, oldest first."""
+    sweep_limit(limit)
+    state = yield from read_state()
+    rows = sorted(state.spawns.items())[:limit]
+    return [
+        SpawnEntry(seq, parent, child, root, decode_payload(context, what=f"spawn intent {seq}"))
+        for seq, (parent, child, root, context) in rows
+    ]
+
+
+def ack_spawn(seq: int) -> Plan[None]:
+    """Forget a created child's intent (unknown seq: no-op)."""
+    check_seq(seq)
+    yield from _update_state(lambda state: state.spawns.pop(seq, None) is not None)
+
+
+def due_timers(now: float, limit: int | None) -> Plan[list[DueTimer]]:
+    """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, id, path)``."""
+    moment = check_now(now)
+    sweep_limit(limit)
+    state = yield from read_state()
+    return state.due(moment)[:limit]
+
+
+def delete_timer(execution_id: str, path: str, fire_at: float) -> Plan[None]:
+    """Disarm a timer only if it still holds exactly ``fire_at``."""
+    execution_id, path, expected = check_timer_ref(execution_id, path, fire_at)
+    key = (execution_id, path)
+
+    def disarm(state: StoreState) -> bool:
+        if key in state.timers and state.timers[key] == expected:
+            del state.timers[key]
+            return True
+        return False
+
+    yield from _update_state(disarm)
+
+
+def read_trace(execution_id: str) -> Plan[list[dict[str, Any]]]:
+    """The retained trace steps, oldest first, each with its ``index``."""
+    check_id(execution_id)
+    ring = yield from read_ring(execution_id)
+    what = f"a trace step of execution {show(execution_id)}"
+    return [decode_trace_step(body, index, what=what) for index, body in ring.ordered()]
+
+
+def append_trace(execution_id: str, entry: dict[str, Any], trace_max: int | None) -> Plan[None]:
+    """Append a step outside a commit; an unknown execution raises ``ExecutionNotFound``."""
+    check_id(execution_id)
+    body = encode_trace_step(entry)
+    trace_keep_from(0, trace_max)
+    state = yield from read_state()
+    if state.version_of(execution_id) is None:
+        raise ExecutionNotFound(execution_id)
+    ring = yield from read_ring(execution_id)
+    ring.append(body, trace_max)
+    yield Write(((_schema.trace_path(execution_id), ring.dump()),))
+
+
+def list_executions(
+    status: Iterable[Status] | None,
+    definition_id: str | None,
+    roots_only: bool,
+    limit: int,
+    cursor: str | None,
+) -> Plan[ExecutionPage]:
+    """One page of summaries ordered by id (keyset cursor, exact pages)."""
+    query = listing_query(
+        status=status,
+        definition_id=definition_id,
+        roots_only=roots_only,
+        limit=limit,
+        cursor=cursor,
+    )
+    if query.matches_nothing:
+        return ExecutionPage()
+    state = yield from read_state()
+    rows = [
+        summary
+        for summary in state.summaries()
+        if (query.after is None or summary.id > query.after) and query.matches(summary)
+    ]
+    return page_from_probe(query, rows[: query.limit + 1])
+
+
+def purge(execution_id: str, force: bool) -> Plan[bool]:
+    """Remove the execution and everything that belongs to it, in one :class:`Write`.
+
+    Returns whether the execution was stored; refuses an unfinished one unless ``force``.
+    """
+    check_id(execution_id)
+    check_flag(force, "force")
+    state = yield from read_state()
+    status = state.status_of(execution_id)
+    if status is not None and status not in _FINISHED and not force:
+        raise ExecutionActive(execution_id, status)
+    if state.forget(execution_id):
+        yield Write(
+            (
+                (_schema.STATE, state.dump()),
+                (_schema.document_path(execution_id), None),
+                (_schema.trace_path(execution_id), None),
+            )
+        )
+    return status is not None
+
+
+def prune_processed(older_than: float, batch_size: int) -> Plan[int]:
+    """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per write.
+
+    The lock is released between two batches (:class:`Pause`), so a long prune never keeps
+    writers out for long; returns how many marks were dropped.
+    """
+    cutoff, size = check_prune(older_than, batch_size)
+    dropped = 0
+    while True:
+        state = yield from read_state()
+        batch = state.marks_before(cutoff, size)
+        if not batch:
+            return dropped
+        state.drop_marks(batch)
+        yield Write(((_schema.STATE, state.dump()),))
+        dropped += len(batch)
+        if len(batch) < size:
+            return dropped
+        yield Pause()

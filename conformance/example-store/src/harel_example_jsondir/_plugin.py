@@ -1,7 +1,7 @@
 """The ``harel.stores`` entry point of harel-example-jsondir: registers the ``jsondir`` backend.
 
-Imports nothing but core's registry and the capability flags, so ``harel stores`` can list
-the backend without importing the store (or filelock).
+Imports nothing but core's registry and contract: ``harel stores`` lists the backend without
+importing the store, its file layer or ``filelock`` (the classes are named by import string).
 """
 
 from __future__ import annotations
@@ -10,10 +10,16 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
-
-from harel_example_jsondir._capabilities import CAPABILITIES
+from harel.store.contract import Capabilities
 
 DISTRIBUTION = "harel-example-jsondir"
+
+CAPABILITIES = Capabilities(
+    persistent=True,  # files on disk survive the process
+    multi_process=True,  # every operation holds a file lock on the directory
+    ordered_listing=True,  # listing sorts by id
+    exact_pages=True,  # filters run before the page is cut
+)
 
 
 def _version() -> str:

@@ -9,14 +9,13 @@ already there.  The URL's ``fsync`` and ``lock_timeout`` apply; its ``trace_max`
 
 from __future__ import annotations
 
-import functools
+import json
 import shutil
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-import anyio.to_thread
 from harel.conformance.harness import StoreHarness
 from harel.store.contract import (
     DEFAULT_TRACE_MAX,
@@ -25,8 +24,9 @@ from harel.store.contract import (
     ExecutionStore,
 )
 
-from harel_example_jsondir._capabilities import CAPABILITIES
-from harel_example_jsondir._url import JsonDirOptions, parse_url
+from harel_example_jsondir import _schema
+from harel_example_jsondir._options import JsonDirOptions, parse_url
+from harel_example_jsondir._plugin import CAPABILITIES
 from harel_example_jsondir.aio import AsyncJsonDirStore
 from harel_example_jsondir.sync import JsonDirStore
 
@@ -55,8 +55,37 @@ class JsonDirHarness(StoreHarness):
 
     async def open_async(self) -> AsyncExecutionStore:
         """A new :class:`AsyncJsonDirStore` over the directory."""
-        make = functools.partial(AsyncJsonDirStore, **self.options.as_kwargs())
-        return await anyio.to_thread.run_sync(make)
+        return await AsyncJsonDirStore.open(**self.options.as_kwargs())
+
+    def url(self) -> str:
+        """A ``jsondir://`` URL of the directory (any process on this machine can open it)."""
+        return self.options.url()
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """What the directory holds for ``execution_id``, read from the files themselves."""
+        root = self.directory.absolute()
+        labels: list[str] = []
+        if (root / _schema.document_path(execution_id)).exists():
+            labels.append("execution")
+        state_file = root / _schema.STATE
+        state = json.loads(state_file.read_text("utf-8")) if state_file.exists() else {}
+        if execution_id in state.get("executions", {}):
+            labels.append("index")
+        labels += [
+            f"processed:{event}" for event in state.get("processed", {}).get(execution_id, {})
+        ]
+        labels += [
+            f"timer:{path}" for exe, path, _ in state.get("timers", []) if exe == execution_id
+        ]
+        labels += [
+            f"outbox:{seq}" for seq, target, _ in state.get("outbox", []) if target == execution_id
+        ]
+        labels += [f"spawn:{row[0]}" for row in state.get("spawns", []) if row[1] == execution_id]
+        trace_file = root / _schema.trace_path(execution_id)
+        if trace_file.exists():
+            ring = json.loads(trace_file.read_text("utf-8"))
+            labels += [f"trace:{index}" for index, _ in ring["steps"]] or ["trace-file"]
+        return labels
 
     def destroy(self) -> None:
         """Delete the directory and everything in it."""

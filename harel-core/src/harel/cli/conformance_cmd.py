@@ -1,11 +1,23 @@
-"""``harel conformance URL [PYTEST_ARGS...]``: run the conformance kit against a store URL."""
+"""``harel conformance URL [PYTEST_ARGS...]``: run the conformance kit against a store URL.
+
+The URL is validated (parsed, its backend found, its harness built once) before pytest
+starts, and it reaches pytest only inside the process, never on a command line, in a test
+id or in a traceback (see :func:`harel.conformance.run_conformance`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from harel.cli import CommandError
+from harel.cli import EXIT_USAGE, CommandError
+
+USAGE_HINT = (
+    "harel conformance: error: a store URL is required, e.g. "
+    "`harel conformance sqlite:///kit.db` or `harel conformance memory://`; "
+    "arguments after the URL go to pytest (e.g. -x -k Timer)"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -18,32 +30,36 @@ def register(subparsers: Any) -> None:
             "from URL (e.g. sqlite:///kit.db, memory://). Arguments after URL go to pytest."
         ),
     )
-    parser.add_argument("url", metavar="URL", help="the store URL (its backend must be installed)")
+    parser.add_argument(
+        "url", metavar="URL", nargs="?", help="the store URL (its backend must be installed)"
+    )
     parser.add_argument(
         "pytest_args",
         metavar="PYTEST_ARGS",
         nargs=argparse.REMAINDER,
-        help="extra pytest arguments (e.g. -x -k commit)",
+        help="optional pytest arguments (e.g. -x -k commit)",
     )
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, parser=parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Check the URL's backend ships a harness, then return ``run_conformance``'s exit code."""
-    from harel.registry import backend_for_url, harness_spec
-
-    harness_spec(backend_for_url(args.url))
+    """Validate the URL (backend, harness), then return ``run_conformance``'s exit code."""
+    if not args.url:
+        args.parser.print_usage(sys.stderr)
+        print(USAGE_HINT, file=sys.stderr)
+        return EXIT_USAGE
     pytest_args = list(args.pytest_args)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]
     try:
-        from harel.conformance import run_conformance
+        from harel.conformance.run import check_url, run_conformance
     except ImportError as exc:
         missing = (exc.name or "").partition(".")[0]
         if missing in {"pytest", "_pytest", "hypothesis"}:
             raise CommandError(
                 f"the conformance kit needs {missing.lstrip('_')}: "
                 "pip install 'harel-core[conformance]'"
-            ) from exc
-        raise CommandError(f"the conformance kit is not available: {exc}") from exc
-    return int(run_conformance(args.url, pytest_args))
+            ) from None
+        raise CommandError(f"the conformance kit is not available: {exc}") from None
+    check_url(args.url)
+    return int(run_conformance(args.url, pytest_args, checked=True))

@@ -1,9 +1,14 @@
-"""Engine commands: ``harel run``, ``trace``, ``list``, ``send`` and ``worker``.
+"""Engine commands: ``harel run``, ``trace``, ``list``, ``send``, ``worker``, ``dead-letters``.
 
 The store comes from ``--store URL`` or else :func:`harel.registry.store_from_env`
 (``harel run`` alone falls back to a throw-away ``memory://`` store when no ``STM_STORE_*``
 variable is set).  ``STM_TRACE``/``STM_TRACE_MAX`` and ``STM_DEFINITIONS_DIR`` are read here,
 never by the runners.
+
+``harel send`` says when nothing happened: an event kind the machine does not declare is
+refused before anything is sent (exit 2); an event to a finished execution is not sent
+(notice on stderr, exit 1); an event id the execution already processed changes nothing
+(notice on stderr, exit 0: re-sending the same event is the safe way to retry).
 """
 
 from __future__ import annotations
@@ -11,22 +16,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harel.cli import CommandError
+from harel.cli import EXIT_NOTHING_HAPPENED, CommandError
+from harel.cli import open_cli_store as _store
 from harel.engine.config import ConfigError, EngineConfig
 from harel.engine.definition import Definition
 from harel.engine.runner import DurableRunner
 from harel.engine.timeline import format_timeline
 from harel.model import Event, Execution, Status
-from harel.store.contract import ExecutionStore
+from harel.store.contract import FINISHED, ExecutionStore
 
-STORE_HELP = "store URL (default: STM_STORE_URL / STM_STORE_BACKEND and friends)"
+STORE_HELP = "store URL (default: STM_STORE_URL, or STM_STORE_BACKEND and its variables)"
 
 
 def register(subparsers: Any) -> None:
@@ -99,6 +103,19 @@ def register(subparsers: Any) -> None:
     worker.add_argument("--once", action="store_true", help="run a single round and exit")
     worker.set_defaults(handler=cmd_worker)
 
+    dead = subparsers.add_parser(
+        "dead-letters",
+        help="list the relay entries and timers the workers quarantined",
+        description=(
+            "Print the dead letters: outbox/spawn entries and timers that kept failing and "
+            "were set aside (kept in the store as the execution 'harel.dead-letters')."
+        ),
+    )
+    dead.add_argument("--store", help=STORE_HELP)
+    dead.add_argument("--json", action="store_true", help="print the letters as JSON")
+    dead.add_argument("--clear", action="store_true", help="empty the dead-letter record")
+    dead.set_defaults(handler=cmd_dead_letters)
+
 
 def _runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help=STORE_HELP)
@@ -107,23 +124,6 @@ def _runner_options(parser: argparse.ArgumentParser) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-@contextmanager
-def _store(url: str | None, *, fallback: str | None = None) -> Iterator[ExecutionStore]:
-    from harel.registry import open_store, store_from_env
-
-    if (
-        url is None
-        and fallback is not None
-        and not any(k.startswith("STM_STORE") for k in os.environ)
-    ):
-        url = fallback
-    store = open_store(url) if url is not None else store_from_env()
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _actions(module_name: str | None) -> dict[str, Callable[..., Any]] | None:
@@ -200,16 +200,36 @@ def _print_timeline(store: ExecutionStore, execution_id: str, title: str) -> Non
         print("  " + line)
 
 
+def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
 # -- commands -------------------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Create an execution, deliver the events, print its timeline (and its regions')."""
-    from harel.engine.dsl import definition_from_dsl_file
+    from harel.engine.dsl import definition_from_dsl_file, machine_names
 
     config = _config()
     if not args.file.is_file():
         raise CommandError(f"no such file: {str(args.file)!r}")
+    text = args.file.read_text(encoding="utf-8")
+    names = machine_names(text, source_name=str(args.file))
+    if args.machine is None and len(names) > 1:
+        raise CommandError(
+            f"{str(args.file)!r} declares several machines ({', '.join(names)}): "
+            "choose one with --machine NAME"
+        )
+    if args.machine is not None and names and args.machine not in names:
+        raise CommandError(
+            f"{str(args.file)!r} declares no machine {args.machine!r}; "
+            f"--machine takes one of: {', '.join(names)}"
+        )
     defn = definition_from_dsl_file(args.file, args.machine, actions=_actions(args.actions))
     events = [_event(text) for text in args.events]
     with _store(args.store, fallback="memory://") as store:
@@ -274,46 +294,143 @@ def cmd_list(args: argparse.Namespace) -> int:
             cursor = page.next_cursor
             if cursor is None or args.cursor is not None:
                 break
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    _print_table(header, rows)
     if args.cursor is not None:
         print(f"next cursor: {cursor or '-'}")
     return 0
 
 
+def _definition_of(exe: Execution, definitions: Mapping[str, Definition], where: str) -> Definition:
+    defn = definitions.get(exe.definition_id)
+    if defn is None:
+        raise CommandError(
+            f"execution {exe.id!r} runs machine {exe.definition_id!r}, which is not among the "
+            f"machines in {where} ({', '.join(sorted(definitions)) or 'none'}): add its .stm "
+            "file there"
+        )
+    return defn
+
+
+def _check_declared(defn: Definition, kind: str) -> None:
+    from harel.engine.core import RESERVED_KINDS
+
+    if kind in defn.events or kind in RESERVED_KINDS:
+        return
+    declared = ", ".join(sorted(defn.events)) or "none"
+    raise CommandError(
+        f"machine {defn.id!r} declares no event {kind!r} (declared: {declared}); nothing was sent"
+    )
+
+
+def _versions(store: ExecutionStore, exe: Execution) -> tuple[int, tuple[int | None, ...]]:
+    children = []
+    for child_id in sorted(exe.children):
+        child = store.load(child_id)
+        children.append(None if child is None else child.version)
+    return exe.version, tuple(children)
+
+
+def _notice(text: str) -> None:
+    print(f"harel: nothing happened: {text}", file=sys.stderr)
+
+
 def cmd_send(args: argparse.Namespace) -> int:
-    """Deliver one event durably (a retry with the same ``--event-id`` is a no-op)."""
+    """Deliver one event durably (a retry with the same ``--event-id`` is a no-op).
+
+    Says when nothing happened: undeclared kind (refused, exit 2), finished execution (not
+    sent, exit 1), event id already processed (exit 0, a safe retry).
+    """
+    from harel.store.errors import ExecutionNotFound
+
     config = _config()
     data = _json_object(args.data, f"event {args.kind!r}")
     event = Event(kind=args.kind, data=data, **({"id": args.event_id} if args.event_id else {}))
     definitions = _definitions(args, config)
+    where = str(args.definitions or config.definitions_dir)
     with _store(args.store) as store:
+        exe = store.load(args.execution_id)
+        if exe is None:
+            raise ExecutionNotFound(args.execution_id)
+        _check_declared(_definition_of(exe, definitions, repr(where)), event.kind)
+        if exe.status in FINISHED:
+            print(f"{exe.id}: {_state(exe)}")
+            _notice(
+                f"execution {exe.id!r} is {exe.status.value}; a finished execution takes no "
+                f"more events, so {event.kind!r} was not sent"
+            )
+            return EXIT_NOTHING_HAPPENED
+        before = _versions(store, exe)
         exe = _runner(store, definitions, config).process(args.execution_id, event)
         print(f"{exe.id}: {_state(exe)} (event {event.id})")
+        if _versions(store, exe) == before:
+            _notice(
+                f"event id {event.id!r} was already processed by {exe.id!r}; re-sending the "
+                "same event is a safe no-op, a new event needs a new --event-id"
+            )
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """Run the worker loop until SIGTERM/SIGINT (or one round with ``--once``)."""
-    from harel.engine.worker import Worker
+    """Run the worker loop until SIGTERM/SIGINT (or one round with ``--once``).
+
+    The signal handlers are installed first, so a SIGTERM during start-up (loading the
+    definitions, opening the store) stops the worker cleanly before its first round.
+    """
+    from harel.engine.worker import StopSignal, Worker
 
     if args.poll < 0:
         raise CommandError(f"--poll must be >= 0 seconds, got {args.poll}")
+    stop = StopSignal()
+    stop.install()
     config = _config()
     definitions = _definitions(args, config)
     with _store(args.store) as store:
-        worker = Worker(_runner(store, definitions, config), poll=args.poll)
-        worker.install_signal_handlers()
+        worker = Worker(_runner(store, definitions, config), poll=args.poll, stop=stop)
         print(
             f"harel worker: {len(definitions)} machine(s), polling every {args.poll:g}s", flush=True
         )
         stats = worker.run(once=args.once)
+    quarantined = f", {stats.quarantined} quarantined" if stats.quarantined else ""
     print(
         f"harel worker: stopped after {stats.rounds} round(s): {stats.relayed} relayed, "
-        f"{stats.fired} timer(s) fired",
+        f"{stats.fired} timer(s) fired{quarantined}",
         flush=True,
     )
+    return 0
+
+
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    """Print (or with ``--clear`` empty) the dead-letter record of the store."""
+    from harel.engine.deadletters import DEAD_LETTERS_ID, cleared, letters_of
+
+    with _store(args.store) as store:
+        record = store.load(DEAD_LETTERS_ID)
+        letters, total = letters_of(record)
+        if args.clear:
+            if record is not None and total:
+                store.commit(cleared(record), [])
+            print(f"cleared {total} dead letter(s)")
+            return 0
+    if args.json:
+        json.dump([letter.as_dict() for letter in letters], sys.stdout, indent=2)
+        print()
+        return 0
+    if not letters:
+        print("no dead letters")
+        return 0
+    header = ("REF", "TARGET", "EVENT", "EVENT ID", "ATTEMPTS", "ERROR")
+    rows = [
+        (
+            letter.ref,
+            letter.target_id or "-",
+            letter.event_kind or "-",
+            letter.event_id or "-",
+            str(letter.attempts),
+            letter.error,
+        )
+        for letter in letters
+    ]
+    _print_table(header, rows)
+    if total > len(letters):
+        print(f"({total - len(letters)} older dead letter(s) no longer kept)")
     return 0

@@ -1,9 +1,14 @@
-"""``harel stores``: the installed store backends (no driver is imported unless ``--check``)."""
+"""``harel stores``: the installed store backends (no driver is imported unless ``--check``).
+
+With ``HAREL_STRICT_PLUGINS=1`` a plugin problem still lists every backend (table or
+``--json``), then reports the problem on stderr and exits 1.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -11,6 +16,7 @@ from typing import Any
 
 _COLUMNS = ("NAME", "DISTRIBUTION", "VERSION", "SCHEMES", "CAPABILITIES", "STATUS")
 _FAILED_STATUSES = {"broken", "incompatible"}
+EXIT_PROBLEM = 1
 
 
 def register(subparsers: Any) -> None:
@@ -55,11 +61,9 @@ def _table(rows: Sequence[Sequence[str]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """List (and with ``--check`` import) the backends; 1 when ``--check`` finds a problem."""
-    from harel.registry import available_backends, check_backend
+    from harel.registry import check_backend
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the table reports every problem itself
-        infos = available_backends(include_not_installed=args.all)
+    infos, strict_error = _list(include_not_installed=args.all)
     checks: dict[int, list[str]] = {}
     if args.check:
         for index, info in enumerate(infos):
@@ -107,4 +111,25 @@ def run(args: argparse.Namespace) -> int:
             print()
             for note in notes:
                 print(note)
-    return 1 if args.check and failed else 0
+    if strict_error is not None:
+        from harel.cli import scrub
+
+        text = " ".join(str(strict_error).split())
+        print(f"harel: error: {scrub(text)} (strict mode: HAREL_STRICT_PLUGINS)", file=sys.stderr)
+        return EXIT_PROBLEM
+    return EXIT_PROBLEM if args.check and failed else 0
+
+
+def _list(*, include_not_installed: bool) -> tuple[list[Any], Exception | None]:
+    """Every backend row; in strict mode also the plugin error strict discovery raised (the
+    rows then come from a lenient discovery, so the listing is complete either way)."""
+    from harel.registry import STRICT_VAR, Registry, available_backends
+    from harel.store.errors import PluginError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the table reports every problem itself
+        try:
+            return available_backends(include_not_installed=include_not_installed), None
+        except PluginError as exc:
+            lenient = Registry({**os.environ, STRICT_VAR: "0"})
+            return lenient.available(include_not_installed=include_not_installed), exc

@@ -21,14 +21,20 @@ Three ways to run it
            harness.destroy()
 
        # test_conformance.py
+       from typing import ClassVar
+
        from harel.conformance import ConformanceSuite
 
        class TestMyStoreConformance(ConformanceSuite):
-           expected_failures = {"test_fire_at_bit_exact": "driver rounds doubles (#12)"}
+           expected_failures: ClassVar[dict[str, str]] = {
+               "test_fire_at_bit_exact": "driver rounds doubles (#12)",
+           }
 
    Single concerns (``ContractTests``, ``CommitTests``, ``DurabilityTests``,
    ``ConcurrencyTests``, ``TraceTests``, ``ListingTests``, ``TimerTests``, ``RelayTests``,
-   ``DedupeTests``, ``BadInputTests``, ``StatefulTests``) can be subclassed on their own.
+   ``DedupeTests``, ``RetentionTests``, ``BadInputTests``, ``RoundTripTests``,
+   ``ArgumentErrorTests``, ``CancellationTests``, ``StatefulTests``) can be subclassed on
+   their own.
 
 2. **By URL with pytest**: ``pytest -p harel.conformance.plugin --harel-store-url URL
    path/to/test_module.py`` where the module subclasses ``ConformanceSuite`` without defining
@@ -40,7 +46,8 @@ Three ways to run it
 
 Options: ``--harel-strict`` turns capability skips into failures (first-party CI runs
 strict); ``HYPOTHESIS_PROFILE=fast|thorough`` sizes the stateful test (default ``fast``).
-Known deviations go in ``expected_failures = {test name: reason}`` on the suite subclass:
+Known deviations go in ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``
+on the suite subclass:
 they run as strict xfails and are counted in the terminal summary.
 """
 
@@ -62,7 +69,9 @@ register_suite_for_rewrite()  # before any test module of the kit is imported
 if TYPE_CHECKING:
     from harel.conformance.run import run_conformance
     from harel.conformance.suite import (
+        ArgumentErrorTests,
         BadInputTests,
+        CancellationTests,
         CommitTests,
         ConcurrencyTests,
         ConformanceSuite,
@@ -71,6 +80,8 @@ if TYPE_CHECKING:
         DurabilityTests,
         ListingTests,
         RelayTests,
+        RetentionTests,
+        RoundTripTests,
         StatefulTests,
         TimerTests,
         TraceTests,
@@ -78,7 +89,9 @@ if TYPE_CHECKING:
 
 _SUITE_NAMES = frozenset(
     {
+        "ArgumentErrorTests",
         "BadInputTests",
+        "CancellationTests",
         "CommitTests",
         "ConcurrencyTests",
         "ConformanceSuite",
@@ -87,6 +100,8 @@ _SUITE_NAMES = frozenset(
         "DurabilityTests",
         "ListingTests",
         "RelayTests",
+        "RetentionTests",
+        "RoundTripTests",
         "StatefulTests",
         "TimerTests",
         "TraceTests",
@@ -110,7 +125,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ArgumentErrorTests",
     "BadInputTests",
+    "CancellationTests",
     "CommitTests",
     "ConcurrencyTests",
     "ConformanceSuite",
@@ -119,6 +136,8 @@ __all__ = [
     "DurabilityTests",
     "ListingTests",
     "RelayTests",
+    "RetentionTests",
+    "RoundTripTests",
     "StatefulTests",
     "StoreHarness",
     "TimerTests",

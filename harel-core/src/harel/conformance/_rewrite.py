@@ -6,6 +6,7 @@ import sys
 
 SUITE_MODULES = (
     "harel.conformance.suite._base",
+    "harel.conformance.suite._processes",
     "harel.conformance.suite.bad_input",
     "harel.conformance.suite.commits",
     "harel.conformance.suite.concurrency",
@@ -14,6 +15,7 @@ SUITE_MODULES = (
     "harel.conformance.suite.durability",
     "harel.conformance.suite.listing",
     "harel.conformance.suite.relays",
+    "harel.conformance.suite.retention",
     "harel.conformance.suite.stateful",
     "harel.conformance.suite.timers",
     "harel.conformance.suite.trace",

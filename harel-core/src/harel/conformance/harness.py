@@ -43,8 +43,11 @@ class StoreHarness(ABC):
 
         Read straight from the storage (not through the contract): the execution record, each
         dedupe mark, timer, outbox entry targeted at it, spawn intent it wrote and trace step,
-        e.g. ``["execution", "processed:e1", "timer:A.B", "outbox:3", "trace:0"]``.  The kit
-        asserts it is empty after ``purge``.
+        e.g. ``["execution", "processed:e1", "timer:A.B", "outbox:3", "trace:0"]``, and every
+        derived record kept for the id (a trace counter, index entries, a per-id key or
+        folder).  Only records stored under exactly this id: never those of an id that merely
+        starts with it.  The kit asserts it is empty after ``purge`` and that a purge, a refused
+        commit or another id's purge leaves it unchanged otherwise.
         """
 
     def destroy(self) -> None:  # noqa: B027 - optional hook

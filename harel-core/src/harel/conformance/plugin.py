@@ -7,7 +7,7 @@ in the ROOT ``conftest.py``; it is never auto-loaded.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +16,16 @@ from hypothesis import settings
 from harel.conformance._rewrite import register_suite_for_rewrite
 from harel.conformance.harness import StoreHarness
 from harel.conformance.profiles import ENV_VAR, register_profiles
+from harel.conformance.urls import SecretURL
 
 register_suite_for_rewrite()
 register_profiles()
 
+SMOKE_MARKER = "harel_smoke"
+"""Marks the kit's smoke subset (the all-backends and wheel runs select it with ``-m``)."""
+
+STORE_URL = pytest.StashKey[SecretURL]()
+"""Where ``run_conformance`` puts the store URL (never on pytest's command line)."""
 _DECLARED = pytest.StashKey[dict[str, str]]()
 _KIT_ITEMS = pytest.StashKey[int]()
 
@@ -35,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """Load the selected hypothesis profile and make sure anyio's plugin drives async tests."""
     if os.environ.get(ENV_VAR):
         settings.load_profile(os.environ[ENV_VAR])
+    config.addinivalue_line(
+        "markers",
+        f"{SMOKE_MARKER}: a handful of kit tests, one per concern (`-m {SMOKE_MARKER}`)",
+    )
     manager = config.pluginmanager
     if not manager.has_plugin("anyio") and not manager.is_blocked("anyio"):
         import anyio.pytest_plugin
@@ -104,19 +114,76 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(line)
 
 
+def _store_url(config: pytest.Config) -> SecretURL | None:
+    """The URL the run targets: ``run_conformance``'s stash entry, else the option."""
+    stashed = config.stash.get(STORE_URL, None)
+    if stashed is not None:
+        return stashed
+    option = config.getoption("harel_store_url", default=None)
+    return SecretURL(option) if option else None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Name the store under test, redacted."""
+    url = _store_url(config)
+    return [] if url is None else [f"harel store: {url}"]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Scrub the store URL's secrets (and every URL's password) from failure reports."""
+    report = yield
+    _scrub(item.config, report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """Scrub collection errors the same way."""
+    report = yield
+    _scrub(collector.config, report)
+    return report
+
+
+def _scrub(config: pytest.Config, report: pytest.TestReport | pytest.CollectReport) -> None:
+    url = _store_url(config)
+    if url is None or report.passed:
+        return
+    from harel.store.common.urls import scrub_secrets
+
+    secrets = url.secrets()
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        scrubbed = scrub_secrets(text, secrets)
+        if scrubbed != text:
+            report.longrepr = scrubbed
+    report.sections = [(name, scrub_secrets(body, secrets)) for name, body in report.sections]
+
+
 @pytest.fixture
 def harel_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHarness]:
-    """The harness for ``--harel-store-url`` (a backend's own conftest fixture overrides this)."""
-    url = request.config.getoption("harel_store_url", default=None)
-    if not url:
+    """The harness for ``--harel-store-url`` / ``run_conformance`` (a backend's own conftest
+    fixture overrides this).  A harness that cannot be built fails the test with a redacted
+    one-line message and no traceback (which would show the URL)."""
+    url = _store_url(request.config)
+    if url is None:
         pytest.fail(
             "no `harel_harness` fixture: define one in your conftest.py (a function-scoped "
             "fixture returning a fresh, empty StoreHarness) or pass --harel-store-url URL",
             pytrace=False,
         )
     from harel.registry import harness_for_url
+    from harel.store.common.urls import scrub_secrets
 
-    harness = harness_for_url(url, tmp_path)
+    try:
+        harness = harness_for_url(url.reveal(), tmp_path)
+    except Exception as exc:
+        problem = scrub_secrets(str(exc) or type(exc).__name__, url.secrets())
+        pytest.fail(f"cannot build the harness for {url}: {problem}", pytrace=False)
     try:
         yield harness
     finally:

@@ -12,19 +12,30 @@ from hypothesis import HealthCheck, settings
 
 FAST = "fast"
 THOROUGH = "thorough"
+RELIABILITY = "reliability"
+RELIABILITY_EXAMPLES = 2500
+"""Examples per hypothesis test in ``make reliability`` (its round-trip law: >= 10,000 inputs)."""
 ENV_VAR = "HYPOTHESIS_PROFILE"
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
 
 def register_profiles() -> None:
-    """Register ``fast`` and ``thorough`` (idempotent)."""
+    """Register ``fast``, ``thorough`` and ``reliability`` (idempotent)."""
     settings.register_profile(
         FAST,
         max_examples=25,
         stateful_step_count=30,
         deadline=None,
         derandomize=True,
+        database=None,
+        suppress_health_check=_SUPPRESSED,
+    )
+    settings.register_profile(
+        RELIABILITY,
+        max_examples=RELIABILITY_EXAMPLES,
+        stateful_step_count=60,
+        deadline=None,
         database=None,
         suppress_health_check=_SUPPRESSED,
     )
@@ -46,3 +57,22 @@ def kit_settings() -> settings:
     """Settings for the kit's own hypothesis tests (the selected profile)."""
     register_profiles()
     return settings.get_profile(selected_profile_name())
+
+
+_SIZES: dict[str, dict[str, int]] = {
+    FAST: {"roundtrip_examples": 40, "cancellation_rounds": 30},
+    THOROUGH: {"roundtrip_examples": 500, "cancellation_rounds": 2000},
+    RELIABILITY: {"roundtrip_examples": RELIABILITY_EXAMPLES, "cancellation_rounds": 2000},
+}
+"""Sizes of the kit tests that are not plain hypothesis runs, per profile.
+
+``roundtrip_examples``: generated inputs per round-trip law test (each input is one commit,
+one ``append_trace`` and the reads of its ids); ``cancellation_rounds``: cancellations per
+cancellation test.
+"""
+
+
+def kit_size(name: str) -> int:
+    """The size ``name`` for the selected profile (``fast`` sizes for a profile of your own)."""
+    sizes = _SIZES.get(selected_profile_name(), _SIZES[FAST])
+    return sizes[name]

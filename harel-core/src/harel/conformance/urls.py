@@ -83,3 +83,31 @@ def usable_backend_names(*, multi_process: bool = False) -> list[str]:
             not multi_process or (info.capabilities is not None and info.capabilities.multi_process)
         )
     )
+
+
+class SecretURL:
+    """A store URL that never shows its secrets: ``repr``/``str`` are redacted, so it may sit
+    in pytest's stash, fixtures and traceback locals; :meth:`reveal` gives the URL itself."""
+
+    __slots__ = ("_url",)
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def reveal(self) -> str:
+        """The URL itself (pass it straight to the registry; never keep it in a local)."""
+        return self._url
+
+    def secrets(self) -> list[str]:
+        """The URL's secret substrings, to scrub from any output."""
+        from harel.store.common.urls import url_secrets
+
+        return url_secrets(self._url)
+
+    def __str__(self) -> str:
+        from harel.store.common.urls import redact_url
+
+        return redact_url(self._url)
+
+    def __repr__(self) -> str:
+        return f"SecretURL({str(self)!r})"

@@ -26,6 +26,7 @@ __all__ = [
     "definition_from_dsl_file",
     "definitions_from_dir",
     "definitions_from_dsl",
+    "machine_names",
 ]
 
 Actions = Mapping[str, Callable[..., Any] | str]
@@ -42,6 +43,11 @@ def definition_from_dsl(
     source = Source(text, source_name)
     program = parse(source)
     return build(source, program, _pick(source, program, name), actions or {})
+
+
+def machine_names(text: str, *, source_name: str = "<dsl>") -> list[str]:
+    """The machine names ``text`` declares, in order (parsed, not compiled)."""
+    return [decl.name for decl in parse(Source(text, source_name)).machines]
 
 
 def definition_from_dsl_file(

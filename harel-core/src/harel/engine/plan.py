@@ -5,6 +5,14 @@ replies: :class:`StoreCall` (call a store method), :class:`CallAction` (call a u
 and :class:`ReadClock`.  A store or action exception is thrown back into the generator at
 the ``yield``.  :mod:`harel.engine.runner` answers with plain calls, :mod:`harel.engine.aio`
 with awaits, so the sync and async runners cannot drift apart.
+
+Poison never stops the relay or the timer sweep: each outbox entry, spawn entry and due
+timer is one unit of work.  A unit that fails with anything but ``StoreConflict`` (left for
+later) or ``StoreUnavailable`` (raised: the store is down, the caller backs off) is logged
+and retried on later passes; after ``quarantine_after`` failed attempts it is quarantined:
+recorded as a dead letter (:mod:`harel.engine.deadletters`) and acked (a timer deleted), and
+the pass carries on with the rest.  A sweep read that fails (``pending_outbox`` raising on a
+record it cannot decode) is logged and skipped for this pass, so the other sweeps still run.
 """
 
 from __future__ import annotations
@@ -18,6 +26,13 @@ from typing import Any, Generic, TypeVar
 
 from harel.engine import core
 from harel.engine.actions import ActionContext, resolve_action
+from harel.engine.deadletters import (
+    DEAD_LETTERS_ID,
+    DeadLetter,
+    error_text,
+    small_data,
+    with_letter,
+)
 from harel.engine.definition import Definition
 from harel.engine.effects import (
     CancelTimer,
@@ -28,8 +43,21 @@ from harel.engine.effects import (
     SpawnChildren,
 )
 from harel.model import Event, Execution, Status
-from harel.store.contract import AsyncExecutionStore, Emit, ExecutionStore, Spawn, TimerOp
-from harel.store.errors import ExecutionAlreadyExists, ExecutionNotFound, StoreConflict
+from harel.store.contract import (
+    AsyncExecutionStore,
+    Emit,
+    ExecutionStore,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+)
+from harel.store.errors import (
+    ExecutionAlreadyExists,
+    ExecutionNotFound,
+    StoreConflict,
+    StoreUnavailable,
+)
 
 log = logging.getLogger("harel.engine")
 
@@ -94,17 +122,40 @@ class RunnerPlan:
     """The IO-free durable-runner logic shared by both shells.
 
     ``definitions`` maps definition ids to :class:`Definition`; ``trace`` turns trace steps on;
-    ``conflict_retries`` bounds the reload-and-retry of ``process`` on ``StoreConflict``.
+    ``conflict_retries`` bounds the reload-and-retry of ``process`` on ``StoreConflict``;
+    ``quarantine_after`` is how many failed attempts a relay entry or timer gets before it
+    becomes a dead letter.  Failure counts live in this object (per process).
     """
 
     def __init__(
-        self, definitions: Mapping[str, Definition], *, trace: bool, conflict_retries: int
+        self,
+        definitions: Mapping[str, Definition],
+        *,
+        trace: bool,
+        conflict_retries: int,
+        quarantine_after: int = 3,
     ) -> None:
         if conflict_retries < 0:
             raise ValueError(f"conflict_retries must be >= 0, got {conflict_retries!r}")
+        if quarantine_after < 1:
+            raise ValueError(f"quarantine_after must be >= 1, got {quarantine_after!r}")
         self.definitions = definitions
         self.trace = trace
         self.conflict_retries = conflict_retries
+        self.quarantine_after = quarantine_after
+        self.failures: dict[str, int] = {}
+        """Failed attempts per unit (``outbox:SEQ``, ``spawn:SEQ``, ``timer:ID:PATH@AT``)."""
+        self.skipped: set[str] = set()
+        """Units this process gave up on without acking them (their ack or record failed)."""
+        self.quarantined = 0
+        """Units quarantined by this plan since it was created."""
+        self.attempts = 0
+        """Failed attempts counted since creation (``run_until_idle`` uses it as progress)."""
+        self.errors = 0
+        """Failed sweep reads, acks and dead-letter records since creation."""
+        self.interrupted: Callable[[], bool] = lambda: False
+        """Checked between units of work: a worker asked to stop ends its pass early (each
+        unit is atomic, so stopping between two is safe)."""
 
     def definition(self, definition_id: str) -> Definition:
         """The registered definition, or :class:`UnknownDefinition` naming the known ids."""
@@ -226,9 +277,24 @@ class RunnerPlan:
             yield from self.start(exe)
         except StoreConflict:
             raise ExecutionAlreadyExists(exe.id) from None
+        return (yield from self.settle(exe, exe.id, relay))
+
+    def settle(self, committed: Execution, execution_id: str, relay: bool) -> Plan[Execution]:
+        """After a commit: relay and reload, never raising (the commit stands whatever happens).
+
+        A relay or reload failure is logged; the relay is finished later (by ``recover``, a
+        worker or the next call) and ``committed`` is returned when the reload fails.
+        """
         if relay:
-            yield from self.relay()
-        return (yield from self.load(exe.id))
+            try:
+                yield from self.relay()
+            except Exception as err:
+                log.warning("relay after committing %s deferred: %s", execution_id, err)
+        try:
+            return (yield from self.load(execution_id))
+        except Exception as err:
+            log.warning("reload of %s after its commit failed: %s", execution_id, err)
+            return committed
 
     def process(self, execution_id: str, event: Event, relay: bool = True) -> Plan[Execution]:
         """engine.md §2.3: dedupe, pick targets (broadcast to live regions), commit each, relay."""
@@ -243,9 +309,7 @@ class RunnerPlan:
         targets = yield from self.targets(exe, event)
         for target in targets:
             yield from self.deliver(target, event)
-        if relay:
-            yield from self.relay()
-        return (yield from self.load(execution_id))
+        return (yield from self.settle(exe, execution_id, relay))
 
     def targets(self, exe: Execution, event: Event) -> Plan[list[Execution]]:
         """The rows ``event`` goes to: the live region children for a domain event, else ``exe``.
@@ -310,7 +374,10 @@ class RunnerPlan:
     # -- relay and timers -------------------------------------------------------------------
 
     def relay(self) -> Plan[int]:
-        """engine.md §2.5: spawn pass then outbox pass until a pass acks nothing; total acked."""
+        """engine.md §2.5: spawn pass then outbox pass until a pass acks nothing; total acked.
+
+        Raises only ``StoreUnavailable``; every other failure is contained per entry.
+        """
         total = 0
         while True:
             acked = yield from self.spawn_pass()
@@ -319,84 +386,215 @@ class RunnerPlan:
                 return total
             total += acked
 
+    def sweep(self, method: str, *args: Any, **kwargs: Any) -> Plan[list[Any]]:
+        """Read pending work (``pending_spawns``/``pending_outbox``/``due_timers``).
+
+        A store that cannot read it (anything but ``StoreUnavailable``) is logged and the pass
+        gets nothing, so one undecodable record does not stop the other sweeps.
+        """
+        try:
+            found = yield StoreCall(method, args, kwargs)
+        except StoreUnavailable:
+            raise
+        except Exception as err:
+            self.errors += 1
+            log.error("%s failed, skipping this pass: %s", method, error_text(err))
+            return []
+        return list(found)
+
+    def finish(self, ref: str, ack: StoreCall) -> Plan[bool]:
+        """Ack a unit (``ack_outbox``/``ack_spawn``/``delete_timer``); False if that failed."""
+        try:
+            yield ack
+        except StoreUnavailable:
+            raise
+        except Exception as err:
+            log.error("cannot ack %s, leaving it to the operator: %s", ref, error_text(err))
+            self.errors += 1
+            self.skipped.add(ref)
+            return False
+        self.failures.pop(ref, None)
+        return True
+
+    def failed(self, ref: str, letter: DeadLetter, err: Exception) -> Plan[bool]:
+        """Count a failed attempt of unit ``ref``; at ``quarantine_after`` attempts record
+        ``letter`` as a dead letter and return True (the caller acks the unit)."""
+        attempts = self.failures.get(ref, 0) + 1
+        self.failures[ref] = attempts
+        self.attempts += 1
+        text = error_text(err)
+        if attempts < self.quarantine_after:
+            log.warning(
+                "%s failed (attempt %d of %d), retrying later: %s",
+                ref,
+                attempts,
+                self.quarantine_after,
+                text,
+            )
+            return False
+        now = yield ReadClock()
+        data, note = small_data(letter.event_data)
+        letter = DeadLetter(
+            ref=ref,
+            target_id=letter.target_id,
+            event_kind=letter.event_kind,
+            event_id=letter.event_id,
+            error=text,
+            attempts=attempts,
+            at=now,
+            event_data=data,
+            note=note,
+        )
+        try:
+            yield from self.record(letter)
+        except StoreUnavailable:
+            raise
+        except Exception as record_err:
+            log.error(
+                "%s failed %d times (%s) and cannot be recorded as a dead letter (%s); "
+                "this process leaves it alone",
+                ref,
+                attempts,
+                text,
+                error_text(record_err),
+            )
+            self.errors += 1
+            self.skipped.add(ref)
+            return False
+        self.quarantined += 1
+        log.error("%s quarantined as a dead letter after %d attempts: %s", ref, attempts, text)
+        return True
+
+    def record(self, letter: DeadLetter) -> Plan[None]:
+        """Append ``letter`` to the dead-letter record (CAS, retried on conflict)."""
+        for attempt in range(self.conflict_retries + 5):
+            book = yield StoreCall("load", (DEAD_LETTERS_ID,))
+            try:
+                yield StoreCall("commit", (with_letter(book, letter), []))
+                return
+            except StoreConflict:
+                log.info("dead-letter record busy, retrying (attempt %d)", attempt + 1)
+        raise StoreConflict(DEAD_LETTERS_ID, -1, None)
+
+    def unit(self, ref: str, work: Plan[bool], letter: DeadLetter, ack: StoreCall) -> Plan[str]:
+        """Run one unit of work and ack it when done: ``"done"``, ``"quarantined"`` (failed
+        ``quarantine_after`` times: recorded as ``letter`` and acked), ``"left"`` (for a later
+        pass) or ``"skipped"`` (this process gave up on it, or a stop was asked for)."""
+        if self.interrupted() or ref in self.skipped:
+            return "skipped"
+        try:
+            done = yield from work
+            outcome = "done"
+        except StoreUnavailable:
+            raise
+        except Exception as err:
+            done = yield from self.failed(ref, letter, err)
+            outcome = "quarantined"
+        if not done:
+            return "left"
+        return outcome if (yield from self.finish(ref, ack)) else "skipped"
+
     def spawn_pass(self) -> Plan[int]:
         """Create every pending child (idempotently) and ack its spawn row; count acked rows."""
         acked = 0
-        for entry in (yield StoreCall("pending_spawns")):
-            if (yield StoreCall("load", (entry.child_id,))) is None:
-                parent = yield StoreCall("load", (entry.parent_id,))
-                if parent is not None and parent.definition_id not in self.definitions:
-                    log.warning(
-                        "spawn %s left: unknown definition %r", entry.seq, parent.definition_id
-                    )
-                    continue
-                if parent is None:
-                    log.warning("spawn %s dropped: parent %r is gone", entry.seq, entry.parent_id)
-                else:
-                    child = Execution(
-                        id=entry.child_id,
-                        child_id=entry.child_id,
-                        parent_id=entry.parent_id,
-                        root_path=entry.root_path,
-                        context=dict(entry.context),
-                        definition_id=parent.definition_id,
-                        priority=parent.priority,
-                    )
-                    try:
-                        yield from self.start(child)
-                    except StoreConflict:
-                        log.info("child %s was created by another relay", entry.child_id)
-            yield StoreCall("ack_spawn", (entry.seq,))
-            acked += 1
+        for entry in (yield from self.sweep("pending_spawns")):
+            ref = f"spawn:{entry.seq}"
+            letter = DeadLetter(ref, entry.child_id, "Start", None, "", 0, 0.0, entry.context)
+            ack = StoreCall("ack_spawn", (entry.seq,))
+            outcome = yield from self.unit(ref, self.spawn_one(entry), letter, ack)
+            acked += outcome in ("done", "quarantined")
         return acked
+
+    def spawn_one(self, entry: SpawnEntry) -> Plan[bool]:
+        """Start the child of one spawn entry; whether the entry is done (to be acked)."""
+        if (yield StoreCall("load", (entry.child_id,))) is not None:
+            return True
+        parent = yield StoreCall("load", (entry.parent_id,))
+        if parent is None:
+            log.warning("spawn %s dropped: parent %r is gone", entry.seq, entry.parent_id)
+            return True
+        if parent.definition_id not in self.definitions:
+            log.warning("spawn %s left: unknown definition %r", entry.seq, parent.definition_id)
+            return False
+        child = Execution(
+            id=entry.child_id,
+            child_id=entry.child_id,
+            parent_id=entry.parent_id,
+            root_path=entry.root_path,
+            context=dict(entry.context),
+            definition_id=parent.definition_id,
+            priority=parent.priority,
+        )
+        try:
+            yield from self.start(child)
+        except StoreConflict:
+            log.info("child %s was created by another relay", entry.child_id)
+        return True
 
     def outbox_pass(self) -> Plan[int]:
         """Deliver every pending outbox event once and ack it; count acked rows."""
         acked = 0
-        for entry in (yield StoreCall("pending_outbox")):
-            target, seen = None, False
-            if entry.target_id is not None:
-                target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
-            if target is None:
-                log.warning("outbox %s dropped: no target %r", entry.seq, entry.target_id)
-            elif target.definition_id not in self.definitions:
-                log.warning(
-                    "outbox %s left: unknown definition %r", entry.seq, target.definition_id
-                )
-                continue
-            elif not seen:
-                try:
-                    yield from self.step(target, entry.event)
-                except StoreConflict:
-                    log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
-                    continue
-            yield StoreCall("ack_outbox", (entry.seq,))
-            acked += 1
+        for entry in (yield from self.sweep("pending_outbox")):
+            ref, event = f"outbox:{entry.seq}", entry.event
+            letter = DeadLetter(ref, entry.target_id, event.kind, event.id, "", 0, 0.0, event.data)
+            ack = StoreCall("ack_outbox", (entry.seq,))
+            outcome = yield from self.unit(ref, self.deliver_entry(entry), letter, ack)
+            acked += outcome in ("done", "quarantined")
         return acked
 
+    def deliver_entry(self, entry: OutboxEntry) -> Plan[bool]:
+        """Deliver one outbox entry; whether it is done (to be acked) or left for later."""
+        target, seen = None, False
+        if entry.target_id is not None:
+            target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
+        if target is None:
+            log.warning("outbox %s dropped: no target %r", entry.seq, entry.target_id)
+            return True
+        if target.definition_id not in self.definitions:
+            log.warning("outbox %s left: unknown definition %r", entry.seq, target.definition_id)
+            return False
+        if not seen:
+            try:
+                yield from self.step(target, entry.event)
+            except StoreConflict:
+                log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
+                return False
+        return True
+
     def fire_due_timers(self) -> Plan[int]:
-        """engine.md §2.6: deliver each due ``Timeout`` (sequentially), then delete its row."""
+        """engine.md §2.6: deliver each due ``Timeout`` (sequentially), then delete its row.
+
+        Returns how many timers were fired (a quarantined timer is deleted but not counted).
+        """
         now = yield ReadClock()
-        due = yield StoreCall("due_timers", (now,))
         fired = 0
-        for execution_id, path, fire_at in sorted(due, key=lambda item: item[2]):
+        for execution_id, path, fire_at in sorted(
+            (yield from self.sweep("due_timers", now)), key=lambda item: item[2]
+        ):
+            ref = f"timer:{execution_id}:{path}@{fire_at!r}"
             event = core.timeout_event(execution_id, path, fire_at)
-            exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
-            if exe is not None and exe.definition_id not in self.definitions:
-                log.warning(
-                    "timer %s/%s left: unknown definition %r", execution_id, path, exe.definition_id
-                )
-                continue
-            if exe is not None and not seen:
-                try:
-                    yield from self.step(exe, event)
-                except StoreConflict:
-                    log.info("timer %s/%s left for later: conflict", execution_id, path)
-                    continue
-                yield from self.relay()
-            yield StoreCall("delete_timer", (execution_id, path, fire_at))
-            fired += 1
+            letter = DeadLetter(ref, execution_id, event.kind, event.id, "", 0, 0.0, event.data)
+            ack = StoreCall("delete_timer", (execution_id, path, fire_at))
+            work = self.fire_one(execution_id, path, event)
+            fired += (yield from self.unit(ref, work, letter, ack)) == "done"
         return fired
+
+    def fire_one(self, execution_id: str, path: str, event: Event) -> Plan[bool]:
+        """Deliver one due timer's ``Timeout``; whether it is done (to be deleted)."""
+        exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
+        if exe is not None and exe.definition_id not in self.definitions:
+            log.warning(
+                "timer %s/%s left: unknown definition %r", execution_id, path, exe.definition_id
+            )
+            return False
+        if exe is not None and not seen:
+            try:
+                yield from self.step(exe, event)
+            except StoreConflict:
+                log.info("timer %s/%s left for later: conflict", execution_id, path)
+                return False
+            yield from self.relay()
+        return True
 
     def is_idle(self) -> Plan[bool]:
         """Whether no spawn and no outbox entry is pending."""
@@ -407,17 +605,20 @@ class RunnerPlan:
     def run_until_idle(self, max_rounds: int) -> Plan[int]:
         """Relay and sweep until a round fires nothing and nothing is pending; timers fired.
 
-        Raises ``RuntimeError`` when entries stay pending without progress (e.g. their
-        definition is not registered here) or after ``max_rounds`` busy rounds.
+        A failing entry counts as progress until it is quarantined.  Raises ``RuntimeError``
+        when entries stay pending without progress (e.g. their definition is not registered
+        here) or after ``max_rounds`` busy rounds.
         """
         fired = 0
         for _ in range(max_rounds):
+            attempts, quarantined = self.attempts, self.quarantined
             relayed = yield from self.relay()
             now_fired = yield from self.fire_due_timers()
             fired += now_fired
             if not now_fired and (yield from self.is_idle()):
                 return fired
-            if not now_fired and not relayed:
+            progress = self.attempts != attempts or self.quarantined != quarantined
+            if not now_fired and not relayed and not progress:
                 raise RuntimeError(
                     "spawn/outbox entries stay pending and none can be delivered: is their "
                     f"definition registered? (known: {sorted(self.definitions)})"
@@ -428,7 +629,8 @@ class RunnerPlan:
 class RunnerShell(Generic[S]):
     """What both runner shells hold: the store, the definitions, the clock and the plan.
 
-    ``trace_max``, when given, is applied to ``store.trace_max``.
+    ``trace_max``, when given, is applied to ``store.trace_max``; ``quarantine_after`` is how
+    many failed attempts a relay entry or due timer gets before it becomes a dead letter.
     """
 
     def __init__(
@@ -440,11 +642,17 @@ class RunnerShell(Generic[S]):
         trace: bool = False,
         trace_max: int | None = None,
         conflict_retries: int = 3,
+        quarantine_after: int = 3,
     ) -> None:
         self.store: S = store
         self.definitions = definitions
         self.clock = clock
-        self.plan = RunnerPlan(definitions, trace=trace, conflict_retries=conflict_retries)
+        self.plan = RunnerPlan(
+            definitions,
+            trace=trace,
+            conflict_retries=conflict_retries,
+            quarantine_after=quarantine_after,
+        )
         if trace_max is not None:
             store.trace_max = trace_max
 

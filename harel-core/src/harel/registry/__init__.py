@@ -15,104 +15,116 @@ for another harel-core is recorded with its error (see :func:`available_backends
 reported once as a :class:`PluginWarning`.  Switches, read at discovery:
 ``HAREL_LOAD_PLUGINS=a,b`` (only these entry points; an item may also be a distribution
 name or ``distribution:entry-point``), ``HAREL_DISABLE_PLUGINS=x,y`` or ``*``,
-``HAREL_STRICT_PLUGINS=1`` (raise plugin errors instead of recording them).
+``HAREL_STRICT_PLUGINS=1`` (raise plugin errors instead of recording them),
+``HAREL_PREFER_PLUGINS=dist`` (let that distribution's backends take a name or scheme of a
+first-party backend, or win a conflict; otherwise a third-party plugin claiming a first-party
+name or scheme is ignored and reported, and the first-party backend keeps it).
+
+``__all__`` holds what users need; the other attributes (switch names, ``reset``, the
+harness and check helpers, ``StoreSettings``) serve tools and tests.
 """
 
 from __future__ import annotations
 
-from harel.registry._compat import core_version
+# ``name as name``: re-exported for tools and tests, not part of ``__all__``.
+from harel.registry._compat import core_version as core_version
 from harel.registry._core import (
-    DISABLE_VAR,
-    LOAD_VAR,
-    REGISTRY,
-    STRICT_VAR,
+    DISABLE_VAR as DISABLE_VAR,
+)
+from harel.registry._core import (
+    LOAD_VAR as LOAD_VAR,
+)
+from harel.registry._core import (
+    PREFER_VAR as PREFER_VAR,
+)
+from harel.registry._core import (
+    REGISTRY as REGISTRY,
+)
+from harel.registry._core import (
+    STRICT_VAR as STRICT_VAR,
+)
+from harel.registry._core import (
     PluginWarning,
-    Registry,
+)
+from harel.registry._core import (
+    Registry as Registry,
 )
 from harel.registry._descriptor import (
-    ENTRY_POINT_GROUP,
+    ENTRY_POINT_GROUP as ENTRY_POINT_GROUP,
+)
+from harel.registry._descriptor import (
     BackendInfo,
-    HookSpecs,
-    Status,
     StoreBackend,
     hookimpl,
-    hookspec,
-    validate_backend,
+)
+from harel.registry._descriptor import (
+    BackendStatus as BackendStatus,
+)
+from harel.registry._descriptor import (
+    HookSpecs as HookSpecs,
+)
+from harel.registry._descriptor import (
+    hookspec as hookspec,
+)
+from harel.registry._descriptor import (
+    validate_backend as validate_backend,
 )
 from harel.registry._env import (
-    BACKEND_VAR,
-    URL_VAR,
-    StoreSettings,
-    libpq_dsn_to_url,
-    store_from_env,
-    store_settings_from_env,
+    BACKEND_VAR as BACKEND_VAR,
 )
-from harel.registry._firstparty import FIRST_PARTY, FirstParty
+from harel.registry._env import (
+    URL_VAR as URL_VAR,
+)
+from harel.registry._env import (
+    StoreSettings as StoreSettings,
+)
+from harel.registry._env import (
+    legacy_url as legacy_url,
+)
+from harel.registry._env import (
+    store_from_env,
+)
+from harel.registry._env import (
+    store_settings_from_env as store_settings_from_env,
+)
+from harel.registry._firstparty import FIRST_PARTY as FIRST_PARTY
+from harel.registry._firstparty import FirstParty as FirstParty
 from harel.registry._select import (
-    check_backend,
-    harness_for_url,
-    harness_spec,
-    import_object,
+    check_backend as check_backend,
+)
+from harel.registry._select import (
+    harness_for_url as harness_for_url,
+)
+from harel.registry._select import (
+    harness_spec as harness_spec,
+)
+from harel.registry._select import (
+    import_object as import_object,
+)
+from harel.registry._select import (
     open_async_store,
     open_store,
-    resolve_public_name,
-    store_class,
 )
-from harel.store.errors import (
-    BackendError,
-    BackendNotInstalled,
-    BackendUnavailable,
-    HarnessUnavailable,
-    PluginError,
-    UnknownBackend,
-    UnknownScheme,
+from harel.registry._select import (
+    resolve_public_name as resolve_public_name,
+)
+from harel.registry._select import (
+    store_class as store_class,
 )
 
 __all__ = [
-    "BACKEND_VAR",
-    "DISABLE_VAR",
-    "ENTRY_POINT_GROUP",
-    "FIRST_PARTY",
-    "LOAD_VAR",
-    "REGISTRY",
-    "STRICT_VAR",
-    "URL_VAR",
-    "BackendError",
     "BackendInfo",
-    "BackendNotInstalled",
-    "BackendUnavailable",
-    "FirstParty",
-    "HarnessUnavailable",
-    "HookSpecs",
-    "PluginError",
     "PluginWarning",
-    "Registry",
-    "Status",
     "StoreBackend",
-    "StoreSettings",
-    "UnknownBackend",
-    "UnknownScheme",
     "available_backends",
     "backend_for_url",
-    "check_backend",
-    "core_version",
     "get_backend",
-    "harness_for_url",
-    "harness_spec",
     "hookimpl",
-    "hookspec",
-    "import_object",
-    "libpq_dsn_to_url",
     "open_async_store",
     "open_store",
     "register",
-    "reset",
-    "resolve_public_name",
-    "store_class",
     "store_from_env",
-    "store_settings_from_env",
     "unregister",
-    "validate_backend",
 ]
 
 

@@ -18,12 +18,12 @@ from harel.registry._descriptor import (
     ENTRY_POINT_GROUP,
     PROJECT,
     BackendInfo,
+    BackendStatus,
     HookSpecs,
-    Status,
     StoreBackend,
     validate_backend,
 )
-from harel.registry._firstparty import FIRST_PARTY, first_party_for_scheme
+from harel.registry._firstparty import FIRST_PARTY, FirstParty, first_party_for_scheme
 from harel.store.common.urls import parse_store_url
 from harel.store.errors import (
     BackendNotInstalled,
@@ -36,11 +36,18 @@ from harel.store.errors import (
 LOAD_VAR = "HAREL_LOAD_PLUGINS"
 DISABLE_VAR = "HAREL_DISABLE_PLUGINS"
 STRICT_VAR = "HAREL_STRICT_PLUGINS"
+PREFER_VAR = "HAREL_PREFER_PLUGINS"
 _TRUE = {"1", "true", "yes", "on"}
 
 
 class PluginWarning(UserWarning):
     """A store plugin is broken, incompatible or conflicting (reported once per discovery)."""
+
+
+def _report(message: str) -> None:
+    """Warn about a plugin problem, attributed to the registry: the default warning format
+    then prints no Python source line (the problem is in the plugin, not in the caller)."""
+    warnings.warn_explicit(message, PluginWarning, filename="harel.registry", lineno=0)
 
 
 @dataclass(frozen=True)
@@ -58,21 +65,115 @@ class _Resolution:
     ok: dict[str, _Claim] = field(default_factory=dict)
     schemes: dict[str, str] = field(default_factory=dict)
     conflicts: dict[str, tuple[str, list[_Claim]]] = field(default_factory=dict)
+    set_aside: list[tuple[_Claim, BackendStatus, str]] = field(default_factory=list)
 
 
 def _describe(claim: _Claim) -> str:
     return f"{claim.distribution} {claim.version} ({claim.backend.store})"
 
 
-def _resolve(claims: Iterable[_Claim]) -> _Resolution:
-    """Pure: which claims are usable, which names/schemes conflict (never by install order)."""
-    result = _Resolution()
-    by_name: dict[str, list[_Claim]] = {}
+def _same_dist(left: str, right: str) -> bool:
+    return canonicalize_name(left) == canonicalize_name(right)
+
+
+def _preferred(claim: _Claim, prefer: frozenset[str]) -> bool:
+    return any(_same_dist(item, claim.distribution) for item in prefer)
+
+
+def _first_party_clashes(claim: _Claim) -> list[tuple[str, FirstParty]]:
+    """What of a first-party backend ``claim`` takes although it is not that distribution."""
+    clashes: list[tuple[str, FirstParty]] = []
+    entry = FIRST_PARTY.get(claim.backend.name)
+    if entry is not None and not _same_dist(entry.distribution, claim.distribution):
+        clashes.append((f"the name {entry.name!r}", entry))
+    for scheme in claim.backend.schemes:
+        owner = first_party_for_scheme(scheme)
+        if owner is not None and not _same_dist(owner.distribution, claim.distribution):
+            clashes.append((f"the scheme {scheme + '://'!r}", owner))
+    return clashes
+
+
+def _reserve_first_party(
+    claims: list[_Claim], prefer: frozenset[str], result: _Resolution
+) -> list[_Claim]:
+    """First-party backends keep their names and schemes: a third-party claim on them is set
+    aside as ``ignored`` unless its distribution is in ``HAREL_PREFER_PLUGINS``, in which case
+    the first-party backend it clashes with is set aside instead (``disabled``)."""
+    kept: list[_Claim] = []
+    overridden: dict[str, str] = {}
     for claim in claims:
-        twins = by_name.setdefault(claim.backend.name, [])
-        if all(other.backend.targets != claim.backend.targets for other in twins):
-            twins.append(claim)
+        clashes = _first_party_clashes(claim)
+        if not clashes:
+            kept.append(claim)
+            continue
+        if _preferred(claim, prefer):
+            kept.append(claim)
+            for _, entry in clashes:
+                overridden.setdefault(entry.name, claim.distribution)
+            continue
+        what = " and ".join(dict.fromkeys(text for text, _ in clashes))
+        owners = ", ".join(
+            dict.fromkeys(f"{entry.name!r} ({entry.distribution})" for _, entry in clashes)
+        )
+        result.set_aside.append(
+            (
+                claim,
+                "ignored",
+                f"{claim.distribution} {claim.version} registers backend {claim.backend.name!r} "
+                f"with {what} of the first-party backend {owners}; ignored, the first-party "
+                f"backend keeps it (to use {claim.distribution}'s instead, set "
+                f"{PREFER_VAR}={claim.distribution})",
+            )
+        )
+    final: list[_Claim] = []
+    for claim in kept:
+        table_entry = FIRST_PARTY.get(claim.backend.name)
+        winner = overridden.get(claim.backend.name)
+        if (
+            winner is not None
+            and table_entry is not None
+            and _same_dist(table_entry.distribution, claim.distribution)
+        ):
+            result.set_aside.append(
+                (
+                    claim,
+                    "disabled",
+                    f"overridden by {PREFER_VAR}: {winner} claims its name or a scheme",
+                )
+            )
+            continue
+        final.append(claim)
+    return final
+
+
+def _resolve(claims: Iterable[_Claim], prefer: frozenset[str] = frozenset()) -> _Resolution:
+    """Pure: which claims are usable, which are set aside, which names/schemes conflict.
+
+    Never decided by install order: first-party backends keep their names and schemes
+    (unless the user prefers another distribution), and two third-party claims on one name
+    or scheme conflict until one is disabled or preferred.
+    """
+    result = _Resolution()
+    unique: list[_Claim] = []
+    for claim in claims:
+        if all(
+            other.backend.name != claim.backend.name
+            or other.backend.targets != claim.backend.targets
+            for other in unique
+        ):
+            unique.append(claim)
+    by_name: dict[str, list[_Claim]] = {}
+    for claim in _reserve_first_party(unique, prefer, result):
+        by_name.setdefault(claim.backend.name, []).append(claim)
     for name, distinct in sorted(by_name.items()):
+        winners = [claim for claim in distinct if _preferred(claim, prefer)]
+        if len(distinct) > 1 and len(winners) == 1:
+            for claim in distinct:
+                if claim is not winners[0]:
+                    result.set_aside.append(
+                        (claim, "disabled", f"overridden by {PREFER_VAR}={winners[0].distribution}")
+                    )
+            distinct = winners
         if len(distinct) == 1:
             result.ok[name] = distinct[0]
             continue
@@ -80,7 +181,7 @@ def _resolve(claims: Iterable[_Claim]) -> _Resolution:
         choices = " or ".join(f"{DISABLE_VAR}={claim.distribution}" for claim in distinct)
         result.conflicts[name] = (
             f"backend {name!r} is registered with different implementations by {listed}; "
-            f"choose one explicitly ({choices}, or {LOAD_VAR})",
+            f"choose one explicitly ({choices}, or {PREFER_VAR}/{LOAD_VAR})",
             distinct,
         )
     by_scheme: dict[str, list[str]] = {}
@@ -90,18 +191,35 @@ def _resolve(claims: Iterable[_Claim]) -> _Resolution:
     for scheme, names in sorted(by_scheme.items()):
         if len(names) < 2:
             continue
+        preferred = [name for name in names if _preferred(result.ok[name], prefer)]
+        if len(preferred) == 1:
+            for name in names:
+                if name != preferred[0] and name in result.ok:
+                    result.set_aside.append(
+                        (
+                            result.ok.pop(name),
+                            "disabled",
+                            f"overridden by {PREFER_VAR}={result.ok[preferred[0]].distribution} "
+                            f"(scheme {scheme + '://'!r})",
+                        )
+                    )
+            continue
         listed = " and ".join(
             f"{result.ok[name].backend.name!r} ({result.ok[name].distribution} "
             f"{result.ok[name].version})"
             for name in names
+            if name in result.ok
         )
-        choices = " or ".join(f"{DISABLE_VAR}={result.ok[name].distribution}" for name in names)
+        choices = " or ".join(
+            f"{DISABLE_VAR}={result.ok[name].distribution}" for name in names if name in result.ok
+        )
         message = (
             f"URL scheme {scheme + '://'!r} is claimed by backends {listed}; "
-            f"choose one explicitly ({choices}, or {LOAD_VAR})"
+            f"choose one explicitly ({choices}, or {PREFER_VAR}/{LOAD_VAR})"
         )
         for name in names:
-            result.conflicts.setdefault(name, (message, [result.ok[name]]))
+            if name in result.ok:
+                result.conflicts.setdefault(name, (message, [result.ok[name]]))
     for name in result.conflicts:
         result.ok.pop(name, None)
     for name, claim in result.ok.items():
@@ -182,6 +300,9 @@ class Registry:
             self._discover()
             self._discovered = True
 
+    def _prefer(self) -> frozenset[str]:
+        return frozenset(_items(self.environ.get(PREFER_VAR)) or ())
+
     def _strict(self) -> bool:
         return self.environ.get(STRICT_VAR, "").strip().lower() in _TRUE
 
@@ -198,11 +319,7 @@ class Registry:
         except Exception as exc:  # corrupt metadata must not break the host
             if strict:
                 raise PluginError(f"cannot read {ENTRY_POINT_GROUP} entry points: {exc}") from exc
-            warnings.warn(
-                f"harel: cannot read {ENTRY_POINT_GROUP} entry points: {exc}",
-                PluginWarning,
-                stacklevel=4,
-            )
+            _report(f"cannot read {ENTRY_POINT_GROUP} entry points: {exc}")
             entry_points = []
         entry_points.sort(key=lambda ep: (ep.name, _dist_name(ep.dist), ep.value))
         for ep in entry_points:
@@ -211,14 +328,16 @@ class Registry:
                 if strict:
                     raise failure
                 reports.append(str(failure))
-        self._state = _resolve(self._claims)
-        for message, _ in self._state.conflicts.values():
+        self._state = _resolve(self._claims, self._prefer())
+        messages = [message for message, _ in self._state.conflicts.values()]
+        messages += [message for _, status, message in self._state.set_aside if status == "ignored"]
+        for message in messages:
             if strict:
                 raise PluginError(message)
             if message not in reports:
                 reports.append(message)
         for report in reports:
-            warnings.warn(f"harel: {report}", PluginWarning, stacklevel=4)
+            _report(report)
 
     def _load_entry_point(
         self,
@@ -239,7 +358,7 @@ class Registry:
             canonicalize_name(known.distribution) == canonicalize_name(dist_name)
         )
 
-        def problem(status: Status, error: str) -> None:
+        def problem(status: BackendStatus, error: str) -> None:
             self._problems.append(
                 BackendInfo(
                     name=ep.name,
@@ -310,9 +429,10 @@ class Registry:
         """Register a plugin (an object with a ``harel_register_stores`` hookimpl) or a
         :class:`StoreBackend` in this process.  Returns the backends it added.
 
-        Raises :class:`PluginError` for garbage or a conflict with a known backend (same
-        name or scheme, different implementation); an identical twin is a no-op (it is
-        returned but changes nothing).
+        Raises :class:`PluginError` for garbage, a conflict with a known backend (same
+        name or scheme, different implementation) or a claim on a first-party backend's name
+        or scheme by another distribution (unless preferred with ``HAREL_PREFER_PLUGINS``);
+        an identical twin is a no-op (it is returned but changes nothing).
         """
         self.ensure_discovered()
         with self._lock:
@@ -328,11 +448,16 @@ class Registry:
                         f"plugin {plugin!r} failed to register: {type(exc).__name__}: {exc}"
                     ) from exc
             claims = [_Claim(b, b.distribution, b.version, None) for b in backends]
-            candidate = _resolve([*self._claims, *claims])
+            candidate = _resolve([*self._claims, *claims], self._prefer())
             new_conflicts = [
                 message
                 for name, (message, _) in candidate.conflicts.items()
                 if name not in self._state.conflicts
+            ]
+            new_conflicts += [
+                message
+                for claim, status, message in candidate.set_aside
+                if status == "ignored" and any(claim is new for new in claims)
             ]
             if new_conflicts:
                 raise PluginError(new_conflicts[0])
@@ -349,7 +474,7 @@ class Registry:
             if len(claims) == len(self._claims) and len(problems) == len(self._problems):
                 raise UnknownBackend(f"no store backend named {name!r} is registered")
             self._claims, self._problems = claims, problems
-            self._state = _resolve(self._claims)
+            self._state = _resolve(self._claims, self._prefer())
 
     # ------------------------------------------------------------------ lookups
 
@@ -372,7 +497,7 @@ class Registry:
             rows.append(_info(claim, "ok", None))
         for message, claims in self._state.conflicts.values():
             rows.extend(_info(claim, "broken", message) for claim in claims)
-        rows.extend(self._problems)
+        rows.extend(self._problem_rows())
         if include_not_installed:
             present = {row.name for row in rows}
             for entry in FIRST_PARTY.values():
@@ -390,11 +515,16 @@ class Registry:
                     )
         return sorted(rows, key=lambda row: (row.name, row.distribution))
 
+    def _problem_rows(self) -> list[BackendInfo]:
+        """Broken, incompatible, disabled and ignored rows (not the conflicting ones)."""
+        aside = [_info(claim, status, message) for claim, status, message in self._state.set_aside]
+        return [*self._problems, *aside]
+
     def _unusable(self, name: str) -> str | None:
         conflict = self._state.conflicts.get(name)
         if conflict is not None:
             return f"store backend {name!r} is broken: {conflict[0]}"
-        for row in self._problems:
+        for row in self._problem_rows():
             if row.name == name:
                 return f"store backend {name!r} ({row.distribution}) is {row.status}: {row.error}"
         return None
@@ -433,7 +563,7 @@ class Registry:
                     f"cannot open {parsed.redacted}: store backend {conflict_name!r} is broken: "
                     f"{message}"
                 )
-        for row in self._problems:
+        for row in self._problem_rows():
             if scheme in row.schemes:
                 raise BackendUnavailable(
                     f"cannot open {parsed.redacted}: store backend {row.name!r} "
@@ -468,7 +598,7 @@ def _dist_name(dist: importlib.metadata.Distribution | None) -> str:
     return str(name) if name else "<unknown distribution>"
 
 
-def _info(claim: _Claim, status: Status, error: str | None) -> BackendInfo:
+def _info(claim: _Claim, status: BackendStatus, error: str | None) -> BackendInfo:
     backend = claim.backend
     return BackendInfo(
         name=backend.name,

@@ -26,8 +26,10 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*\Z")
 _IMPORT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 
-Status = Literal["ok", "broken", "incompatible", "disabled", "not installed"]
+BackendStatus = Literal["ok", "broken", "incompatible", "disabled", "ignored", "not installed"]
+"""A backend row's status in :func:`harel.registry.available_backends`."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,13 @@ class StoreBackend:
     them only when a store is opened (or ``harel stores --check`` runs).  ``local_url`` is a
     URL template with ``{workdir}`` for a throwaway store that needs no server (embedded
     backends); tests and ``harel.conformance.backend_test_url`` use it.
+
+    ``legacy_env`` (an import string ``"module:function"``, or ``None``) names the function
+    that builds the store URL from the backend's legacy environment variables when
+    ``STM_STORE_URL`` is not set: ``function(env: Mapping[str, str]) -> str | None``, returning
+    ``None`` when none of its variables is set and raising ``StoreConfigError`` (naming the
+    variable) for a malformed one.  Knobs travel in the URL's query.  ``legacy_vars`` lists
+    the variables it reads, for messages.  The function's module must import no driver.
     """
 
     name: str
@@ -50,6 +59,8 @@ class StoreBackend:
     harness: str | None = None
     description: str = ""
     local_url: str | None = None
+    legacy_env: str | None = None
+    legacy_vars: tuple[str, ...] = ()
 
     @property
     def targets(self) -> tuple[str, str]:
@@ -71,7 +82,9 @@ class BackendInfo:
 
     ``status`` is ``"ok"`` (usable), ``"broken"`` (failed to load, registered garbage or
     conflicts with another plugin), ``"incompatible"`` (built for another harel-core),
-    ``"disabled"`` (switched off by ``HAREL_LOAD_PLUGINS``/``HAREL_DISABLE_PLUGINS``) or
+    ``"disabled"`` (switched off by ``HAREL_LOAD_PLUGINS``/``HAREL_DISABLE_PLUGINS``, or
+    overridden by ``HAREL_PREFER_PLUGINS``), ``"ignored"`` (a third-party plugin claiming a
+    first-party backend's name or scheme, not preferred by ``HAREL_PREFER_PLUGINS``) or
     ``"not installed"`` (a first-party backend, listed on request); ``error`` says why.
     """
 
@@ -80,7 +93,7 @@ class BackendInfo:
     version: str | None
     schemes: tuple[str, ...]
     capabilities: Capabilities | None
-    status: Status
+    status: BackendStatus
     error: str | None = None
     backend: StoreBackend | None = None
     entry_point: str | None = None
@@ -102,6 +115,7 @@ class BackendInfo:
             "harness": None if backend is None else backend.harness,
             "local_url": None if backend is None else backend.local_url,
             "description": "" if backend is None else backend.description,
+            "legacy_vars": [] if backend is None else list(backend.legacy_vars),
         }
 
 
@@ -163,6 +177,20 @@ def validate_backend(backend: object) -> StoreBackend:
         value = getattr(backend, field_name)
         if not isinstance(value, str) or not value.strip():
             raise PluginError(f"{label}: {field_name} must be a non-empty string")
+    if backend.legacy_env is not None and not is_import_string(backend.legacy_env):
+        raise PluginError(
+            f"{label}: legacy_env={backend.legacy_env!r} is not an import string "
+            "'package.module:function'"
+        )
+    if not isinstance(backend.legacy_vars, tuple) or not all(
+        isinstance(name, str) and _VARIABLE.match(name) for name in backend.legacy_vars
+    ):
+        raise PluginError(
+            f"{label}: legacy_vars={backend.legacy_vars!r} must be a tuple of environment "
+            "variable names such as ('STM_STORE_DB',)"
+        )
+    if backend.legacy_vars and backend.legacy_env is None:
+        raise PluginError(f"{label}: legacy_vars needs legacy_env, the function that reads them")
     if not isinstance(backend.description, str):
         raise PluginError(f"{label}: description must be a string")
     return backend

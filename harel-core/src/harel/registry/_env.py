@@ -1,47 +1,58 @@
 """``store_from_env()``: the store named by ``STM_STORE_BACKEND``/``STM_STORE_URL``.
 
-The legacy per-backend variables of the upstream worker (``STM_STORE_DB``,
-``STM_POSTGRES_DSN``, ...) still work when ``STM_STORE_URL`` is not set.  Settings are read
-at call time, never at import time.  Trace settings are applied by the caller.
+Core knows no backend's variables.  When ``STM_STORE_URL`` is not set, the selected backend
+(``STM_STORE_BACKEND``, default ``sqlite`` as upstream) builds its URL from its own legacy
+variables through the function its plugin names in ``StoreBackend.legacy_env``.  Settings
+are read at call time, never at import time.  Trace settings are applied by the caller.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, overload
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from harel.registry._core import REGISTRY
+from harel.registry._descriptor import StoreBackend
 from harel.registry._firstparty import FIRST_PARTY
-from harel.registry._select import open_async_store, open_store
-from harel.store.common.urls import parse_store_url, redact_url
+from harel.registry._select import import_object, open_async_store, open_store
+from harel.store.common.urls import parse_store_url, redact_text, redact_url
 from harel.store.contract import AsyncExecutionStore, ExecutionStore
-from harel.store.errors import BackendError, StoreConfigError, UnknownBackend
+from harel.store.errors import (
+    BackendError,
+    BackendUnavailable,
+    StoreConfigError,
+    StoreError,
+    UnknownBackend,
+)
 
 BACKEND_VAR = "STM_STORE_BACKEND"
 URL_VAR = "STM_STORE_URL"
 DEFAULT_BACKEND = "sqlite"
+EXAMPLE_URL = "sqlite:///app.db"
+
+
+class NoStoreConfigured(StoreConfigError):
+    """Neither ``STM_STORE_URL`` nor ``STM_STORE_BACKEND`` nor a default backend's legacy
+    variable is set (the CLI then asks for ``--store URL``)."""
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """Which store the environment selects: backend name, URL and extra ``from_url`` knobs.
+    """Which store the environment selects: backend name and URL.
 
-    ``source`` names the variable the URL came from.  The repr hides passwords and knobs.
+    ``source`` names the variable(s) the URL came from.  The repr hides passwords.
     """
 
     backend: str
     url: str
-    knobs: dict[str, Any] = field(default_factory=dict, repr=False)
     source: str = URL_VAR
 
     def __repr__(self) -> str:
         return (
             f"StoreSettings(backend={self.backend!r}, url={redact_url(self.url)!r}, "
-            f"knobs={sorted(self.knobs)!r}, source={self.source!r})"
+            f"source={self.source!r})"
         )
 
 
@@ -50,132 +61,6 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     if value is None or not value.strip():
         return None
     return value.strip()
-
-
-def _require(env: Mapping[str, str], name: str, backend: str, example: str) -> str:
-    value = _get(env, name)
-    if value is None:
-        raise StoreConfigError(
-            f"{name} is not set: the {backend} store needs it (or set {URL_VAR}, e.g. "
-            f"{URL_VAR}={example})"
-        )
-    return value
-
-
-_Legacy = tuple[str, dict[str, Any], str]
-
-
-def _sqlite(env: Mapping[str, str]) -> _Legacy:
-    path = _require(env, "STM_STORE_DB", "sqlite", "sqlite:///app.db")
-    return f"sqlite:///{quote(path, safe='/:')}", {}, "STM_STORE_DB"
-
-
-def _memory(env: Mapping[str, str]) -> _Legacy:
-    return "memory://", {}, "(default)"
-
-
-def _redis(env: Mapping[str, str]) -> _Legacy:
-    for name in ("STM_STORE_REDIS_URL", "STM_REDIS_URL"):
-        value = _get(env, name)
-        if value is not None:
-            return value, {}, name
-    raise StoreConfigError(
-        "STM_STORE_REDIS_URL (or STM_REDIS_URL) is not set: the redis store needs it "
-        f"(or set {URL_VAR}, e.g. {URL_VAR}=redis://localhost:6379/0)"
-    )
-
-
-_LIBPQ_PAIR = re.compile(r"\s*(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)")
-
-
-def libpq_dsn_to_url(dsn: str) -> str:
-    """A ``postgresql://`` URL for a libpq ``key=value`` DSN (a URL is returned unchanged)."""
-    if "://" in dsn:
-        return dsn
-    params: dict[str, str] = {}
-    position = 0
-    while position < len(dsn.rstrip()):
-        match = _LIBPQ_PAIR.match(dsn, position)
-        if match is None or match.end() == position:
-            raise StoreConfigError(
-                "STM_POSTGRES_DSN is neither a postgresql:// URL nor a libpq 'key=value' DSN"
-            )
-        raw = match.group(2)
-        if raw.startswith("'"):
-            raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
-        params[match.group(1)] = raw
-        position = match.end()
-    user = quote(params.pop("user", ""), safe="")
-    password = params.pop("password", None)
-    host = params.pop("host", "")
-    if ":" in host:
-        host = f"[{host}]"
-    port = params.pop("port", "")
-    netloc = user
-    if password is not None:
-        netloc += ":" + quote(password, safe="")
-    if netloc:
-        netloc += "@"
-    netloc += quote(host, safe="[]:") + (f":{port}" if port else "")
-    path = "/" + quote(params.pop("dbname", ""), safe="")
-    return urlunsplit(("postgresql", netloc, path, urlencode(params), ""))
-
-
-def _postgres(env: Mapping[str, str]) -> _Legacy:
-    dsn = _require(env, "STM_POSTGRES_DSN", "postgres", "postgresql://user@localhost/harel")
-    return libpq_dsn_to_url(dsn), {}, "STM_POSTGRES_DSN"
-
-
-def _rqlite(env: Mapping[str, str]) -> _Legacy:
-    value = _require(env, "STM_RQLITE_URL", "rqlite", "rqlite://localhost:4001")
-    parts = urlsplit(value)
-    scheme = {"http": "rqlite", "https": "rqlites"}.get(parts.scheme.lower())
-    if scheme is not None:
-        value = urlunsplit(parts._replace(scheme=scheme))
-    return value, {}, "STM_RQLITE_URL"
-
-
-def _mongo(env: Mapping[str, str]) -> _Legacy:
-    value = _require(env, "STM_MONGO_URL", "mongo", "mongodb://localhost:27017")
-    knobs: dict[str, Any] = {}
-    db_name = _get(env, "STM_MONGO_DB")
-    if db_name is not None:
-        knobs["db_name"] = db_name
-    return value, knobs, "STM_MONGO_URL"
-
-
-def _libsql(env: Mapping[str, str]) -> _Legacy:
-    value = _require(env, "STM_LIBSQL_DB", "libsql", "libsql+file:///app.db")
-    url = value if "://" in value else f"libsql+file:///{quote(value, safe='/:')}"
-    knobs: dict[str, Any] = {}
-    sync_url = _get(env, "STM_LIBSQL_SYNC_URL")
-    if sync_url is not None:
-        knobs["sync_url"] = sync_url
-    token = env.get("STM_LIBSQL_AUTH_TOKEN")
-    if token:
-        knobs["auth_token"] = token
-    return url, knobs, "STM_LIBSQL_DB"
-
-
-def _dynamodb(env: Mapping[str, str]) -> _Legacy:
-    region = _get(env, "STM_AWS_REGION") or "us-east-1"
-    endpoint = _get(env, "STM_DYNAMODB_ENDPOINT")
-    query = urlencode({"endpoint": endpoint}) if endpoint else ""
-    source = "STM_DYNAMODB_ENDPOINT" if endpoint else "STM_AWS_REGION"
-    return urlunsplit(("dynamodb", quote(region, safe=""), "", query, "")), {}, source
-
-
-LEGACY: dict[str, Callable[[Mapping[str, str]], _Legacy]] = {
-    "memory": _memory,
-    "sqlite": _sqlite,
-    "libsql": _libsql,
-    "redis": _redis,
-    "postgres": _postgres,
-    "rqlite": _rqlite,
-    "mongo": _mongo,
-    "dynamodb": _dynamodb,
-}
-"""Backend name -> how its upstream variables become a URL (used without ``STM_STORE_URL``)."""
 
 
 def _known_names() -> list[str]:
@@ -190,12 +75,58 @@ def _schemes_of(name: str) -> tuple[str, ...] | None:
         return None if known is None else known.schemes
 
 
-def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSettings:
-    """Read ``STM_STORE_BACKEND``/``STM_STORE_URL`` (and the legacy variables) into settings.
+def legacy_url(backend: StoreBackend, env: Mapping[str, str]) -> str | None:
+    """The URL ``backend``'s plugin builds from its legacy variables (``None``: none is set).
 
-    Raises StoreConfigError naming a missing variable or a backend/URL mismatch,
-    UnknownBackend naming an unknown backend and the known ones, InvalidStoreURL for a
-    malformed URL.  No store is opened.
+    Raises StoreConfigError for a malformed variable (from the plugin's function) and
+    BackendUnavailable when the function cannot be imported or fails unexpectedly.
+    """
+    if backend.legacy_env is None:
+        return None
+    try:
+        function = import_object(backend.legacy_env)
+    except Exception as exc:
+        raise BackendUnavailable(
+            f"store backend {backend.name!r} ({backend.distribution}) cannot import its "
+            f"legacy_env function {backend.legacy_env!r}: {redact_text(str(exc))}; reinstall "
+            f"{backend.distribution}"
+        ) from None
+    try:
+        url = function(env)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise BackendUnavailable(
+            f"store backend {backend.name!r}: its legacy_env function failed "
+            f"({redact_text(str(exc)) or type(exc).__name__}); set {URL_VAR} instead"
+        ) from None
+    if url is not None and not isinstance(url, str):
+        raise BackendUnavailable(
+            f"store backend {backend.name!r}: legacy_env returned {type(url).__name__}, "
+            "not a URL string"
+        )
+    return url
+
+
+def _nothing_configured(backend: StoreBackend | None) -> NoStoreConfigured:
+    legacy = ""
+    if backend is not None and backend.legacy_vars:
+        legacy = (
+            f" (or the {backend.name} backend's legacy variable {' / '.join(backend.legacy_vars)})"
+        )
+    return NoStoreConfigured(
+        f"no store is configured: set {URL_VAR} to a store URL, e.g. {URL_VAR}={EXAMPLE_URL}"
+        f"{legacy}; `harel stores` lists the installed backends"
+    )
+
+
+def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSettings:
+    """Read ``STM_STORE_BACKEND``/``STM_STORE_URL`` (and the backend's legacy variables).
+
+    Raises StoreConfigError naming what to set (nothing configured, a missing variable, a
+    backend/URL mismatch), UnknownBackend naming an unknown backend and the known ones,
+    BackendNotInstalled (with the pip line) for a first-party backend that is not installed,
+    InvalidStoreURL for a malformed URL.  No store is opened.
     """
     env = os.environ if environ is None else environ
     raw_name = _get(env, BACKEND_VAR)
@@ -209,7 +140,7 @@ def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSe
     if url is not None:
         parsed = parse_store_url(url)
         if name is None:
-            return StoreSettings(REGISTRY.for_url(url).name, url, {}, URL_VAR)
+            return StoreSettings(REGISTRY.for_url(url).name, url, URL_VAR)
         schemes = _schemes_of(name) or ()
         if parsed.scheme not in schemes:
             raise StoreConfigError(
@@ -217,17 +148,40 @@ def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSe
                 f"backend handles {', '.join(s + '://' for s in schemes)} URLs; make them agree "
                 f"or unset {BACKEND_VAR}"
             )
-        return StoreSettings(name, url, {}, URL_VAR)
-    name = name or DEFAULT_BACKEND
-    legacy = LEGACY.get(name)
-    if legacy is None:
+        return StoreSettings(name, url, URL_VAR)
+    if name is None:
+        try:
+            default: StoreBackend | None = REGISTRY.get(DEFAULT_BACKEND)
+        except BackendError:
+            default = None
+        found = None if default is None else legacy_url(default, env)
+        if default is None or found is None:
+            raise _nothing_configured(default)
+        return _settings(default, found, env)
+    backend = REGISTRY.get(name)  # BackendNotInstalled / BackendUnavailable say what to do
+    found = legacy_url(backend, env)
+    if found is None:
+        legacy = ""
+        if backend.legacy_vars:
+            legacy = f" (or its legacy variable {' / '.join(backend.legacy_vars)})"
+        example = backend.schemes[0] + "://..."
         raise StoreConfigError(
-            f"{URL_VAR} is not set: the {name} backend has no legacy variables, so set "
-            f"{URL_VAR} to its store URL"
+            f"{BACKEND_VAR}={name} but {URL_VAR} is not set: set {URL_VAR} to a {example} URL"
+            f"{legacy}"
         )
-    legacy_url, knobs, source = legacy(env)
-    parse_store_url(legacy_url)
-    return StoreSettings(name, legacy_url, knobs, source)
+    return _settings(backend, found, env)
+
+
+def _settings(backend: StoreBackend, url: str, env: Mapping[str, str]) -> StoreSettings:
+    parsed = parse_store_url(url)
+    used = [name for name in backend.legacy_vars if _get(env, name) is not None]
+    source = ", ".join(used) or f"{backend.name} defaults"
+    if parsed.scheme not in backend.schemes:
+        raise BackendUnavailable(
+            f"store backend {backend.name!r}: its legacy variables ({source}) built a "
+            f"{parsed.scheme}:// URL, which it does not handle; set {URL_VAR} instead"
+        )
+    return StoreSettings(backend.name, url, source)
 
 
 @overload
@@ -252,5 +206,5 @@ def store_from_env(
     """
     settings = store_settings_from_env(environ)
     if async_:
-        return open_async_store(settings.url, **settings.knobs)
-    return open_store(settings.url, **settings.knobs)
+        return open_async_store(settings.url)
+    return open_store(settings.url)

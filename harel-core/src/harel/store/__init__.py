@@ -1,5 +1,7 @@
 """The store contract, its shared helpers and the in-memory reference stores."""
 
+from typing import TYPE_CHECKING, Any
+
 from harel.store.contract import (
     DEFAULT_TRACE_MAX,
     AsyncExecutionStore,
@@ -21,7 +23,19 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel.store.memory import AsyncDictStore, DictStore
+
+if TYPE_CHECKING:
+    from harel.store.memory import AsyncDictStore, DictStore
+
+
+def __getattr__(name: str) -> Any:
+    # the memory stores load on first use, so importing harel.store imports no store module
+    if name in ("DictStore", "AsyncDictStore"):
+        from harel.store import memory
+
+        return getattr(memory, name)
+    raise AttributeError(f"module 'harel.store' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_TRACE_MAX",

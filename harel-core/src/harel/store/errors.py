@@ -95,6 +95,18 @@ class InvalidPayload(StoreError, ValueError):
     """A value cannot be encoded as JSON by the shared codec (names the offending part)."""
 
 
+class InvalidArgument(StoreError, ValueError):
+    """An argument of a store method is out of the range every backend serves (a ``seq``,
+    ``limit``, ``now`` or ``fire_at``, a status filter); the message names it and the range.
+    Rules: :mod:`harel.store.common.limits`."""
+
+
+class InvalidIdentifier(InvalidPayload, InvalidArgument):
+    """An id or state path no backend can store as a key: empty (ids), longer than
+    ``MAX_ID_BYTES`` in UTF-8, or holding NUL or a lone surrogate.  Raised by ``commit``
+    before anything is written and by every read method given such an id."""
+
+
 class InvalidStoreURL(StoreError, ValueError):
     """A store URL that cannot be parsed or names an unknown option (the password is redacted)."""
 

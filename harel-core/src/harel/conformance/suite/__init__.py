@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from harel.conformance.suite._base import Kit, KitBase, SyncAsAsync
 from harel.conformance.suite.bad_input import BadInputTests
+from harel.conformance.suite.cancellation import CancellationTests
 from harel.conformance.suite.commits import CommitTests
 from harel.conformance.suite.concurrency import ConcurrencyTests
 from harel.conformance.suite.contract import ContractTests
 from harel.conformance.suite.dedupe import DedupeTests
 from harel.conformance.suite.durability import DurabilityTests
+from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
 from harel.conformance.suite.relays import RelayTests
+from harel.conformance.suite.retention import RetentionTests
+from harel.conformance.suite.roundtrip import RoundTripTests
 from harel.conformance.suite.stateful import StatefulTests
 from harel.conformance.suite.timers import TimerTests
 from harel.conformance.suite.trace import TraceTests
@@ -30,10 +34,15 @@ class ConformanceSuite(
     TimerTests,
     RelayTests,
     DedupeTests,
+    RetentionTests,
     BadInputTests,
+    RoundTripTests,
+    ArgumentErrorTests,
+    CancellationTests,
     StatefulTests,
 ):
-    """Every kit test.  Set ``expected_failures = {test name: reason}`` for known deviations.
+    """Every kit test.  Declare known deviations as
+    ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``.
 
     A name may be a test's function name (both flavours and all parameters) or a full
     item name such as ``test_fire_at_bit_exact[async]``.
@@ -41,7 +50,9 @@ class ConformanceSuite(
 
 
 __all__ = [
+    "ArgumentErrorTests",
     "BadInputTests",
+    "CancellationTests",
     "CommitTests",
     "ConcurrencyTests",
     "ConformanceSuite",
@@ -52,6 +63,8 @@ __all__ = [
     "KitBase",
     "ListingTests",
     "RelayTests",
+    "RetentionTests",
+    "RoundTripTests",
     "StatefulTests",
     "SyncAsAsync",
     "TimerTests",

@@ -21,6 +21,7 @@ import pytest
 from harel.conformance.harness import StoreHarness
 from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.contract import (
+    DEFAULT_PRUNE_BATCH,
     AsyncExecutionStore,
     Capabilities,
     DueTimer,
@@ -37,6 +38,9 @@ FLAVOURS: tuple[Flavour, ...] = ("sync", "async")
 CAPABILITY_FLAGS = ("persistent", "multi_process", "ordered_listing", "exact_pages")
 FAR_FUTURE = 1e18
 """A ``now`` for ``due_timers`` that every armed timer is due at."""
+SMOKE = pytest.mark.harel_smoke
+"""The kit's smoke subset: one test or so per concern (``pytest -m harel_smoke``), which the
+all-backends and wheel runs use; ``make test`` runs the whole kit once per backend."""
 
 T = TypeVar("T")
 
@@ -137,6 +141,14 @@ class SyncAsAsync:
             limit=limit,
             cursor=cursor,
         )
+
+    async def purge(self, execution_id: str, *, force: bool = False) -> bool:
+        return self.sync.purge(execution_id, force=force)
+
+    async def prune_processed(
+        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+    ) -> int:
+        return self.sync.prune_processed(older_than, batch_size=batch_size)
 
     async def close(self) -> None:
         self.sync.close()

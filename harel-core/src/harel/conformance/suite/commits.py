@@ -9,6 +9,7 @@ import pytest
 
 from harel.conformance.suite._base import (
     FAR_FUTURE,
+    SMOKE,
     Kit,
     KitBase,
     event,
@@ -48,9 +49,13 @@ def _failing_commit_args(part: str) -> dict[str, Any]:
     return args
 
 
+VERSION_EDGES = ("absent_with_version", "future_version", "create_over_existing")
+
+
 class CommitTests(KitBase):
     """All-or-nothing commits, version bookkeeping, and no leftovers after failures."""
 
+    @SMOKE
     async def test_commit_writes_every_effect(self, kit: Kit) -> None:
         exe = new_exe("kit-1", context={"step": 1})
         await kit.store.commit(
@@ -140,6 +145,7 @@ class CommitTests(KitBase):
         loaded = await kit.store.load("kit-1")
         assert loaded is not None and loaded.version == 2
 
+    @SMOKE
     async def test_conflicting_commit_leaves_nothing(self, kit: Kit) -> None:
         """A lost CAS writes no outbox, processed mark, timer, spawn or trace step."""
         store = kit.store
@@ -189,3 +195,36 @@ class CommitTests(KitBase):
         await kit.store.save(exe)
         again = await kit.store.load("kit-big")
         assert again is not None and again.context["blob"] == exe.context["blob"]
+
+    @pytest.mark.parametrize("case", VERSION_EDGES)
+    async def test_refused_version_writes_no_side_effect(self, kit: Kit, case: str) -> None:
+        """A commit whose version the CAS refuses writes none of its effects: no outbox entry,
+        mark, timer, spawn or trace step, and the stored record is untouched."""
+        store = kit.store
+        if case == "absent_with_version":
+            exe = new_exe("kit-1", version=3)
+            expected, found = 3, None
+        else:
+            await stored(store, new_exe("kit-1", context={"v": "original"}))
+            if case == "future_version":
+                exe = new_exe("kit-1", version=5, context={"v": "future"})
+                expected, found = 5, 1
+            else:
+                exe = new_exe("kit-1", context={"v": "impostor"})
+                expected, found = 0, 1
+        probes = ["edge-in"]
+        before = await snapshot(store, ["kit-1", "kit-2"], probes)
+        footprint = sorted(kit.harness.footprint("kit-1"))
+        with pytest.raises(StoreConflict) as info:
+            await store.commit(
+                exe,
+                [("kit-1", event("edge-e1")), ("kit-2", event("edge-e2")), (None, event("e3"))],
+                processed_event_id="edge-in",
+                timers=(TimerOp.schedule("/edge", 1.0),),
+                spawns=[("edge-child", "/r", {})],
+                trace=step("Edge"),
+            )
+        assert (info.value.expected, info.value.found) == (expected, found)
+        assert exe.version == expected
+        assert await snapshot(store, ["kit-1", "kit-2"], probes) == before
+        assert sorted(kit.harness.footprint("kit-1")) == footprint

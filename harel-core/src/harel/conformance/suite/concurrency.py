@@ -5,22 +5,30 @@
   commit is byte-identical to the winner's;
 * many executions committing concurrently through ONE store object (catches transactions
   of different executions interleaving on a shared connection);
-* concurrent first inserts of one id: one succeeds, the others get ``StoreConflict``.
+* concurrent first inserts of one id: one succeeds, the others get ``StoreConflict``;
+* ``multi_process``: two interpreters (one sync, one async store, both opened through the
+  registry on ``harness.url()``) racing commits on one execution.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import pytest
+
+from harel.conformance.harness import StoreHarness
 from harel.conformance.suite._base import (
     FAR_FUTURE,
+    SMOKE,
     Kit,
     KitBase,
+    declared_capabilities,
     event,
     new_exe,
     step,
     stored,
 )
+from harel.conformance.suite._processes import require_url, start_racer
 from harel.model import Execution
 from harel.store.contract import AsyncExecutionStore, StoreConflict, TimerOp
 
@@ -28,6 +36,8 @@ WRITERS = 6
 ROUNDS = 3
 EXECUTIONS = 16
 STEPS_EACH = 3
+PROCESS_COMMITS = 12
+"""Commits each of the two racing processes lands (so 24 versions change hands)."""
 
 
 def _writer_step(
@@ -55,6 +65,7 @@ def _conflicts(outcomes: list[Exception | None]) -> list[StoreConflict]:
 class ConcurrencyTests(KitBase):
     """Racing writers through one store and through two stores over one dataset."""
 
+    @SMOKE
     async def test_racing_writers_one_winner_per_version(self, kit: Kit) -> None:
         other = await kit.open()
         stores = [kit.store, other]
@@ -187,3 +198,46 @@ class ConcurrencyTests(KitBase):
         assert [e.event.id for e in await kit.store.pending_outbox()] == [f"out-w{winner}"]
         assert [s.child_id for s in await kit.store.pending_spawns()] == [f"child-w{winner}"]
         assert [t["tag"] for t in await kit.store.read_trace("kit-1")] == [f"w{winner}"]
+
+    @SMOKE
+    def test_multi_process_writers_share_one_dataset(self, harel_harness: StoreHarness) -> None:
+        """``multi_process``: two processes race commits on one execution; exactly one wins
+        each version and nothing either of them committed is lost or doubled.  Nothing to
+        verify when the harness does not declare it."""
+        caps = declared_capabilities(type(harel_harness))
+        if caps is None:
+            pytest.fail(f"{type(harel_harness).__name__} must declare its capabilities")
+        if not caps.multi_process:
+            return
+        require_url(harel_harness, "multi_process")
+        store = harel_harness.open_sync()
+        try:
+            store.save(new_exe("kit-race", context={"log": []}))
+            racers = [
+                start_racer(harel_harness, "kit-race", "p0", PROCESS_COMMITS, "sync"),
+                start_racer(harel_harness, "kit-race", "p1", PROCESS_COMMITS, "async"),
+            ]
+            for racer in racers:
+                racer.wait_ready()
+            for racer in racers:
+                racer.go()
+            results = [racer.result() for racer in racers]
+            won = [set(result["won"]) for result in results]
+            total = 2 * PROCESS_COMMITS
+            assert not won[0] & won[1], f"both processes won versions {sorted(won[0] & won[1])}"
+            assert sorted(won[0] | won[1]) == list(range(2, total + 2))
+            final = store.load("kit-race")
+            assert final is not None and final.version == total + 1
+            tags = [f"p{p}-{k}" for p in (0, 1) for k in range(PROCESS_COMMITS)]
+            assert sorted(final.context["log"]) == sorted(tags), "a committed step was lost"
+            outbox = [e.event.id for e in store.pending_outbox()]
+            assert sorted(outbox) == sorted(f"out-{tag}" for tag in tags)
+            assert all(store.is_processed("kit-race", f"in-{tag}") for tag in tags)
+            trace = store.read_trace("kit-race")
+            assert [t["version"] for t in trace] == list(range(2, total + 2))
+            assert store.due_timers(FAR_FUTURE) == [
+                ("kit-race", "/t/p0", float(PROCESS_COMMITS - 1)),
+                ("kit-race", "/t/p1", float(PROCESS_COMMITS - 1)),
+            ]
+        finally:
+            store.close()

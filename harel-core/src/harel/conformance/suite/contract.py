@@ -9,6 +9,7 @@ import pytest
 from harel.conformance.harness import StoreHarness
 from harel.conformance.suite._base import (
     FAR_FUTURE,
+    SMOKE,
     Kit,
     KitBase,
     declared_capabilities,
@@ -16,6 +17,7 @@ from harel.conformance.suite._base import (
     new_exe,
     stored,
 )
+from harel.conformance.suite._processes import plugin_problems, registered_backend
 from harel.model import ChildState, Event, Status
 from harel.store.contract import Capabilities, StoreConflict
 from harel.store.errors import StoreError
@@ -24,6 +26,7 @@ from harel.store.errors import StoreError
 class ContractTests(KitBase):
     """Declarations, emptiness, compare-and-set and copy semantics."""
 
+    @SMOKE
     def test_capabilities_declared(self, harel_harness: StoreHarness) -> None:
         """The harness class sets ``capabilities`` itself, with every flag explicit."""
         caps = declared_capabilities(type(harel_harness))
@@ -34,6 +37,24 @@ class ContractTests(KitBase):
         )
         assert isinstance(caps, Capabilities)
 
+    @SMOKE
+    def test_plugin_imports_no_store_module_and_no_engine(
+        self, harel_harness: StoreHarness, harel_strict: bool
+    ) -> None:
+        """Importing the backend's entry-point module (and running its hook), as listing the
+        backends does, loads neither its store modules (so no driver) nor the engine."""
+        found = registered_backend(harel_harness)
+        if found is None:
+            message = (
+                f"the store class {type(harel_harness).__name__} opens is not registered by an "
+                "installed `harel.stores` entry point, so its plugin cannot be checked"
+            )
+            if harel_strict:
+                pytest.fail(f"--harel-strict: {message}", pytrace=False)
+            pytest.skip(message)
+        problems = plugin_problems(*found)
+        assert not problems, "; ".join(problems)
+
     async def test_store_classes_declare_capabilities(self, kit: Kit) -> None:
         """Every store class carries a ``capabilities`` attribute (the registry lists it)."""
         raw = getattr(kit.store, "sync", kit.store)
@@ -41,6 +62,7 @@ class ContractTests(KitBase):
             f"{type(raw).__name__} needs a `capabilities` class attribute"
         )
 
+    @SMOKE
     async def test_fresh_dataset_is_empty(self, kit: Kit) -> None:
         """A fresh harness holds no executions, outbox, spawns, timers or trace."""
         store = kit.store
@@ -73,6 +95,7 @@ class ContractTests(KitBase):
         assert loaded is not None
         assert (loaded.version, loaded.context) == (3, {"n": 3})
 
+    @SMOKE
     async def test_stale_save_conflicts(self, kit: Kit) -> None:
         """Two copies at version 1: the first save wins, the second conflicts and rolls back."""
         await stored(kit.store, new_exe("kit-1"))

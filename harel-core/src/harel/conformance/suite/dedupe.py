@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from harel.conformance.suite._base import Kit, KitBase, new_exe, stored
+from harel.conformance.suite._base import SMOKE, Kit, KitBase, new_exe, stored
+
+PATTERN_CHARS = ("%", "_", "\\", "*", "?", "[", "{", ":")
+"""Characters a LIKE, GLOB, regex, hash-tag or ``:``-joined key treats specially."""
+
+LOOKALIKE_IDS = ("k", "kx", "K", *(f"k{char}" for char in PATTERN_CHARS))
+LOOKALIKE_EVENTS = ("e", "ex", "E", *(f"e{char}" for char in PATTERN_CHARS))
+JOINED = (("x:y", "z"), ("x", "y:z"), ("x:y:z", "w"), ("x", "y"))
+"""(execution id, event id) pairs whose ``id:event`` keys would collide."""
 
 
 class DedupeTests(KitBase):
@@ -26,6 +34,7 @@ class DedupeTests(KitBase):
         assert await kit.store.is_processed("kit-1", "shared") is True
         assert await kit.store.is_processed("kit-2", "shared") is False
 
+    @SMOKE
     async def test_load_for_event(self, kit: Kit) -> None:
         exe = new_exe("kit-1", context={"n": 1})
         await kit.store.commit(exe, [], processed_event_id="seen")
@@ -55,3 +64,30 @@ class DedupeTests(KitBase):
             loaded, seen = await kit.store.load_for_event("kit-1", event_id)
             assert loaded is not None and loaded.version == 4
             assert seen is await kit.store.is_processed("kit-1", event_id)
+
+    async def test_ids_holding_pattern_characters_match_exactly(self, kit: Kit) -> None:
+        """``%``, ``_``, ``\\``, ``*``, ``?``, ``[``, ``{`` and ``:`` are plain characters:
+        every mark matches its own (execution id, event id) pair and nothing else."""
+        store = kit.store
+        marks = set(zip(LOOKALIKE_IDS, LOOKALIKE_EVENTS, strict=True)) | set(JOINED)
+        for execution_id in sorted({i for i, _ in marks}):
+            exe = new_exe(execution_id, context={"id": execution_id})
+            for mark_id, event_id in sorted(marks):
+                if mark_id == execution_id:
+                    await store.commit(exe, [], processed_event_id=event_id)
+        ids = sorted({i for i, _ in marks} | {"y", "x:y:"})
+        events = sorted({e for _, e in marks} | {"y:z:", "z"})
+        for execution_id in ids:
+            loaded = await store.load(execution_id)
+            exists = any(i == execution_id for i, _ in marks)
+            assert (loaded is not None) is exists, execution_id
+            if loaded is not None:
+                assert loaded.context == {"id": execution_id}
+            for event_id in events:
+                expected = (execution_id, event_id) in marks
+                assert await store.is_processed(execution_id, event_id) is expected, (
+                    f"is_processed({execution_id!r}, {event_id!r}) should be {expected}"
+                )
+                found, seen = await store.load_for_event(execution_id, event_id)
+                assert seen is expected, (execution_id, event_id)
+                assert (found is not None) is exists

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from harel.conformance._remote import WRITTEN_BY, call, dump_plan
 from harel.conformance.harness import StoreHarness
 from harel.conformance.suite._base import (
     FAR_FUTURE,
+    SMOKE,
     Kit,
     KitBase,
     SyncAsAsync,
@@ -16,13 +20,45 @@ from harel.conformance.suite._base import (
     step,
     stored,
 )
+from harel.conformance.suite._processes import require_url, run_remote
 from harel.model import Status
-from harel.store.contract import StoreConflict, TimerOp
+from harel.store.common import adrive
+from harel.store.contract import AsyncExecutionStore, StoreConflict, TimerOp
+
+PERSISTED_IDS = ["kit-p1", "kit-p2", "kit-p3", "kit-never"]
+PERSISTED_EVENTS = ["in-1", "in-2", "in-3", "in-never"]
+
+
+async def _write_everything(store: AsyncExecutionStore) -> None:
+    """Every kind of record, acks and a purge included (what a fresh interpreter must see)."""
+    parent = new_exe("kit-p1", status=Status.RUNNING, context={"n": 1, "f": 0.1 + 0.2})
+    await store.commit(
+        parent,
+        [("kit-p2", event("e-1", a=[1])), (None, event("e-2")), (None, event("e-acked"))],
+        processed_event_id="in-1",
+        timers=(TimerOp.schedule("/a", 0.1 + 0.2), TimerOp.schedule("/b", 1700000000.123456789)),
+        spawns=[("kit-p2", "/r", {"seed": {"deep": [1, "x"]}}), ("kit-c", "/s", {})],
+        trace=step("Start", to_path="/a"),
+    )
+    await store.append_trace("kit-p1", step("Manual"))
+    child = new_exe("kit-p2", status=Status.DONE, parent_id="kit-p1", outcome="ok")
+    child.active_path = "/done"
+    await store.commit(child, [], processed_event_id="in-2", trace=step("Start"))
+    gone = new_exe("kit-p3", status=Status.DONE)
+    await store.commit(gone, [("kit-p3", event("e-3"))], processed_event_id="in-3")
+    assert await store.purge("kit-p3") is True
+    for entry in await store.pending_outbox():
+        if entry.event.id == "e-acked":
+            await store.ack_outbox(entry.seq)
+    (spawn, _) = await store.pending_spawns()
+    await store.ack_spawn(spawn.seq)
+    await store.delete_timer("kit-p1", "/b", 1700000000.123456789)
 
 
 class DurabilityTests(KitBase):
     """Restart (reopen) and second-writer behaviour over one dataset."""
 
+    @SMOKE
     async def test_reopen_sees_every_effect(self, kit: Kit) -> None:
         first = kit.store
         exe = new_exe("kit-1", status=Status.RUNNING, context={"n": 1})
@@ -87,6 +123,31 @@ class DurabilityTests(KitBase):
         assert [t["index"] for t in await other.read_trace("kit-1")] == [1, 2, 3]
         await other.commit(exe, [], trace=step("Go"))
         assert [t["index"] for t in await other.read_trace("kit-1")] == [3, 4]
+
+    @SMOKE
+    async def test_persistent_data_is_read_back_by_a_fresh_interpreter(self, kit: Kit) -> None:
+        """``persistent``: another interpreter opening ``harness.url()`` through the registry
+        reads back every execution, mark, timer, outbox entry, spawn and trace step, and what it
+        writes before exiting is here afterwards.  Nothing to verify when not declared."""
+        if not kit.capabilities.persistent:
+            return
+        require_url(kit.harness, "persistent")
+        await _write_everything(kit.store)
+        expected = await adrive(
+            dump_plan(PERSISTED_IDS, PERSISTED_EVENTS), lambda request: call(kit.store, request)
+        )
+        got = run_remote(
+            kit.harness,
+            "dump",
+            json.dumps(PERSISTED_IDS),
+            json.dumps(PERSISTED_EVENTS),
+            "kit-elsewhere",
+        )
+        for part in expected:
+            assert got[part] == expected[part], f"{part} read by a fresh interpreter differs"
+        other = await kit.open()
+        written = await other.load("kit-elsewhere")
+        assert written is not None and written.context == {"by": WRITTEN_BY}
 
     @pytest.mark.parametrize("writer", ["sync", "async"])
     async def test_sync_and_async_share_one_dataset(

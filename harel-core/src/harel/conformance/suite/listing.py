@@ -6,13 +6,35 @@ from typing import Any
 
 import pytest
 
-from harel.conformance.suite._base import Kit, KitBase, drain_listing, new_exe
+from harel.conformance.suite._base import SMOKE, Kit, KitBase, drain_listing, new_exe, stored
 from harel.model import ExecutionSummary, Status
 from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import InvalidCursor
 
 STATUSES = (Status.PENDING, Status.RUNNING, Status.DONE, Status.FAILED)
 PAGINATE_ALL = 120
+ABOVE_DEFAULT = 130
+"""More executions than ``list_executions``' default ``limit`` (100)."""
+LOOKALIKE_DEFINITIONS = (
+    "order",
+    "order-v2",
+    "orders",
+    "Order",
+    "ORDER",
+    "orde_",
+    "ord%",
+    "%",
+    "_",
+    "*",
+    "?",
+    "[",
+    "[o]rder",
+    "o*",
+    "order?",
+    "ord.*",
+    "order\\",
+)
+"""Definition ids that a prefix, LIKE, GLOB, regex or case-insensitive match would confuse."""
 
 
 def _seed_rows() -> list[dict[str, Any]]:
@@ -149,6 +171,7 @@ class ListingTests(KitBase):
             2,
         ]
 
+    @SMOKE
     async def test_no_cursor_after_last_page(self, kit: Kit) -> None:
         """Not even when the last page is exactly full."""
         await _seed(kit.store)
@@ -200,3 +223,75 @@ class ListingTests(KitBase):
         second = await other.list_executions(limit=5, cursor=first.next_cursor)
         seen = [i.id for i in first.items] + [i.id for i in second.items]
         assert len(set(seen)) == len(seen) == 10
+
+    @pytest.mark.parametrize("filters", [{}, {"status": [Status.DONE]}], ids=["all", "done"])
+    async def test_pages_stay_consistent_while_rows_come_and_go(
+        self, kit: Kit, filters: dict[str, Any]
+    ) -> None:
+        """Executions created and purged between pages: no summary is listed twice, and none
+        that existed throughout is skipped (a keyset cursor, not an offset)."""
+        store = kit.store
+        seeded = [f"row-{n:03d}" for n in range(0, 60, 2)]
+        for execution_id in seeded:
+            await stored(store, new_exe(execution_id, status=Status.DONE))
+        seen: list[str] = []
+        purged: set[str] = set()
+        cursor: str | None = None
+        for round_no in range(100):
+            page = await store.list_executions(limit=4, cursor=cursor, **filters)
+            seen.extend(item.id for item in page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+            last = seen[-1]
+            if round_no % 2 == 0:  # new rows before and after the cursor
+                for new_id in (f"{seen[0]}-new{round_no}", f"{last}-new{round_no}"):
+                    await stored(store, new_exe(new_id, status=Status.DONE))
+            else:  # one row already listed and one not yet listed purged
+                behind = [i for i in seen if i not in purged]
+                ahead = [i for i in seeded if i > last and i not in purged]
+                for victim in (behind[len(behind) // 2], *ahead[-1:]):
+                    assert await store.purge(victim, force=True) is True
+                    purged.add(victim)
+        else:
+            pytest.fail("the listing did not end")
+        assert len(seen) == len(set(seen)), (
+            f"listed twice: {sorted({i for i in seen if seen.count(i) > 1})}"
+        )
+        throughout = set(seeded) - purged
+        skipped = sorted(throughout - set(seen))
+        assert not skipped, f"skipped executions that existed throughout: {skipped}"
+
+    async def test_definition_filter_is_exact(self, kit: Kit) -> None:
+        """Definition ids that are prefixes, patterns or case variants of each other never
+        match each other."""
+        owners: dict[str, list[str]] = {}
+        for n, definition_id in enumerate(LOOKALIKE_DEFINITIONS):
+            ids = [f"def-{n:02d}-a", f"def-{n:02d}-b"] if definition_id == "order" else []
+            ids = ids or [f"def-{n:02d}"]
+            for execution_id in ids:
+                await stored(kit.store, new_exe(execution_id, definition_id))
+            owners[definition_id] = ids
+        for definition_id, ids in owners.items():
+            pages = await drain_listing(kit.store, limit=3, definition_id=definition_id)
+            listed = sorted(i for page in pages for i in page)
+            assert listed == sorted(ids), f"definition_id={definition_id!r} listed {listed}"
+        for absent in ("ord", "orde", "order-", "%%", "o"):
+            page = await kit.store.list_executions(definition_id=absent)
+            assert page.items == [], f"definition_id={absent!r} matched {page.items}"
+
+    async def test_limit_above_the_default_is_honoured(self, kit: Kit) -> None:
+        """No silent page cap: ``limit`` above the default returns that many."""
+        for n in range(ABOVE_DEFAULT):
+            await stored(kit.store, new_exe(f"big-{n:04d}"))
+        default = await kit.store.list_executions()
+        assert default.next_cursor is not None
+        everything = await kit.store.list_executions(limit=ABOVE_DEFAULT)
+        larger = await kit.store.list_executions(limit=10 * ABOVE_DEFAULT)
+        assert larger.next_cursor is None
+        assert sorted(i.id for i in larger.items) == [f"big-{n:04d}" for n in range(ABOVE_DEFAULT)]
+        if kit.capabilities.exact_pages:
+            assert len(default.items) == 100
+            assert len(everything.items) == ABOVE_DEFAULT and everything.next_cursor is None
+            page = await kit.store.list_executions(limit=ABOVE_DEFAULT - 1)
+            assert len(page.items) == ABOVE_DEFAULT - 1 and page.next_cursor is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harel.conformance.suite._base import Kit, KitBase, event, new_exe
+from harel.conformance.suite._base import SMOKE, Kit, KitBase, event, new_exe
 
 FAN_OUT = 150
 
@@ -32,6 +32,7 @@ class RelayTests(KitBase):
         assert all(type(s) is int for s in seqs)
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 
+    @SMOKE
     async def test_outbox_ack(self, kit: Kit) -> None:
         await kit.store.commit(
             new_exe("kit-1"), [(None, event("e1")), (None, event("e2")), (None, event("e3"))]
@@ -69,6 +70,7 @@ class RelayTests(KitBase):
             ("t1", "same"),
         ]
 
+    @SMOKE
     async def test_spawns_round_trip_and_ack(self, kit: Kit) -> None:
         exe = new_exe("kit-p")
         await kit.store.commit(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harel.conformance.suite._base import Kit, KitBase, new_exe, step, stored
+from harel.conformance.suite._base import SMOKE, Kit, KitBase, new_exe, step, stored
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import ExecutionNotFound
 
@@ -57,6 +57,7 @@ class TraceTests(KitBase):
         await kit.store.commit(new_exe("kit-1"), [], trace=body)
         assert await kit.store.read_trace("kit-1") == [{**body, "index": 0}]
 
+    @SMOKE
     async def test_ring_keeps_last_trace_max(self, kit: Kit) -> None:
         kit.store.trace_max = 3
         exe = new_exe("kit-1")
@@ -113,6 +114,42 @@ class TraceTests(KitBase):
         assert [t["index"] for t in trace] == list(range(2, 10))
         for t in trace:
             assert t["context_out"]["blob"] == str(t["n"]) * 100_000
+
+    @pytest.mark.parametrize("trace_max", [0, None])
+    async def test_falsy_trace_max_keeps_every_step(self, kit: Kit, trace_max: int | None) -> None:
+        """``trace_max`` 0 or ``None`` means no limit: more steps than the default all stay."""
+        kit.store.trace_max = trace_max
+        exe = new_exe("kit-1")
+        await kit.store.commit(exe, [], trace=step("Start"))
+        for n in range(DEFAULT_TRACE_MAX + 1):
+            await kit.store.append_trace("kit-1", step("Manual", n=n))
+        trace = await kit.store.read_trace("kit-1")
+        assert [t["index"] for t in trace] == list(range(DEFAULT_TRACE_MAX + 2))
+
+    async def test_ring_of_one(self, kit: Kit) -> None:
+        kit.store.trace_max = 1
+        exe = new_exe("kit-1")
+        for n in range(4):
+            await kit.store.commit(exe, [], trace=step("Go", n=n))
+            assert [(t["index"], t["n"]) for t in await kit.store.read_trace("kit-1")] == [(n, n)]
+        await kit.store.append_trace("kit-1", step("Manual", n=9))
+        assert [(t["index"], t["n"]) for t in await kit.store.read_trace("kit-1")] == [(4, 9)]
+
+    async def test_ring_exactly_full_after_many_appends(self, kit: Kit) -> None:
+        """At the boundary: exactly ``trace_max`` steps are all kept, one more drops one."""
+        size = 7
+        kit.store.trace_max = size
+        await stored(kit.store, new_exe("kit-1"))
+        written = 0
+        for rounds in (1, 9):
+            while written < rounds * size:
+                await kit.store.append_trace("kit-1", step("Manual", n=written))
+                written += 1
+            kept = [t["index"] for t in await kit.store.read_trace("kit-1")]
+            assert kept == list(range(written - size, written)), f"after {written} appends"
+        await kit.store.append_trace("kit-1", step("Manual", n=written))
+        kept = [t["index"] for t in await kit.store.read_trace("kit-1")]
+        assert kept == list(range(written - size + 1, written + 1))
 
     async def test_append_trace_unknown_execution(self, kit: Kit) -> None:
         with pytest.raises(ExecutionNotFound) as info:

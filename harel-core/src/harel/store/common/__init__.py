@@ -4,6 +4,7 @@ policy, URL parsing and redaction, connect retries."""
 from harel.store.common.codec import (
     decode_event,
     decode_execution,
+    decode_payload,
     dumps,
     encode_event,
     encode_execution,
@@ -19,6 +20,14 @@ from harel.store.common.commit import (
     conflict,
 )
 from harel.store.common.drive import Plan, adrive, drive
+from harel.store.common.limits import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    MAX_DOCUMENT_BYTES,
+    MAX_ID_BYTES,
+    MAX_INT,
+    MAX_NESTING_DEPTH,
+    MIN_INT,
+)
 from harel.store.common.listing import (
     ListingQuery,
     decode_cursor,
@@ -28,6 +37,7 @@ from harel.store.common.listing import (
 )
 from harel.store.common.retry import aconnect_with_retry, connect_with_retry
 from harel.store.common.sweeps import sweep_limit
+from harel.store.common.threaded import RunnerClosed, ThreadedAsyncStore, ThreadedRunner
 from harel.store.common.trace import (
     decode_trace_step,
     encode_trace_step,
@@ -35,17 +45,48 @@ from harel.store.common.trace import (
     trace_keep_from,
 )
 from harel.store.common.urls import StoreURL, parse_store_url, redact_url
+from harel.store.common.validate import (
+    check_count,
+    check_event_ref,
+    check_flag,
+    check_id,
+    check_limit,
+    check_now,
+    check_path,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+)
 
 __all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_ID_BYTES",
+    "MAX_INT",
+    "MAX_NESTING_DEPTH",
+    "MIN_INT",
     "ListingQuery",
     "Plan",
     "PreparedCommit",
     "PreparedEmit",
     "PreparedSpawn",
+    "RunnerClosed",
     "StoreURL",
+    "ThreadedAsyncStore",
+    "ThreadedRunner",
     "aconnect_with_retry",
     "adrive",
     "cas_decision",
+    "check_count",
+    "check_event_ref",
+    "check_flag",
+    "check_id",
+    "check_limit",
+    "check_now",
+    "check_path",
+    "check_prune",
+    "check_seq",
+    "check_timer_ref",
     "collapse_timer_ops",
     "committing",
     "conflict",
@@ -53,6 +94,7 @@ __all__ = [
     "decode_cursor",
     "decode_event",
     "decode_execution",
+    "decode_payload",
     "decode_trace_step",
     "drive",
     "dumps",

@@ -2,26 +2,34 @@
 
 A backend's ``commit`` is::
 
-    with committing(exe, emits, processed_event_id, timers, spawns, trace) as plan:
+    with committing(exe, emits, processed_event_id, timers, spawns, trace,
+                    max_document_bytes=MY_LIMIT) as plan:
         ...send plan to the database; raise conflict(plan, found) when the CAS is lost...
 
 ``committing`` bumps ``exe.version`` before serialising (so the stored document carries the
 new version) and restores it on *any* exception, including encoding errors and driver errors.
+Before it yields, every input has passed the rules of :mod:`harel.store.common.limits`: ids
+and paths are usable keys (``InvalidIdentifier``), every payload reads back equal
+(``InvalidPayload`` naming the field), every encoded document fits ``max_document_bytes``
+(``PayloadTooLarge``) — so a refused commit has written nothing, on every backend alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harel.model import Event, Execution
-from harel.store.common.codec import dumps, encode_event, encode_execution
+from harel.model import Event, Execution, Status
+from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
+from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.trace import encode_trace_step
+from harel.store.common.validate import check_id, check_optional_id, check_path
 from harel.store.contract import Emit, Spawn, TimerOp
-from harel.store.errors import StoreConflict
+from harel.store.errors import InvalidPayload, StoreConflict
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,46 +107,60 @@ def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
     """Keep only the last op per path (in order of each path's last op).
 
     Applying the result in any order gives the same timers as applying ``ops`` in order.
+    Each path must be a usable state path (``InvalidIdentifier``); ``fire_at`` ``-0.0`` is
+    stored as ``0.0`` (the same instant; not every database keeps the sign of zero).
     """
     last: dict[str, TimerOp] = {}
     for index, op in enumerate(ops):
         if not isinstance(op, TimerOp):
             raise TypeError(f"timers[{index}] must be a TimerOp, got {type(op).__name__}")
+        check_path(op.path, f"timers[{index}].path")
+        if not math.isfinite(op.fire_at):
+            raise InvalidPayload(f"timers[{index}].fire_at must be finite, got {op.fire_at!r}")
+        if op.fire_at == 0.0 and math.copysign(1.0, op.fire_at) < 0:
+            op = TimerOp(op.action, op.path, 0.0)
         last.pop(op.path, None)
         last[op.path] = op
     return tuple(last.values())
 
 
-def _prepare_emits(emits: Sequence[Emit]) -> tuple[PreparedEmit, ...]:
+def _items(value: Any, name: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
+    return tuple(value)
+
+
+def _prepare_emits(emits: Sequence[Emit], max_bytes: int) -> tuple[PreparedEmit, ...]:
     prepared = []
-    for index, item in enumerate(emits):
+    for index, item in enumerate(_items(emits, "emits")):
         if not (isinstance(item, tuple) and len(item) == 2):
-            raise TypeError(f"emits[{index}] must be a (target_id, Event) tuple, got {item!r}")
+            raise TypeError(
+                f"emits[{index}] must be a (target_id, Event) tuple, got {type(item).__name__}"
+            )
         target, event = item
-        if target is not None and not isinstance(target, str):
-            raise TypeError(f"emits[{index}] target must be a str or None, got {target!r}")
+        check_optional_id(target, f"emits[{index}] target id")
         if not isinstance(event, Event):
             raise TypeError(f"emits[{index}] event must be an Event, got {type(event).__name__}")
-        prepared.append(PreparedEmit(target, event.id, encode_event(event)))
+        json = encode_event(event, what=f"emits[{index}] event", max_bytes=max_bytes)
+        prepared.append(PreparedEmit(target, event.id, json))
     return tuple(prepared)
 
 
-def _prepare_spawns(spawns: Sequence[Spawn]) -> tuple[PreparedSpawn, ...]:
+def _prepare_spawns(spawns: Sequence[Spawn], max_bytes: int) -> tuple[PreparedSpawn, ...]:
     prepared = []
-    for index, item in enumerate(spawns):
+    for index, item in enumerate(_items(spawns, "spawns")):
         if not (isinstance(item, tuple) and len(item) == 3):
             raise TypeError(
-                f"spawns[{index}] must be a (child_id, root_path, context) tuple, got {item!r}"
+                f"spawns[{index}] must be a (child_id, root_path, context) tuple, "
+                f"got {type(item).__name__}"
             )
         child_id, root_path, context = item
-        if not isinstance(child_id, str) or not child_id:
-            raise TypeError(f"spawns[{index}] child_id must be a non-empty str")
-        if not isinstance(root_path, str):
-            raise TypeError(f"spawns[{index}] root_path must be a str")
+        check_id(child_id, f"spawns[{index}] child id")
+        check_path(root_path, f"spawns[{index}] root path")
         if not isinstance(context, dict):
             raise TypeError(f"spawns[{index}] context must be a dict")
-        what = f"spawns[{index}] context of child {child_id!r}"
-        prepared.append(PreparedSpawn(child_id, root_path, dumps(context, what=what)))
+        context_json = dumps(context, what=f"spawns[{index}] context", max_bytes=max_bytes)
+        prepared.append(PreparedSpawn(child_id, root_path, context_json))
     return tuple(prepared)
 
 
@@ -150,31 +172,37 @@ def prepare_commit(
     timers: Sequence[TimerOp],
     spawns: Sequence[Spawn],
     trace: dict[str, Any] | None,
+    *,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
 ) -> PreparedCommit:
-    """Validate and encode one commit; ``exe.version`` must already be the new version."""
+    """Validate and encode one commit; ``exe.version`` must already be the new version.
+
+    Nothing is written by anyone until this returns: every refusal (``TypeError``,
+    ``InvalidIdentifier``, ``InvalidPayload``, ``PayloadTooLarge``) comes first.
+    """
     if not isinstance(exe, Execution):
         raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
-    if not isinstance(exe.id, str) or not exe.id:
-        raise ValueError("an execution id must be a non-empty str")
-    if processed_event_id is not None and not isinstance(processed_event_id, str):
-        raise TypeError(f"processed_event_id must be a str or None, got {processed_event_id!r}")
+    check_id(exe.id, "execution id")
+    check_optional_id(processed_event_id, "processed_event_id")
     if trace is not None and not isinstance(trace, dict):
         raise TypeError(f"trace must be a dict or None, got {type(trace).__name__}")
+    limit = check_max_bytes(max_document_bytes)
+    document = encode_execution(exe, max_bytes=limit)  # checks every field first
     return PreparedCommit(
         execution_id=exe.id,
         expected_version=expected_version,
         new_version=exe.version,
         definition_id=exe.definition_id,
-        status=exe.status.value,
+        status=Status(exe.status).value,
         outcome=exe.outcome,
         active_path=exe.active_path,
         parent_id=exe.parent_id,
-        document=encode_execution(exe),
-        emits=_prepare_emits(emits),
+        document=document,
+        emits=_prepare_emits(emits, limit),
         processed_event_id=processed_event_id,
-        timers=collapse_timer_ops(timers),
-        spawns=_prepare_spawns(spawns),
-        trace=None if trace is None else encode_trace_step(trace),
+        timers=collapse_timer_ops(_items(timers, "timers")),
+        spawns=_prepare_spawns(spawns, limit),
+        trace=None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
         committed_at=time.time(),
     )
 
@@ -187,14 +215,31 @@ def committing(
     timers: Sequence[TimerOp] = (),
     spawns: Sequence[Spawn] = (),
     trace: dict[str, Any] | None = None,
+    *,
+    max_document_bytes: int = MAX_DOCUMENT_BYTES,
 ) -> Iterator[PreparedCommit]:
-    """Bump ``exe.version``, yield the prepared commit, restore the version on any exception."""
+    """Bump ``exe.version``, yield the prepared commit, restore the version on any exception.
+
+    ``max_document_bytes`` is the backend's per-document limit (at most, and by default,
+    :data:`~harel.store.common.limits.MAX_DOCUMENT_BYTES`).
+    """
+    if not isinstance(exe, Execution):
+        raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
     old = exe.version
-    if isinstance(old, bool) or not isinstance(old, int) or old < 0:
-        raise ValueError(f"execution version must be an int >= 0, got {old!r}")
+    if isinstance(old, bool) or not isinstance(old, int) or not 0 <= old < MAX_INT:
+        raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
     exe.version = old + 1
     try:
-        yield prepare_commit(exe, old, emits, processed_event_id, timers, spawns, trace)
+        yield prepare_commit(
+            exe,
+            old,
+            emits,
+            processed_event_id,
+            timers,
+            spawns,
+            trace,
+            max_document_bytes=max_document_bytes,
+        )
     except BaseException:
         exe.version = old
         raise

@@ -29,7 +29,7 @@ def drive(plan: Generator[Request, Any, Result], execute: Callable[[Request], An
         while True:
             try:
                 result = execute(request)
-            except Exception as exc:  # noqa: BLE001 - the plan decides what it means
+            except Exception as exc:
                 request = plan.throw(exc)
             else:
                 request = plan.send(result)
@@ -52,7 +52,7 @@ async def adrive(
         while True:
             try:
                 result = await execute(request)
-            except Exception as exc:  # noqa: BLE001 - the plan decides what it means
+            except Exception as exc:
                 request = plan.throw(exc)
             else:
                 request = plan.send(result)

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harel.model import ExecutionPage, ExecutionSummary, Status
-from harel.store.errors import InvalidCursor
+from harel.store.common.limits import MAX_INT
+from harel.store.common.validate import check_count, check_id, show
+from harel.store.errors import InvalidArgument, InvalidCursor
 
 _CURSOR_VERSION = 1
 
@@ -46,6 +48,13 @@ def decode_cursor(cursor: str) -> str:
             "restart the listing without a cursor"
         )
     after: str = payload["after"]
+    try:
+        check_id(after, "cursor position")
+    except (TypeError, ValueError) as exc:
+        raise InvalidCursor(
+            f"cursor {cursor[:40]!r} was not produced by list_executions ({exc}); "
+            "restart the listing without a cursor"
+        ) from None
     return after
 
 
@@ -58,6 +67,12 @@ class ListingQuery:
     roots_only: bool
     limit: int
     after: str | None
+
+    @property
+    def probe_limit(self) -> int:
+        """How many rows to read: ``limit + 1`` (the extra row tells whether a page follows),
+        capped at ``MAX_INT`` so it still binds as a 64-bit integer."""
+        return min(self.limit + 1, MAX_INT)
 
     @property
     def matches_nothing(self) -> bool:
@@ -88,20 +103,37 @@ def listing_query(
     limit: int,
     cursor: str | None,
 ) -> ListingQuery:
-    """Validate listing arguments (``ValueError``: bad limit; ``InvalidCursor``: bad cursor)."""
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, got {limit!r}")
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
+    """Validate listing arguments.
+
+    ``TypeError`` for wrong types; ``InvalidArgument`` (a ``ValueError``) for a ``limit`` outside
+    ``[1, MAX_INT]`` or an unknown status; ``InvalidIdentifier`` for a ``definition_id`` no
+    execution can have; ``InvalidCursor`` for a foreign cursor.
+    """
+    limit = check_count(limit, "limit")
     statuses: frozenset[Status] | None = None
     if status is not None:
-        if isinstance(status, (str, Status)):
+        if isinstance(status, (str, Status, bytes)) or not isinstance(status, Iterable):
             raise TypeError("status must be a collection of Status values, e.g. [Status.DONE]")
-        statuses = frozenset(Status(value) for value in status)
-    if definition_id is not None and not isinstance(definition_id, str):
-        raise TypeError(f"definition_id must be a str or None, got {definition_id!r}")
+        statuses = frozenset(_status(value) for value in status)
+    if definition_id is not None:
+        check_id(definition_id, "definition_id filter")
+    if cursor is not None and not isinstance(cursor, str):
+        raise TypeError(f"cursor must be a str from a previous page or None, got {show(cursor)}")
     after = None if cursor is None else decode_cursor(cursor)
     return ListingQuery(statuses, definition_id, bool(roots_only), limit, after)
+
+
+def _status(value: object) -> Status:
+    if isinstance(value, Status):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"status values must be Status members, got {show(value)}")
+    try:
+        return Status(value)
+    except ValueError:
+        raise InvalidArgument(
+            f"unknown status {show(value)}; use one of {', '.join(s.value for s in Status)}"
+        ) from None
 
 
 def page_from_probe(query: ListingQuery, rows: Sequence[ExecutionSummary]) -> ExecutionPage:

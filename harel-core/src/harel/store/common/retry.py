@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import anyio
 
+from harel.store.common.urls import redact_text
 from harel.store.errors import StoreUnavailable
 
 T = TypeVar("T")
@@ -25,6 +26,15 @@ def backoff_delays(retries: int, base: float, cap: float = 10.0) -> list[float]:
     return delays
 
 
+def _unreachable(what: str, retries: int, last: BaseException | None) -> StoreUnavailable:
+    detail = "" if last is None else redact_text(str(last)) or type(last).__name__
+    error = StoreUnavailable(
+        f"could not reach {redact_text(what)} after {retries + 1} attempt(s): {detail}"
+    )
+    error.__suppress_context__ = True
+    return error
+
+
 def connect_with_retry(
     connect: Callable[[], T],
     *,
@@ -35,7 +45,9 @@ def connect_with_retry(
 ) -> T:
     """Call ``connect`` until it succeeds; retry only on ``retry_on``, then raise StoreUnavailable.
 
-    ``connect`` must clean up whatever it half-built before raising.
+    ``connect`` must clean up whatever it half-built before raising.  The final error names
+    the last failure with every URL and ``password=``-like pair in it redacted, and chains no
+    exception (a driver's error may echo the connection string).
     """
     last: BaseException | None = None
     for pause in [*backoff_delays(retries, delay), None]:
@@ -46,9 +58,7 @@ def connect_with_retry(
             if pause is None:
                 break
             time.sleep(pause)
-    raise StoreUnavailable(
-        f"could not reach {what} after {retries + 1} attempt(s): {last}"
-    ) from last
+    raise _unreachable(what, retries, last)
 
 
 async def aconnect_with_retry(
@@ -69,6 +79,4 @@ async def aconnect_with_retry(
             if pause is None:
                 break
             await anyio.sleep(pause)
-    raise StoreUnavailable(
-        f"could not reach {what} after {retries + 1} attempt(s): {last}"
-    ) from last
+    raise _unreachable(what, retries, last)

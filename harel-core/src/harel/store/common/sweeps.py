@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from harel.store.common.validate import check_limit
+
 
 def sweep_limit(limit: int | None) -> int | None:
-    """``limit`` itself when it is ``None`` (unbounded) or an int >= 1, else ``ValueError``."""
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1 or None, got {limit!r}")
-    return limit
+    """``limit`` itself when it is ``None`` (unbounded) or an int in ``[1, MAX_INT]``.
+
+    ``TypeError`` for a non-int (``bool`` included), ``InvalidArgument`` (a ``ValueError``)
+    when out of range.
+    """
+    return check_limit(limit)

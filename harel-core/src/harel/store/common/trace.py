@@ -4,22 +4,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common.codec import dumps, loads
+from harel.store.common.codec import decode_payload, encode_checked
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
+from harel.store.common.payloads import check_record
+from harel.store.errors import StoreCorrupted
 
 INDEX_KEY = "index"
 
 
-def encode_trace_step(entry: dict[str, Any]) -> str:
-    """Encode a step for storage; a caller-supplied ``index`` is dropped (the store assigns it)."""
+def encode_trace_step(
+    entry: dict[str, Any], *, max_document_bytes: int = MAX_DOCUMENT_BYTES
+) -> str:
+    """Encode a step for storage; a caller-supplied ``index`` is dropped (the store assigns it).
+
+    Every field of the step is a payload field (:mod:`harel.store.common.limits`): a value that
+    would not read back equal raises ``InvalidPayload`` naming it (``trace step['context_out']
+    ['a']``), an encoding over ``max_document_bytes`` raises ``PayloadTooLarge``.
+    """
     if not isinstance(entry, dict):
         raise TypeError(f"a trace step must be a dict, got {type(entry).__name__}")
     body = {key: value for key, value in entry.items() if key != INDEX_KEY}
-    return dumps(body, what="trace step")
+    check_record(body, "trace step")
+    return encode_checked(body, "trace step", max_document_bytes)
 
 
-def decode_trace_step(text: str | bytes, index: int) -> dict[str, Any]:
-    """Rebuild a stored step with its store-assigned ``index``."""
-    step: dict[str, Any] = loads(text)
+def decode_trace_step(
+    text: str | bytes, index: int, *, what: str = "a stored trace step"
+) -> dict[str, Any]:
+    """Rebuild a stored step with its store-assigned ``index`` (damage: ``StoreCorrupted``)."""
+    step = decode_payload(text, what=what)
+    if not isinstance(step, dict):
+        raise StoreCorrupted(f"{what} is not a JSON object")
     step[INDEX_KEY] = index
     return step
 

@@ -1,36 +1,155 @@
-"""Store URL parsing, knob decoding and password redaction."""
+"""Store URL parsing, knob decoding and secret redaction (fail closed).
+
+Redaction never trusts the URL to be well formed: a password may hold unescaped ``/``,
+``#``, ``?`` or ``@``, so everything up to the LAST ``@`` is treated as credentials, a URL
+without ``scheme://`` is hidden entirely, secret-looking query values (``password``,
+``token``, ``secret``, ``auth_token``, ``sig``/``sas``, ``...key``, ...) and fragments are
+masked.  When in doubt, everything after the scheme is hidden.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from harel.store.errors import InvalidStoreURL
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
+HIDDEN = "***"
+"""What a redacted secret is replaced with."""
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe for logs, reprs and errors)."""
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_SECRET_KEY = re.compile(
+    r"pass|pwd|secret|token|key|sig|sas|auth|cred|session|private|cert", re.IGNORECASE
+)
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+_PAIR_IN_TEXT = re.compile(
+    r"(?i)\b([\w.-]*(?:password|passwd|pwd|secret|token|api_?key|access_?key)[\w.-]*)"
+    r"(\s*=\s*)(?:'[^']*'|\"[^\"]*\"|[^\s,;&)]*[^\s,;&).:])"
+)
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a query/option name looks like it carries a credential (masked when shown)."""
+    return _SECRET_KEY.search(unquote_plus(name)) is not None
+
+
+def _redact_query(query: str) -> str:
+    pairs = []
+    for pair in re.split(r"([&;])", query):
+        if pair in ("&", ";"):
+            pairs.append(pair)
+            continue
+        key, sep, _value = pair.partition("=")
+        pairs.append(f"{key}={HIDDEN}" if sep and is_secret_key(key) else pair)
+    return "".join(pairs)
+
+
+def _redact_after_scheme(rest: str) -> str:
+    at = rest.rfind("@")
+    credentials = ""
+    if at >= 0:
+        userinfo, after = rest[:at], rest[at + 1 :]
+        user, colon, _password = userinfo.partition(":")
+        if colon and not any(char in user for char in "/?#@[]"):
+            credentials = f"{user}:{HIDDEN}@"
+        elif colon or "/" not in userinfo:
+            credentials = f"{HIDDEN}@"  # a bare token, or a user part we cannot tell apart
+        else:
+            after = rest  # an '@' inside a path (sqlite:///dir@1/x.db): no credentials
+    else:
+        after = rest
+    base, hash_sign, fragment = after.partition("#")
+    base, question, query = base.partition("?")
+    text = credentials + base
+    if question:
+        text += "?" + _redact_query(query)
+    if hash_sign:
+        text += "#" + (HIDDEN if fragment else "")
+    return text
+
+
+def redact_url(url: object) -> str:
+    """``url`` with every secret hidden (safe for logs, reprs and errors); fails closed.
+
+    Credentials (everything before the last ``@``, the user name kept only in ``user:pw@``
+    form), secret-looking query values and the fragment become ``***``; a value without a
+    ``scheme://`` prefix is hidden entirely.
+    """
+    if not isinstance(url, str):
+        return f"<{type(url).__name__}, not a URL>"
+    match = _SCHEME.match(url)
+    if match is None:
+        return f"<hidden: {len(url)} characters without scheme://>"
     try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<unparseable URL>"
+        return match.group(0) + _redact_after_scheme(url[match.end() :])
+    except Exception:  # pragma: no cover - defensive: never echo what we cannot parse
+        return match.group(0) + HIDDEN
 
 
-@dataclass(frozen=True)
+def _redact_found(found: re.Match[str]) -> str:
+    url = found.group(0)
+    tail = len(url) - len(url.rstrip(".,;:!?)]}>'\""))
+    if tail and "@" not in url[len(url) - tail :]:
+        return redact_url(url[: len(url) - tail]) + url[len(url) - tail :]
+    return redact_url(url)
+
+
+_USERINFO_IN_TEXT = re.compile(r"(?<![\w.+-])([\w.~%+-]*):(?!//)(\S+)@(?=[\w\[])")
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it redacted, ``user:password@`` without a scheme and
+    ``password=...``-like pairs masked."""
+    text = _URL_IN_TEXT.sub(_redact_found, text)
+    text = _USERINFO_IN_TEXT.sub(lambda found: f"{found.group(1)}:{HIDDEN}@", text)
+    return _PAIR_IN_TEXT.sub(lambda found: f"{found.group(1)}{found.group(2)}{HIDDEN}", text)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret substrings of ``url`` (password, credential-bearing userinfo, secret query
+    values, fragment), raw and percent-decoded, longest first: what must never be printed."""
+    match = _SCHEME.match(url) if isinstance(url, str) else None
+    if match is None:
+        return [url] if isinstance(url, str) and url else []
+    rest = url[match.end() :]
+    found: set[str] = set()
+    at = rest.rfind("@")
+    if at >= 0:
+        userinfo = rest[:at]
+        user, colon, password = userinfo.partition(":")
+        if colon:
+            found.add(password)
+            if any(char in user for char in "/?#@[]"):
+                found.add(userinfo)
+            rest = rest[at + 1 :]
+        elif "/" not in userinfo:
+            found.add(userinfo)  # a bare token as user name
+            rest = rest[at + 1 :]
+    rest, _, fragment = rest.partition("#")
+    found.add(fragment)
+    for pair in re.split(r"[&;]", rest.partition("?")[2]):
+        key, sep, value = pair.partition("=")
+        if sep and is_secret_key(key):
+            found.add(value)
+    values = found | {unquote_plus(item) for item in found} | {unquote(item) for item in found}
+    return sorted((item for item in values if len(item) >= 2), key=len, reverse=True)
+
+
+def scrub_secrets(text: str, secrets: list[str]) -> str:
+    """``text`` with every URL redacted and each of ``secrets`` replaced by ``***``."""
+    text = redact_text(text)
+    for secret in secrets:
+        text = text.replace(secret, HIDDEN)
+    return text
+
+
+@dataclass(frozen=True, repr=False)
 class StoreURL:
-    """A parsed store URL; ``str()`` and ``repr()`` never show the password."""
+    """A parsed store URL; ``str()`` and ``repr()`` never show a secret."""
 
     scheme: str
     username: str | None
@@ -44,9 +163,12 @@ class StoreURL:
     def __str__(self) -> str:
         return redact_url(self.raw)
 
+    def __repr__(self) -> str:
+        return f"StoreURL({redact_url(self.raw)!r})"
+
     @property
     def redacted(self) -> str:
-        """The URL with its password hidden."""
+        """The URL with its secrets hidden."""
         return redact_url(self.raw)
 
     def knobs(self, allowed: set[str] | frozenset[str]) -> dict[str, str]:
@@ -60,25 +182,45 @@ class StoreURL:
         return dict(self.query)
 
 
+_ENCODE_HINT = (
+    "if the password holds / ? # @ or :, percent-encode them "
+    "(/ as %2F, ? as %3F, # as %23, @ as %40, : as %3A)"
+)
+
+
 def parse_store_url(url: str) -> StoreURL:
-    """Parse ``url`` into a :class:`StoreURL`; :class:`InvalidStoreURL` when it is malformed."""
+    """Parse ``url`` into a :class:`StoreURL`; :class:`InvalidStoreURL` when it is malformed.
+
+    Error messages show the URL redacted and never chain an exception that could echo it.
+    """
     if not isinstance(url, str) or not url.strip():
-        raise InvalidStoreURL(f"a store URL must be a non-empty string, got {url!r}")
-    if "://" not in url:
+        shown = repr(url) if isinstance(url, str) else f"a {type(url).__name__}"
+        raise InvalidStoreURL(f"a store URL must be a non-empty string, got {shown}")
+    if _SCHEME.match(url) is None:
         raise InvalidStoreURL(
-            f"{redact_url(url)!r} is not a store URL: expected scheme://..., e.g. sqlite:///app.db"
+            f"{redact_url(url)} is not a store URL: expected scheme://..., "
+            "e.g. sqlite:///app.db (the value is not shown: it may hold a password)"
+        )
+    rest = url[url.index("://") + 3 :]
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" not in authority and ":" in authority and "@" in rest.split("?", 1)[0]:
+        raise InvalidStoreURL(
+            f"store URL {redact_url(url)} has an '@' after its host part: {_ENCODE_HINT}"
         )
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise InvalidStoreURL(f"malformed store URL {redact_url(url)!r}: {exc}") from exc
-    if not parts.scheme:
-        raise InvalidStoreURL(f"store URL {redact_url(url)!r} has no scheme")
+    except ValueError:
+        port = -1  # raised below, outside the handler: no chained error echoes the URL
+    if port == -1:
+        raise InvalidStoreURL(
+            f"malformed store URL {redact_url(url)}: its host or port cannot be read; "
+            f"{_ENCODE_HINT}"
+        )
     query: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if key in query:
-            raise InvalidStoreURL(f"option {key!r} is given twice in {redact_url(url)!r}")
+            raise InvalidStoreURL(f"option {key!r} is given twice in {redact_url(url)}")
         query[key] = value
     return StoreURL(
         scheme=parts.scheme.lower(),
@@ -92,6 +234,10 @@ def parse_store_url(url: str) -> StoreURL:
     )
 
 
+def _shown(knobs: dict[str, str], name: str) -> str:
+    return HIDDEN if is_secret_key(name) else repr(knobs[name])
+
+
 def knob_int(knobs: dict[str, str], name: str, default: int, *, minimum: int = 0) -> int:
     """An integer knob; the error names the knob and the value."""
     if name not in knobs:
@@ -99,7 +245,7 @@ def knob_int(knobs: dict[str, str], name: str, default: int, *, minimum: int = 0
     try:
         value = int(knobs[name])
     except ValueError:
-        raise InvalidStoreURL(f"option {name}={knobs[name]!r} must be an integer") from None
+        raise InvalidStoreURL(f"option {name}={_shown(knobs, name)} must be an integer") from None
     if value < minimum:
         raise InvalidStoreURL(f"option {name}={value} must be >= {minimum}")
     return value
@@ -112,7 +258,7 @@ def knob_float(knobs: dict[str, str], name: str, default: float, *, minimum: flo
     try:
         value = float(knobs[name])
     except ValueError:
-        raise InvalidStoreURL(f"option {name}={knobs[name]!r} must be a number") from None
+        raise InvalidStoreURL(f"option {name}={_shown(knobs, name)} must be a number") from None
     if not value >= minimum:
         raise InvalidStoreURL(f"option {name}={value} must be >= {minimum}")
     return value
@@ -127,7 +273,7 @@ def knob_bool(knobs: dict[str, str], name: str, default: bool) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise InvalidStoreURL(f"option {name}={knobs[name]!r} must be true or false")
+    raise InvalidStoreURL(f"option {name}={_shown(knobs, name)} must be true or false")
 
 
 def knob_choice(knobs: dict[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
@@ -137,10 +283,7 @@ def knob_choice(knobs: dict[str, str], name: str, default: str, choices: tuple[s
     value = knobs[name].strip().upper()
     allowed = {choice.upper(): choice for choice in choices}
     if value not in allowed:
-        raise InvalidStoreURL(f"option {name}={knobs[name]!r} must be one of {', '.join(choices)}")
+        raise InvalidStoreURL(
+            f"option {name}={_shown(knobs, name)} must be one of {', '.join(choices)}"
+        )
     return allowed[value]
-
-
-def quote_path(path: str) -> str:
-    """Percent-encode a filesystem path for use in a URL."""
-    return quote(path)

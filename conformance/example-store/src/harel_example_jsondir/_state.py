@@ -1,0 +1,236 @@
+"""The files of a jsondir directory as values: ``state.json`` and one trace ring (no IO).
+
+:class:`StoreState` is ``state.json`` in memory, :class:`TraceRing` one ``traces/<name>.json``.
+Each parses the exact text the store wrote and dumps it back; a file that does not parse as
+what it should be raises :class:`~harel.store.errors.StoreCorrupted` naming the file.  Floats go
+through :mod:`json` (``repr``), so timer times and commit times round-trip bit-exactly; strings
+are written ASCII-escaped, so any id, event id or path (lone surrogates included) reads back
+equal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from harel.model import ExecutionSummary
+from harel.store.common import PreparedCommit, next_trace_index, trace_keep_from
+from harel.store.common.validate import show
+from harel.store.contract import DueTimer
+from harel.store.errors import StoreCorrupted
+
+from harel_example_jsondir import _schema
+
+Mark = tuple[str, str]
+"""``(execution_id, event_id)`` of one dedupe mark."""
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"), allow_nan=False)
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """Turn a malformed file's parse error into ``StoreCorrupted`` naming ``what``."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreCorrupted(
+            f"{what} is damaged ({type(exc).__name__}: {str(exc)[:200]}); "
+            "restore the directory from a backup"
+        ) from exc
+
+
+@dataclass
+class StoreState:
+    """Everything but documents and traces: the execution index and the relay tables."""
+
+    next_seq: int = 1
+    executions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outbox: dict[int, tuple[str | None, str]] = field(default_factory=dict)
+    spawns: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
+    processed: dict[str, dict[str, float]] = field(default_factory=dict)
+    timers: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None) -> StoreState:
+        """Read ``state.json`` (``None``: the file does not exist yet, an empty store)."""
+        if text is None:
+            return cls()
+        with _reading(_schema.STATE):
+            data = _schema.check_format(json.loads(text), _schema.STATE)
+            return cls(
+                next_seq=int(data["next_seq"]),
+                executions={str(key): dict(row) for key, row in data["executions"].items()},
+                outbox={int(seq): (target, event) for seq, target, event in data["outbox"]},
+                spawns={
+                    int(seq): (parent, child, root, context)
+                    for seq, parent, child, root, context in data["spawns"]
+                },
+                processed={
+                    str(key): {str(event): float(at) for event, at in marks.items()}
+                    for key, marks in data["processed"].items()
+                },
+                timers={(exe, path): float(at) for exe, path, at in data["timers"]},
+            )
+
+    def dump(self) -> str:
+        """The text of ``state.json``."""
+        return _dump(
+            {
+                "format": _schema.FORMAT,
+                "next_seq": self.next_seq,
+                "executions": self.executions,
+                "outbox": [[seq, *row] for seq, row in sorted(self.outbox.items())],
+                "spawns": [[seq, *row] for seq, row in sorted(self.spawns.items())],
+                "processed": self.processed,
+                "timers": [[exe, path, at] for (exe, path), at in sorted(self.timers.items())],
+            }
+        )
+
+    def version_of(self, execution_id: str) -> int | None:
+        """The stored version of an execution, ``None`` when it is not stored."""
+        row = self.executions.get(execution_id)
+        if row is None:
+            return None
+        with _reading(f"{_schema.STATE} (execution {show(execution_id)})"):
+            return int(row["version"])
+
+    def status_of(self, execution_id: str) -> str | None:
+        """The stored status of an execution, ``None`` when it is not stored."""
+        row = self.executions.get(execution_id)
+        return None if row is None else str(row.get("status"))
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        """Whether the dedupe mark ``(execution_id, event_id)`` is stored."""
+        return event_id in self.processed.get(execution_id, {})
+
+    def summaries(self) -> list[ExecutionSummary]:
+        """Every stored execution's summary, ordered by id."""
+        rows = sorted(self.executions.items())
+        with _reading(f"{_schema.STATE} (execution index)"):
+            return [ExecutionSummary(id=execution_id, **row) for execution_id, row in rows]
+
+    def due(self, now: float) -> list[DueTimer]:
+        """Armed timers with ``fire_at <= now`` ascending by ``(fire_at, id, path)``."""
+        due = [(exe, path, at) for (exe, path), at in self.timers.items() if at <= now]
+        due.sort(key=lambda item: (item[2], item[0], item[1]))
+        return due
+
+    def take_seq(self) -> int:
+        """Allocate the next outbox/spawn sequence number."""
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+    def apply(self, plan: PreparedCommit) -> None:
+        """Apply a commit whose CAS already passed (everything but its trace step)."""
+        execution_id = plan.execution_id
+        self.executions[execution_id] = {
+            "definition_id": plan.definition_id,
+            "status": plan.status,
+            "outcome": plan.outcome,
+            "active_path": plan.active_path,
+            "version": plan.new_version,
+            "parent_id": plan.parent_id,
+            "updated_at": plan.committed_at,
+        }
+        for emit in plan.emits:
+            self.outbox[self.take_seq()] = (emit.target_id, emit.event_json)
+        if plan.processed_event_id is not None:
+            marks = self.processed.setdefault(execution_id, {})
+            marks[plan.processed_event_id] = plan.committed_at  # a re-recorded mark is younger
+        for op in plan.timers:
+            if op.action == "schedule":
+                self.timers[(execution_id, op.path)] = op.fire_at
+            else:
+                self.timers.pop((execution_id, op.path), None)
+        for spawn in plan.spawns:
+            row = (execution_id, spawn.child_id, spawn.root_path, spawn.context_json)
+            self.spawns[self.take_seq()] = row
+
+    def forget(self, execution_id: str) -> bool:
+        """Drop the execution and everything that belongs to it; whether anything was dropped.
+
+        Belongs to it: its index row, its dedupe marks, its timers, the outbox entries targeted
+        at it and the spawn intents it wrote.
+        """
+        before = self.size()
+        self.executions.pop(execution_id, None)
+        self.processed.pop(execution_id, None)
+        self.timers = {key: at for key, at in self.timers.items() if key[0] != execution_id}
+        self.outbox = {seq: row for seq, row in self.outbox.items() if row[0] != execution_id}
+        self.spawns = {seq: row for seq, row in self.spawns.items() if row[0] != execution_id}
+        return self.size() != before
+
+    def size(self) -> int:
+        """How many records the state holds (index rows, marks, timers, relay entries)."""
+        marks = sum(len(events) for events in self.processed.values())
+        return len(self.executions) + marks + len(self.timers) + len(self.outbox) + len(self.spawns)
+
+    def marks_before(self, older_than: float, limit: int) -> list[Mark]:
+        """Up to ``limit`` dedupe marks recorded strictly before ``older_than``, oldest first."""
+        old = [
+            (at, execution_id, event_id)
+            for execution_id, marks in self.processed.items()
+            for event_id, at in marks.items()
+            if at < older_than
+        ]
+        old.sort()
+        return [(execution_id, event_id) for _, execution_id, event_id in old[:limit]]
+
+    def drop_marks(self, marks: Iterable[Mark]) -> None:
+        """Remove these dedupe marks (an execution left without marks loses its entry)."""
+        for execution_id, event_id in marks:
+            events = self.processed.get(execution_id)
+            if events is not None:
+                events.pop(event_id, None)
+                if not events:
+                    del self.processed[execution_id]
+
+
+@dataclass
+class TraceRing:
+    """One execution's retained trace steps (JSON text by index) and its highest index."""
+
+    execution_id: str
+    last: int | None = None
+    steps: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None, execution_id: str) -> TraceRing:
+        """Read the trace file of ``execution_id`` (``None``: no step was ever written)."""
+        if text is None:
+            return cls(execution_id)
+        what = f"the trace file of execution {show(execution_id)}"
+        with _reading(what):
+            data = _schema.check_format(json.loads(text), what)
+            if data["id"] != execution_id:
+                raise ValueError(f"it holds the trace of {show(data['id'])}")
+            last = data["last"]
+            steps = {int(index): str(body) for index, body in data["steps"]}
+            return cls(execution_id, None if last is None else int(last), steps)
+
+    def dump(self) -> str:
+        """The text of the trace file."""
+        steps = [[index, body] for index, body in sorted(self.steps.items())]
+        return _dump(
+            {"format": _schema.FORMAT, "id": self.execution_id, "last": self.last, "steps": steps}
+        )
+
+    def append(self, body: str, trace_max: int | None) -> None:
+        """Stamp the next index on ``body`` and trim to the last ``trace_max`` steps."""
+        index = next_trace_index(self.last)
+        keep_from = trace_keep_from(index, trace_max)
+        self.steps[index] = body
+        self.last = index
+        if keep_from is not None:
+            for old in [i for i in self.steps if i < keep_from]:
+                del self.steps[old]
+
+    def ordered(self) -> list[tuple[int, str]]:
+        """``(index, body)`` oldest first."""
+        return sorted(self.steps.items())

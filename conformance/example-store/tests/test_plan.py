@@ -1,0 +1,228 @@
+"""jsondir's plans driven without a disk: a dict of file texts answers every request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from harel import Event, Execution, Status, StoreConflict, TimerOp
+from harel.store.common import drive
+from harel.store.errors import ExecutionActive, StoreCorrupted
+from harel_example_jsondir import _plan, _schema
+from harel_example_jsondir._plan import Plan, Read, Request, Write
+
+
+class Files:
+    """File texts by relative path, and the log of every request a plan made."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+        self.log: list[Request] = []
+
+    def execute(self, request: Request) -> Any:
+        self.log.append(request)
+        if isinstance(request, Read):
+            return self.texts.get(request.path)
+        if isinstance(request, Write):
+            for path, text in request.files:
+                assert _schema.is_store_file(path), path
+                if text is None:
+                    self.texts.pop(path, None)
+                else:
+                    self.texts[path] = text
+        return None
+
+    def run(self, plan: Plan[Any]) -> Any:
+        return drive(plan, self.execute)
+
+    def writes(self) -> list[Write]:
+        return [request for request in self.log if isinstance(request, Write)]
+
+    def commit(self, exe: Execution, *args: Any, **kwargs: Any) -> None:
+        values = {"processed_event_id": None, "timers": (), "spawns": (), "trace": None}
+        values.update(kwargs)
+        self.run(_plan.commit(exe, *args, **values, trace_max=200))
+
+
+@pytest.fixture
+def files() -> Files:
+    return Files()
+
+
+def test_a_commit_is_one_write_of_document_state_and_trace(files: Files) -> None:
+    exe = Execution(id="a", definition_id="d")
+    files.commit(exe, [("b", Event(id="e", kind="k"))], processed_event_id="p", trace={"x": 1})
+    assert exe.version == 1
+    [write] = files.writes()
+    assert [path for path, _ in write.files] == [
+        _schema.document_path("a"),
+        _schema.STATE,
+        _schema.trace_path("a"),
+    ]
+    assert files.run(_plan.load("a")) == exe
+    assert files.run(_plan.read_trace("a")) == [{"x": 1, "index": 0}]
+    assert files.run(_plan.load_for_event("a", "p")) == (exe, True)
+
+
+def test_a_lost_cas_writes_nothing_and_restores_the_version(files: Files) -> None:
+    files.commit(Execution(id="a", definition_id="d"), [])
+    stale = Execution(id="a", definition_id="d")
+    files.log.clear()
+    with pytest.raises(StoreConflict):
+        files.commit(stale, [(None, Event(kind="lost"))], processed_event_id="p")
+    assert stale.version == 0
+    assert files.writes() == []
+
+
+def test_summaries_carry_the_commit_time_and_marks_their_age(files: Files) -> None:
+    exe = Execution(id="a", definition_id="d")
+    files.commit(exe, [], processed_event_id="p")
+    state = json.loads(files.texts[_schema.STATE])
+    at = state["executions"]["a"]["updated_at"]
+    assert isinstance(at, float) and state["processed"]["a"] == {"p": at}
+    [summary] = files.run(_plan.list_executions(None, None, False, 10, None)).items
+    assert summary.updated_at == at
+
+
+def _seed_two(files: Files) -> None:
+    done = Execution(id="done", definition_id="d", status=Status.DONE)
+    files.commit(
+        done,
+        [("done", Event(kind="self")), ("other", Event(kind="out"))],
+        processed_event_id="p",
+        timers=(TimerOp.schedule("t", 5.0),),
+        spawns=(("child", "", {}),),
+        trace={"s": 1},
+    )
+    other = Execution(id="other", definition_id="d")
+    files.commit(other, [("done", Event(kind="in"))], processed_event_id="q", trace={})
+
+
+def test_purge_removes_everything_of_one_execution_in_one_write(files: Files) -> None:
+    _seed_two(files)
+    files.log.clear()
+    assert files.run(_plan.purge("done", False)) is True
+    [write] = files.writes()
+    assert dict(write.files)[_schema.document_path("done")] is None
+    assert dict(write.files)[_schema.trace_path("done")] is None
+    assert files.run(_plan.load("done")) is None
+    assert files.run(_plan.read_trace("done")) == []
+    assert not files.run(_plan.is_processed("done", "p"))
+    assert files.run(_plan.due_timers(10.0, None)) == []
+    assert files.run(_plan.pending_spawns(None)) == []
+    assert [e.target_id for e in files.run(_plan.pending_outbox(None))] == ["other"]
+    # the other execution is untouched
+    assert files.run(_plan.is_processed("other", "q"))
+    assert files.run(_plan.read_trace("other")) == [{"index": 0}]
+
+
+def test_purge_refuses_an_unfinished_execution_unless_forced(files: Files) -> None:
+    _seed_two(files)
+    files.log.clear()
+    with pytest.raises(ExecutionActive) as info:
+        files.run(_plan.purge("other", False))
+    assert info.value.status == "PENDING"
+    assert files.writes() == []
+    assert files.run(_plan.purge("other", True)) is True
+    assert files.run(_plan.load("other")) is None
+
+
+def test_purging_an_unknown_id_writes_nothing(files: Files) -> None:
+    _seed_two(files)
+    files.log.clear()
+    assert files.run(_plan.purge("nobody", False)) is False
+    assert files.writes() == []
+
+
+def test_prune_drops_old_marks_in_batches_with_a_pause_between(files: Files) -> None:
+    for index in range(5):
+        files.commit(Execution(id=f"e{index}", definition_id="d"), [], processed_event_id="p")
+    state = json.loads(files.texts[_schema.STATE])
+    state["processed"] = {f"e{index}": {"p": 100.0 + index} for index in range(5)}
+    files.texts[_schema.STATE] = json.dumps(state)
+    files.log.clear()
+    assert files.run(_plan.prune_processed(104.0, 2)) == 4  # 104.0 itself is not older
+    kinds = [type(request).__name__ for request in files.log if not isinstance(request, Read)]
+    assert kinds == ["Write", "Pause", "Write", "Pause"]
+    assert [files.run(_plan.is_processed(f"e{i}", "p")) for i in range(5)].count(True) == 1
+
+
+@pytest.mark.parametrize(
+    ("older_than", "batch_size", "error"),
+    [
+        ("1", 10, TypeError),
+        (True, 10, TypeError),
+        (float("nan"), 10, ValueError),
+        (float("inf"), 10, ValueError),
+        (1.0, 0, ValueError),
+        (1.0, 2.5, TypeError),
+        (1.0, True, TypeError),
+    ],
+)
+def test_prune_arguments_are_checked_before_any_read(
+    files: Files, older_than: Any, batch_size: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        files.run(_plan.prune_processed(older_than, batch_size))
+    assert files.log == []
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        lambda: _plan.load(1),  # type: ignore[arg-type]
+        lambda: _plan.load_for_event("a", None),  # type: ignore[arg-type]
+        lambda: _plan.delete_timer("a", "t", None),  # type: ignore[arg-type]
+        lambda: _plan.delete_timer(b"a", "t", 1.0),  # type: ignore[arg-type]
+        lambda: _plan.ack_outbox("1"),  # type: ignore[arg-type]
+        lambda: _plan.due_timers("soon", None),  # type: ignore[arg-type]
+        lambda: _plan.purge("a", "yes"),  # type: ignore[arg-type]
+        lambda: _plan.read_trace(None),  # type: ignore[arg-type]
+    ],
+)
+def test_wrong_argument_types_raise_type_error_before_any_read(files: Files, plan: Any) -> None:
+    with pytest.raises(TypeError):
+        files.run(plan())
+    assert files.log == []
+
+
+def test_a_document_holding_another_id_is_reported_not_served(files: Files) -> None:
+    files.commit(Execution(id="a", definition_id="d"), [])
+    files.texts[_schema.document_path("b")] = files.texts[_schema.document_path("a")]
+    with pytest.raises(StoreCorrupted, match="holds execution 'a'"):
+        files.run(_plan.load("b"))
+
+
+def test_an_undecodable_outbox_entry_is_named(files: Files) -> None:
+    files.commit(Execution(id="a", definition_id="d"), [(None, Event(kind="k"))])
+    state = json.loads(files.texts[_schema.STATE])
+    state["outbox"][0][2] = "{not json"
+    files.texts[_schema.STATE] = json.dumps(state)
+    with pytest.raises(StoreCorrupted, match="outbox entry 1"):
+        files.run(_plan.pending_outbox(None))
+
+
+def test_file_names_are_bounded_for_any_id() -> None:
+    for execution_id in ["", "a", "𝄞" * 16384, "\ud800lone", "../../etc/passwd"]:
+        assert _schema.is_store_file(_schema.document_path(execution_id))
+        assert len(_schema.trace_path(execution_id)) == len("traces/") + 64 + len(".json")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.json",
+        "/etc/passwd",
+        "executions/../../x.json",
+        f"executions/{'0' * 64}.json/../../x",
+        "executions/ABC.json",
+        f"other/{'0' * 64}.json",
+        "journal.json",
+        ".lock",
+        f"executions/{'0' * 64}.json\n",
+        None,
+    ],
+)
+def test_only_the_layouts_files_are_writable(path: Any) -> None:
+    assert not _schema.is_store_file(path)

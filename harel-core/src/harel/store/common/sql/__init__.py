@@ -1,0 +1,33 @@
+"""The SQL family (SQLite, libSQL, rqlite): one schema, one set of statements, one plan.
+
+A SQL-family backend picks a :class:`Dialect` (how statements reach its engine: placeholder
+style, interactive ``BEGIN IMMEDIATE`` transactions or single-request batches, upsert style),
+builds a :class:`SqlPlan` for its database, and drives the plan's generators with a loop that
+executes :class:`Statement` / :class:`Batch` requests and sends back :class:`Result` values.
+It writes no SQL of its own beyond its connection settings (PRAGMAs, URLs, timeouts).
+"""
+
+from harel.store.common.sql.dialect import RQLITE, SQLITE, Dialect, Rendered, render
+from harel.store.common.sql.plan import SqlOp, SqlPlan
+from harel.store.common.sql.requests import Batch, Result, Statement
+from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.common.sql.statements import SqlStatements, statements_for
+
+__all__ = [
+    "DDL",
+    "RQLITE",
+    "SCHEMA_VERSION",
+    "SQLITE",
+    "UPGRADES",
+    "Batch",
+    "Dialect",
+    "Rendered",
+    "Result",
+    "SqlOp",
+    "SqlPlan",
+    "SqlStatements",
+    "Statement",
+    "render",
+    "schema_action",
+    "statements_for",
+]

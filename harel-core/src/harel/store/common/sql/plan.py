@@ -1,0 +1,399 @@
+"""The SQL family's sans-IO plan: every store operation as a generator of requests.
+
+Each method of :class:`SqlPlan` returns a generator that yields
+:class:`~harel.store.common.sql.requests.Statement` (or, for single-request dialects,
+:class:`~harel.store.common.sql.requests.Batch`) requests, is sent each request's
+:class:`~harel.store.common.sql.requests.Result`, and returns the operation's value or raises
+its typed error.  A backend's drivers run them with :func:`harel.store.common.drive` /
+:func:`~harel.store.common.adrive`; the control flow (open → schema check → create or upgrade;
+begin → CAS → conflict or side writes → commit; the append-trace guard; purge's refusal of an
+active execution; prune's batches) exists only here.
+
+Transactions: an interactive dialect gets ``BEGIN``/``COMMIT`` statements, and ``ROLLBACK``
+when a request fails (the exception thrown into the plan) or the plan raises; the driver must
+still roll back if the plan is abandoned mid-transaction by a ``BaseException`` (a
+``KeyboardInterrupt``), which is not thrown into plans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any, TypeVar
+
+from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
+from harel.store.common.codec import decode_event, decode_execution, decode_payload
+from harel.store.common.commit import PreparedCommit, conflict
+from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
+from harel.store.common.listing import ListingQuery, page_from_probe
+from harel.store.common.sql.dialect import Dialect
+from harel.store.common.sql.requests import Batch, Result, Statement
+from harel.store.common.sql.schema import SCHEMA_TABLE, SCHEMA_VERSION, SchemaAction, schema_action
+from harel.store.common.sql.statements import FINISHED_SLOTS, SqlStatements, statements_for
+from harel.store.common.sweeps import sweep_limit
+from harel.store.common.trace import decode_trace_step, encode_trace_step, trace_keep_from
+from harel.store.common.validate import (
+    check_event_ref,
+    check_flag,
+    check_id,
+    check_now,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+)
+from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.errors import ExecutionActive, ExecutionNotFound, StoreCorrupted
+
+T = TypeVar("T")
+Request = Statement | Batch
+SqlOp = Generator[Request, Any, T]
+"""A SQL-family operation: yields requests, is sent their results, returns ``T``."""
+
+_FINISHED = dict(zip(FINISHED_SLOTS, sorted(status.value for status in FINISHED), strict=True))
+
+
+class SqlPlan:
+    """The operations of one SQL-family database, for one dialect.
+
+    ``where`` names the database in messages (``"SQLite database '/srv/app.db'"``);
+    ``max_document_bytes`` is the backend's per-document limit, applied to ``append_trace``
+    (commits get it from :func:`~harel.store.common.committing`).  Arguments are validated by
+    :mod:`harel.store.common.validate` before any request is yielded.
+    """
+
+    def __init__(
+        self, dialect: Dialect, *, where: str, max_document_bytes: int = MAX_DOCUMENT_BYTES
+    ) -> None:
+        self.dialect = dialect
+        self.sql: SqlStatements = statements_for(dialect)
+        self.where = where
+        self.max_document_bytes = max_document_bytes
+        self._begin = Statement(dialect.begin or "")
+        self._commit = Statement(dialect.commit)
+        self._rollback = Statement(dialect.rollback)
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def _transaction(self, body: SqlOp[T]) -> SqlOp[T]:
+        """``body`` between ``BEGIN`` and ``COMMIT``; ``ROLLBACK`` (errors ignored: SQLite may
+        have rolled back on its own) when anything in it fails."""
+        yield self._begin
+        try:
+            value = yield from body
+            yield self._commit
+        except Exception:
+            with contextlib.suppress(Exception):
+                yield self._rollback
+            raise
+        return value
+
+    def _atomic(self, statements: Sequence[Statement]) -> SqlOp[list[Result]]:
+        """Run ``statements`` all-or-nothing: one ``Batch`` or one interactive transaction."""
+        if self.dialect.single_request:
+            return list((yield Batch(tuple(statements))))
+        return (yield from self._transaction(_each(statements)))
+
+    # -- open -----------------------------------------------------------------------------------
+
+    def open_schema(self, now: float) -> SqlOp[None]:
+        """Check the schema version; create it in an empty database or upgrade an older one.
+
+        Safe with concurrent openers: an interactive dialect re-checks inside ``BEGIN
+        IMMEDIATE`` (the second opener finds the work done); a single-request dialect re-checks
+        after a failed batch.  ``now`` dates the marks of an upgraded database.
+        """
+        action, version = yield from self._schema_state()
+        if action == "ready":
+            return
+        if not self.dialect.single_request:
+            yield from self._transaction(self._migrate(now))
+            return
+        try:
+            yield Batch(self._schema_statements(action, version, now))
+        except Exception:
+            if (yield from self._schema_state())[0] != "ready":
+                raise
+
+    def _migrate(self, now: float) -> SqlOp[None]:
+        action, version = yield from self._schema_state()
+        if action != "ready":
+            yield from _each(self._schema_statements(action, version, now))
+
+    def _schema_state(self) -> SqlOp[tuple[SchemaAction, int | None]]:
+        tables = {str(row[0]) for row in (yield self.sql.tables_probe.bind()).rows}
+        version = None
+        if SCHEMA_TABLE in tables:
+            row = (yield self.sql.version_probe.bind()).first
+            version = None if row is None else int(row[0])
+        return schema_action(tables, version, self.where), version
+
+    def _schema_statements(
+        self, action: SchemaAction, version: int | None, now: float
+    ) -> tuple[Statement, ...]:
+        if action == "upgrade" and version is not None:
+            return tuple(s.bind(now=now) for s in self.sql.upgrades[version])
+        return (
+            *(s.bind() for s in self.sql.ddl),
+            self.sql.record_version.bind(version=SCHEMA_VERSION),
+        )
+
+    # -- commit ---------------------------------------------------------------------------------
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> SqlOp[None]:
+        """Write ``prepared`` atomically: the CAS, then every side write; on a lost CAS nothing
+        is written, the found version is read and :class:`StoreConflict` raised."""
+        p = prepared
+        trace_keep_from(0, trace_max)  # validates trace_max before anything runs
+        token = secrets.token_hex(16) if self.dialect.single_request else None
+        cas = (self.sql.insert_execution if p.is_insert else self.sql.update_execution).bind(
+            id=p.execution_id,
+            definition_id=p.definition_id,
+            status=p.status,
+            outcome=p.outcome,
+            active_path=p.active_path,
+            parent_id=p.parent_id,
+            version=p.new_version,
+            data=p.document,
+            updated_at=p.committed_at,
+            token=token,
+            expected=p.expected_version,
+        )
+        effects = list(self._side_writes(p, token, trace_max))
+        if self.dialect.single_request:
+            applied = (yield Batch((cas, *effects)))[0].rowcount == 1
+        else:
+            applied = yield from self._transaction(_cas_then(cas, effects))
+        if not applied:
+            row = (yield self.sql.found_version.bind(id=p.execution_id)).first
+            raise conflict(p, None if row is None else int(row[0]))
+
+    def _side_writes(
+        self, p: PreparedCommit, token: str | None, trace_max: int | None
+    ) -> Iterator[Statement]:
+        sql, owner = self.sql, {"id": p.execution_id, "token": token}
+        for emit in p.emits:
+            yield sql.insert_outbox.bind(target=emit.target_id, event=emit.event_json, **owner)
+        if p.processed_event_id is not None:
+            yield sql.mark_processed.bind(event_id=p.processed_event_id, at=p.committed_at, **owner)
+        for spawn in p.spawns:
+            yield sql.insert_spawn.bind(
+                child=spawn.child_id, root=spawn.root_path, context=spawn.context_json, **owner
+            )
+        for op in p.timers:
+            if op.action == "schedule":
+                yield sql.schedule_timer.bind(
+                    path=op.path, fire_at=op.fire_at, fire_at_repr=repr(op.fire_at), **owner
+                )
+            else:
+                yield sql.cancel_timer.bind(path=op.path, **owner)
+        if p.trace is not None:
+            yield sql.append_trace.bind(entry=p.trace, **owner)
+            if trace_max:
+                yield sql.trim_trace.bind(keep=trace_max, **owner)
+
+    # -- trace ----------------------------------------------------------------------------------
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> SqlOp[None]:
+        """Append one step outside a commit (same index and ring rules); the insert itself
+        checks that the execution exists, else :class:`ExecutionNotFound` and nothing written."""
+        execution_id = check_id(execution_id)
+        trace_keep_from(0, trace_max)
+        body = encode_trace_step(entry, max_document_bytes=self.max_document_bytes)
+        statements = [self.sql.append_trace_alone.bind(id=execution_id, entry=body)]
+        if trace_max:
+            statements.append(self.sql.trim_trace_alone.bind(id=execution_id, keep=trace_max))
+        if self.dialect.single_request:
+            results = yield from self._atomic(statements)
+        else:
+            results = yield from self._transaction(_guarded(statements))
+        if not results or results[0].rowcount != 1:
+            raise ExecutionNotFound(execution_id)
+
+    def read_trace(self, execution_id: str) -> SqlOp[list[dict[str, Any]]]:
+        """The retained steps, oldest first (the column's index wins)."""
+        execution_id = check_id(execution_id)
+        rows = (yield self.sql.read_trace.bind(id=execution_id)).rows
+        return [
+            decode_trace_step(entry, int(idx), what=f"trace step {idx} of {execution_id!r}")
+            for idx, entry in rows
+        ]
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def purge(self, execution_id: str, force: bool) -> SqlOp[bool]:
+        """Delete the execution and everything it owns in one transaction; ``True`` when the
+        execution existed.  An active one (not finished) is left whole and raises
+        :class:`ExecutionActive` unless ``force``."""
+        execution_id = check_id(execution_id)
+        values = {"id": execution_id, "force": int(check_flag(force, "force")), **_FINISHED}
+        results = yield from self._atomic([s.bind(**values) for s in self.sql.purge])
+        if results[-1].rowcount > 0:
+            return True
+        row = (yield self.sql.execution_status.bind(id=execution_id)).first
+        if row is not None:
+            raise ExecutionActive(execution_id, str(row[0]))
+        return False
+
+    def prune_processed(self, older_than: float, batch_size: int) -> SqlOp[int]:
+        """Drop dedupe marks recorded before ``older_than``, at most ``batch_size`` per
+        statement (each its own short write); returns how many were dropped."""
+        cutoff, batch_size = check_prune(older_than, batch_size)
+        statement = self.sql.prune_processed.bind(older_than=cutoff, batch=batch_size)
+        dropped = 0
+        while True:
+            count = max(int((yield statement).rowcount), 0)
+            dropped += count
+            if count < batch_size:
+                return dropped
+
+    def footprint(self, execution_id: str) -> SqlOp[list[str]]:
+        """Every row ``execution_id`` owns, one label each (``"execution"``, ``"processed:EV"``,
+        ``"timer:PATH"``, ``"outbox:SEQ"``, ``"spawn:SEQ"``, ``"trace:IDX"``): what a test
+        harness reports as the dataset's footprint of one execution."""
+        labels: list[str] = []
+        for label, query in self.sql.footprint:
+            for (key,) in (yield query.bind(id=execution_id)).rows:
+                labels.append(label if label == "execution" else f"{label}:{key}")
+        return labels
+
+    # -- executions -----------------------------------------------------------------------------
+
+    def load(self, execution_id: str) -> SqlOp[Execution | None]:
+        """A fresh copy of the stored execution, or ``None``."""
+        execution_id = check_id(execution_id)
+        row = (yield self.sql.load.bind(id=execution_id)).first
+        return None if row is None else self._execution(execution_id, row[0])
+
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> SqlOp[tuple[Execution | None, bool]]:
+        """The execution plus whether ``event_id`` was processed, in one statement."""
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        row = (yield self.sql.load_for_event.bind(id=execution_id, event_id=event_id)).first
+        if row is None:
+            return None, False
+        return self._execution(execution_id, row[0]), bool(row[1])
+
+    def is_processed(self, execution_id: str, event_id: str) -> SqlOp[bool]:
+        """Whether that execution already processed that event (a primary-key probe)."""
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        result = yield self.sql.is_processed.bind(id=execution_id, event_id=event_id)
+        return result.first is not None
+
+    def list_executions(self, query: ListingQuery) -> SqlOp[ExecutionPage]:
+        """One page ordered by id: a keyset probe of ``limit + 1`` rows after the cursor
+        (``query`` from :func:`~harel.store.common.listing_query`, which validates it)."""
+        if query.matches_nothing:
+            return ExecutionPage()
+        clauses: list[str] = []
+        # limit + 1 detects a next page; MAX_INT rows can never be stored, so capping is exact
+        values: dict[str, Any] = {"probe": min(query.limit + 1, MAX_INT)}
+        if query.after is not None:
+            clauses.append("id > :after")
+            values["after"] = query.after
+        if query.definition_id is not None:
+            clauses.append("definition_id = :definition_id")
+            values["definition_id"] = query.definition_id
+        if query.roots_only:
+            clauses.append("parent_id IS NULL")
+        statuses = query.status_values or ()
+        values.update((f"status{n}", value) for n, value in enumerate(statuses))
+        statement = self.sql.listing(clauses, len(statuses)).bind(**values)
+        rows = (yield statement).rows
+        return page_from_probe(query, [self._summary(row) for row in rows])
+
+    # -- relays and timers ----------------------------------------------------------------------
+
+    def pending_outbox(self, limit: int | None) -> SqlOp[list[OutboxEntry]]:
+        """Undelivered events, oldest first (served by the ``seq`` key)."""
+        rows = (yield self.sql.pending_outbox.bind(limit=bound_limit(limit))).rows
+        return [
+            OutboxEntry(int(seq), target, decode_event(event, what=f"outbox entry {seq}"))
+            for seq, target, event in rows
+        ]
+
+    def pending_spawns(self, limit: int | None) -> SqlOp[list[SpawnEntry]]:
+        """Uncreated children, oldest first (served by the ``seq`` key)."""
+        rows = (yield self.sql.pending_spawns.bind(limit=bound_limit(limit))).rows
+        return [
+            SpawnEntry(int(seq), parent, child, root, decode_payload(ctx, what=f"spawn {seq}"))
+            for seq, parent, child, root, ctx in rows
+        ]
+
+    def ack_outbox(self, seq: int) -> SqlOp[None]:
+        """Forget one delivered event (unknown seq: nothing changes)."""
+        yield self.sql.ack_outbox.bind(seq=check_seq(seq))
+
+    def ack_spawn(self, seq: int) -> SqlOp[None]:
+        """Forget one spawn intent (unknown seq: nothing changes)."""
+        yield self.sql.ack_spawn.bind(seq=check_seq(seq))
+
+    def due_timers(self, now: float, limit: int | None) -> SqlOp[list[DueTimer]]:
+        """Armed timers with ``fire_at <= now``, ascending (a range scan of ``timers_due``);
+        ``fire_at`` comes back bit-exact from its ``repr`` column."""
+        statement = self.sql.due_timers.bind(now=check_now(now), limit=bound_limit(limit))
+        rows = (yield statement).rows
+        return [(execution_id, path, float(text)) for execution_id, path, text in rows]
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> SqlOp[None]:
+        """Disarm a timer only while it still holds exactly ``fire_at`` (a re-armed one stays)."""
+        execution_id, path, exact = check_timer_ref(execution_id, path, fire_at)
+        yield self.sql.delete_timer.bind(id=execution_id, path=path, fire_at=exact)
+
+    # -- decoding -------------------------------------------------------------------------------
+
+    def _execution(self, execution_id: str, data: Any) -> Execution:
+        return decode_execution(data, what=f"the stored document of execution {execution_id!r}")
+
+    def _summary(self, row: Sequence[Any]) -> ExecutionSummary:
+        try:
+            return ExecutionSummary(
+                id=row[0],
+                definition_id=row[1],
+                status=Status(row[2]),
+                outcome=row[3],
+                active_path=row[4],
+                version=int(row[5]),
+                parent_id=row[6],
+                updated_at=None if row[7] is None else float(row[7]),
+            )
+        except (TypeError, ValueError) as exc:
+            raise StoreCorrupted(
+                f"the summary columns of execution {row[0]!r} in {self.where} cannot be read "
+                f"({str(exc)[:200]}); restore the row from a backup or purge it"
+            ) from exc
+
+
+# -- helpers shared by the plans ----------------------------------------------------------------
+
+
+def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
+    results = []
+    for statement in statements:
+        results.append((yield statement))
+    return results
+
+
+def _cas_then(cas: Statement, effects: Sequence[Statement]) -> SqlOp[bool]:
+    """The CAS; the side writes only when it changed its row.  Returns whether it applied."""
+    if (yield cas).rowcount != 1:
+        return False
+    yield from _each(effects)
+    return True
+
+
+def _guarded(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
+    """Run the first statement; the rest only when it changed a row."""
+    first: Result = yield statements[0]
+    if first.rowcount != 1:
+        return [first]
+    return [first, *(yield from _each(statements[1:]))]
+
+
+def bound_limit(limit: int | None) -> int:
+    """A validated sweep ``limit`` as a bound ``LIMIT`` value (``-1`` = unbounded)."""
+    checked = sweep_limit(limit)
+    return -1 if checked is None else checked

@@ -1,0 +1,241 @@
+"""Every statement of the SQL family, written once and rendered for one :class:`Dialect`.
+
+Texts use ``:name`` slots (see :func:`~harel.store.common.sql.dialect.render`).  Two statement
+shapes depend on the dialect:
+
+* **side writes of a commit** (outbox, dedupe mark, spawns, timers, trace): unguarded for an
+  interactive dialect, whose plan runs them only after the CAS changed its row; guarded by
+  ``EXISTS (... id = :id AND commit_token = :token)`` for a single-request dialect, whose
+  whole commit is one request: a lost CAS leaves the token unchanged, so every side write of
+  the loser matches no row (a byte-identical loser included);
+* **upserts**: ``ON CONFLICT`` clauses, or ``INSERT OR REPLACE/IGNORE`` (``Dialect.upsert``).
+
+A side write is an ``INSERT ... SELECT`` so that it can carry a ``WHERE``; an upsert over a
+``SELECT`` needs one anyway (``WHERE true``) for SQLite's parser.  The trace index is
+``MAX(idx) + 1`` of the execution's stored steps (0 for the first), computed inside the
+statement that inserts it, so indices stay contiguous; the ring trim deletes
+``idx <= MAX(idx) - trace_max``.
+"""
+
+# ruff: noqa: S608 - every text below is composed of fixed fragments; values are slots only
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache, partial
+
+from harel.store.common.sql.dialect import Dialect, Rendered, render
+from harel.store.common.sql.schema import DDL, RECORD_VERSION, UPGRADES, VERSION_PROBE
+from harel.store.common.sql.schema import TABLES_PROBE as _TABLES_PROBE
+from harel.store.contract import FINISHED
+
+SUMMARY_COLUMNS = "id, definition_id, status, outcome, active_path, version, parent_id, updated_at"
+"""The listing's projection, in the order :func:`~harel.store.common.sql.plan` decodes it."""
+
+FINISHED_SLOTS = tuple(f"finished{n}" for n in range(len(FINISHED)))
+"""Slot names binding the finished statuses (values: ``sorted(s.value for s in FINISHED)``)."""
+
+_OWNER = "EXISTS (SELECT 1 FROM executions WHERE id = :id AND commit_token = :token)"
+_EXISTS = "EXISTS (SELECT 1 FROM executions WHERE id = :id)"
+_INACTIVE = (
+    "(:force OR NOT EXISTS (SELECT 1 FROM executions WHERE id = :id AND status NOT IN ("
+    + ", ".join(f":{slot}" for slot in FINISHED_SLOTS)
+    + ")))"
+)
+
+
+class SqlStatements:
+    """The rendered statements of one dialect (build with :func:`statements_for`)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        guard = _OWNER if dialect.single_request else None
+        r = self._r
+
+        # -- schema
+        self.tables_probe = r(_TABLES_PROBE)
+        self.version_probe = r(VERSION_PROBE)
+        self.ddl = tuple(r(text) for text in DDL)
+        self.record_version = r(self._upsert(RECORD_VERSION))
+        self.upgrades = {old: tuple(r(text) for text in texts) for old, texts in UPGRADES.items()}
+
+        # -- commit: the CAS, the found version, the side writes
+        self.insert_execution = r(
+            self._upsert(
+                "INSERT INTO executions (id, definition_id, status, outcome, active_path, "
+                "parent_id, version, data, updated_at, commit_token) VALUES (:id, "
+                ":definition_id, :status, :outcome, :active_path, :parent_id, :version, :data, "
+                ":updated_at, :token) ON CONFLICT (id) DO NOTHING"
+            )
+        )
+        self.update_execution = r(
+            "UPDATE executions SET definition_id = :definition_id, status = :status, "
+            "outcome = :outcome, active_path = :active_path, parent_id = :parent_id, "
+            "version = :version, data = :data, updated_at = :updated_at, "
+            "commit_token = :token WHERE id = :id AND version = :expected"
+        )
+        self.found_version = r("SELECT version FROM executions WHERE id = :id")
+        self.execution_status = r("SELECT status FROM executions WHERE id = :id")
+        side = partial(self._side_insert, guard)
+        self.insert_outbox = side("outbox (target_id, event)", ":target, :event")
+        self.mark_processed = side(
+            "processed_events (execution_id, event_id, processed_at)",
+            ":id, :event_id, :at",
+            "(execution_id, event_id) DO NOTHING",
+        )
+        self.insert_spawn = side(
+            "spawns (parent_id, child_id, root_path, context)", ":id, :child, :root, :context"
+        )
+        self.schedule_timer = side(
+            "timers (execution_id, path, fire_at, fire_at_repr)",
+            ":id, :path, :fire_at, :fire_at_repr",
+            "(execution_id, path) DO UPDATE "
+            "SET fire_at = excluded.fire_at, fire_at_repr = excluded.fire_at_repr",
+        )
+        self.cancel_timer = r(
+            "DELETE FROM timers WHERE execution_id = :id AND path = :path" + _and(guard)
+        )
+        self.append_trace = r(_append_trace(guard))
+        self.trim_trace = r(_trim_trace(guard))
+
+        # -- append_trace outside a commit: the insert itself checks that the execution exists
+        self.append_trace_alone = r(_append_trace(_EXISTS))
+        self.trim_trace_alone = r(_trim_trace(None))
+
+        # -- retention
+        self.purge = tuple(
+            r(f"DELETE FROM {table} WHERE {column} = :id AND {_INACTIVE}")
+            for table, column in (
+                ("processed_events", "execution_id"),
+                ("timers", "execution_id"),
+                ("outbox", "target_id"),
+                ("spawns", "parent_id"),
+                ("trace", "execution_id"),
+                ("executions", "id"),  # last: the guards above read this row
+            )
+        )
+        """Purge's deletes, to run in one transaction; the last one's rowcount says whether
+        the execution existed and was not active (or ``force`` was set)."""
+        self.prune_processed = r(
+            "DELETE FROM processed_events WHERE (execution_id, event_id) IN ("
+            "SELECT execution_id, event_id FROM processed_events "
+            "WHERE processed_at < :older_than ORDER BY processed_at LIMIT :batch)"
+        )
+
+        self.footprint = tuple(
+            (label, r(f"SELECT {key} FROM {table} WHERE {column} = :id ORDER BY {key}"))
+            for label, key, table, column in (
+                ("execution", "''", "executions", "id"),
+                ("processed", "event_id", "processed_events", "execution_id"),
+                ("timer", "path", "timers", "execution_id"),
+                ("outbox", "seq", "outbox", "target_id"),
+                ("spawn", "seq", "spawns", "parent_id"),
+                ("trace", "idx", "trace", "execution_id"),
+            )
+        )
+        """For test harnesses: ``(label, query)`` pairs listing every row one execution owns."""
+
+        # -- single-statement writes
+        self.ack_outbox = r("DELETE FROM outbox WHERE seq = :seq")
+        self.ack_spawn = r("DELETE FROM spawns WHERE seq = :seq")
+        self.delete_timer = r(
+            "DELETE FROM timers WHERE execution_id = :id AND path = :path AND fire_at = :fire_at"
+        )
+
+        # -- reads
+        self.load = r("SELECT data FROM executions WHERE id = :id")
+        self.load_for_event = r(
+            "SELECT e.data, EXISTS (SELECT 1 FROM processed_events AS p "
+            "WHERE p.execution_id = e.id AND p.event_id = :event_id) "
+            "FROM executions AS e WHERE e.id = :id"
+        )
+        self.is_processed = r(
+            "SELECT 1 FROM processed_events WHERE execution_id = :id AND event_id = :event_id"
+        )
+        self.pending_outbox = r(
+            "SELECT seq, target_id, event FROM outbox ORDER BY seq LIMIT :limit"
+        )
+        self.pending_spawns = r(
+            "SELECT seq, parent_id, child_id, root_path, context FROM spawns "
+            "ORDER BY seq LIMIT :limit"
+        )
+        self.due_timers = r(
+            "SELECT execution_id, path, fire_at_repr FROM timers WHERE fire_at <= :now "
+            "ORDER BY fire_at, execution_id, path LIMIT :limit"
+        )
+        self.read_trace = r("SELECT idx, entry FROM trace WHERE execution_id = :id ORDER BY idx")
+
+    def _r(self, text: str) -> Rendered:
+        return render(text, self.dialect)
+
+    def _side_insert(
+        self, guard: str | None, into: str, values: str, conflict: str | None = None
+    ) -> Rendered:
+        """``INSERT INTO into SELECT values [WHERE guard] [ON CONFLICT conflict]``."""
+        text = f"INSERT INTO {into} SELECT {values}" + _where(guard, upsert=conflict is not None)
+        return self._r(text if conflict is None else self._upsert(f"{text} ON CONFLICT {conflict}"))
+
+    def _upsert(self, text: str) -> str:
+        """``text`` as written (``ON CONFLICT``), or rewritten to ``INSERT OR ...``."""
+        if self.dialect.upsert == "on_conflict":
+            return text
+        head, _, clause = text.partition(" ON CONFLICT ")
+        verb = "IGNORE" if clause.endswith("DO NOTHING") else "REPLACE"
+        return f"INSERT OR {verb} INTO " + head.removeprefix("INSERT INTO ")
+
+    def listing(self, clauses: Sequence[str], statuses: int) -> Rendered:
+        """The keyset probe of ``list_executions``.
+
+        ``clauses`` are fixed filter texts with slots (``id > :after``, ...); with several
+        statuses, one index-ordered arm per status (slot ``:status{n}``) merged by id, so each
+        arm reads at most ``:probe`` rows and the cost grows with the page, not the matches.
+        """
+        return _listing(tuple(clauses), statuses, self.dialect)
+
+
+def _where(guard: str | None, *, upsert: bool = False) -> str:
+    if guard is not None:
+        return f" WHERE {guard}"
+    return " WHERE true" if upsert else ""
+
+
+def _and(guard: str | None) -> str:
+    return "" if guard is None else f" AND {guard}"
+
+
+def _append_trace(guard: str | None) -> str:
+    return (
+        "INSERT INTO trace (execution_id, idx, entry) SELECT :id, next_idx, :entry FROM ("
+        "SELECT COALESCE(MAX(idx), -1) + 1 AS next_idx FROM trace WHERE execution_id = :id)"
+        + _where(guard)
+    )
+
+
+def _trim_trace(guard: str | None) -> str:
+    return (
+        "DELETE FROM trace WHERE execution_id = :id AND idx <= "
+        "(SELECT MAX(idx) FROM trace WHERE execution_id = :id) - :keep" + _and(guard)
+    )
+
+
+def _select_page(clauses: Sequence[str]) -> str:
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    return f"SELECT {SUMMARY_COLUMNS} FROM executions{where} ORDER BY id LIMIT :probe"
+
+
+@lru_cache(maxsize=256)
+def _listing(clauses: tuple[str, ...], statuses: int, dialect: Dialect) -> Rendered:
+    if statuses <= 1:
+        extra = ["status = :status0"] if statuses == 1 else []
+        return render(_select_page([*clauses, *extra]), dialect)
+    arms = [
+        f"SELECT * FROM ({_select_page([*clauses, f'status = :status{n}'])})"
+        for n in range(statuses)
+    ]
+    return render(" UNION ALL ".join(arms) + " ORDER BY id LIMIT :probe", dialect)
+
+
+@lru_cache(maxsize=16)
+def statements_for(dialect: Dialect) -> SqlStatements:
+    """The statements of ``dialect`` (rendered once per dialect)."""
+    return SqlStatements(dialect)

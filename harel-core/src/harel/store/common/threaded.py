@@ -1,0 +1,421 @@
+"""One sync-to-async adapter for stores whose driver is synchronous only.
+
+:class:`ThreadedRunner` owns one dedicated worker thread.  An async store hands it *whole
+operations* (a whole commit: the plan and every driver call of it) with ``await
+runner.run(fn, *args)``; the operations run one after another, in submission order, in that
+thread.  So a driver connection created by the worker (``await runner.run(connect, ...)``) is
+only ever touched by one thread, transactions are serialised without an ``asyncio.Lock``, and
+one operation costs one thread hop however many statements it runs.
+
+Cancellation rule (the contract's outcome rule follows from it): when the task awaiting
+:meth:`ThreadedRunner.run` is cancelled
+
+* before the operation started, the operation is withdrawn and never runs;
+* once the operation started, ``run`` waits — shielded, ignoring further cancellations — until
+  the operation has finished, and only then re-raises :class:`asyncio.CancelledError`.
+
+Either way, when the caller sees the cancellation nothing of the operation is still running: a
+commit that bumps and restores ``exe.version`` inside the operation has left ``exe.version``
+telling whether it was stored, and no transaction is open.
+
+:meth:`ThreadedRunner.close` (or :meth:`~ThreadedRunner.aclose`) lets queued operations finish
+and stops the thread.  The thread is a daemon, and a runner that is garbage collected without
+being closed stops its thread, so an unclosed runner never keeps the interpreter from exiting.
+:meth:`ThreadedRunner.call` is the blocking form for synchronous code (teardown, harnesses).
+
+:class:`ThreadedAsyncStore` is the whole async twin built on a runner: every method of the
+async contract runs the sync store's method whole in the worker thread.  A backend whose driver
+is sync-only writes its sync store and gets the async one as a subclass that only says how to
+open it (``harel_store_sqlite.aio`` is the example).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import queue
+import threading
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
+
+from harel.store.contract import Capabilities, ExecutionStore
+from harel.store.errors import StoreError
+
+__all__ = ["RunnerClosed", "ThreadedAsyncStore", "ThreadedRunner"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound=ExecutionStore)
+
+_STOP = None
+_names = itertools.count(1)
+
+_PENDING, _RUNNING, _DONE, _WITHDRAWN = range(4)
+
+
+class _Job:
+    """One queued operation and, once run, its outcome (``ok`` and ``value``)."""
+
+    __slots__ = ("args", "delivered", "fn", "notify", "ok", "state", "value", "waiter")
+
+    def __init__(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], notify: Callable[[_Job], None]
+    ) -> None:
+        self.fn: Callable[..., Any] | None = fn
+        self.args: tuple[Any, ...] = args
+        self.notify = notify
+        self.state = _PENDING
+        self.ok = False
+        self.value: Any = None
+        self.delivered = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    def outcome(self) -> Any:
+        """The operation's result, or raise its exception."""
+        if self.ok:
+            return self.value
+        raise self.value
+
+
+def _nothing() -> None:
+    """The marker job queued by ``close``: done once every earlier job is."""
+
+
+class RunnerClosed(RuntimeError):
+    """An operation was submitted to a :class:`ThreadedRunner` after :meth:`close`.
+
+    Stores map it to their own "store is closed" error.
+    """
+
+
+def _work(jobs: queue.SimpleQueue[_Job | None], lock: threading.Lock) -> None:
+    """The worker thread's loop: run each job not withdrawn by its caller, until ``_STOP``.
+
+    Holds no reference to the runner, so a forgotten runner can be garbage collected.
+    """
+    while True:
+        job = jobs.get()
+        if job is _STOP:
+            return
+        with lock:
+            if job.state != _PENDING:
+                continue  # withdrawn: the caller was cancelled before the operation started
+            job.state = _RUNNING
+        fn, args = job.fn, job.args
+        job.fn, job.args = None, ()
+        try:
+            job.value = fn(*args) if fn is not None else None
+            job.ok = True
+        except BaseException as exc:  # handed to the caller
+            job.value = exc
+        job.state = _DONE
+        job.notify(job)
+        del job, fn, args
+
+
+class _Mailbox:
+    """Finished jobs on their way back to one event loop.
+
+    The worker drops each finished job here and wakes the loop only when no wake-up is already
+    pending, so a burst of operations finishing back to back costs one wake-up, not one each.
+    """
+
+    __slots__ = ("_finished", "_lock", "_loop", "_pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # the runner's mailboxes are keyed weakly by loop
+        self._lock = threading.Lock()
+        self._finished: list[tuple[asyncio.Future[Any], _Job]] = []
+        self._pending = False
+
+    def post(self, future: asyncio.Future[Any], job: _Job) -> None:
+        """Worker side: hand over a finished job (dropped if the loop is closed: nobody waits)."""
+        with self._lock:
+            self._finished.append((future, job))
+            if self._pending:
+                return
+            self._pending = True
+        loop = self._loop()
+        if loop is not None and not loop.is_closed():
+            # RuntimeError: the loop closed meanwhile, nobody is waiting any more
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            finished, self._finished = self._finished, []
+            self._pending = False
+        for future, job in finished:
+            _deliver(future, job)
+
+
+def _deliver(future: asyncio.Future[Any], job: _Job) -> None:
+    """Loop side: settle the caller's future (unless it was cancelled) and wake a cancelled
+    caller waiting for the operation to finish."""
+    job.delivered = True
+    if job.waiter is not None and not job.waiter.done():
+        job.waiter.set_result(None)
+    if future.done():
+        return
+    if job.ok:
+        future.set_result(job.value)
+    else:
+        future.set_exception(job.value)
+
+
+async def _wait_uncancellable(waiter: asyncio.Future[Any]) -> bool:
+    """Wait until ``waiter`` is done, ignoring (but counting) cancellations of the current task.
+
+    Returns whether the task was cancelled meanwhile; the waiter's own outcome is discarded.
+    """
+    cancelled = False
+    while not waiter.done():
+        try:
+            await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            cancelled = True
+        except BaseException:  # the operation's own outcome, discarded
+            break
+    return cancelled
+
+
+class ThreadedRunner:
+    """Runs synchronous operations one at a time in one dedicated worker thread.
+
+    Guarantees: operations run in submission order, never two at once, always in the same
+    thread; :meth:`run` is cancellation-safe as described in the module docstring; ``close``
+    is idempotent and waits for queued operations; an unclosed runner never blocks exit.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        """Start the worker thread (named ``name``, for debugging and thread dumps)."""
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._mailboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mailbox] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._thread = threading.Thread(
+            target=_work,
+            args=(self._jobs, self._lock),
+            name=name or f"harel-store-worker-{next(_names)}",
+            daemon=True,
+        )
+        self._thread.start()
+        # A forgotten runner stops its thread when collected (the loop holds no ref to self).
+        self._finalizer = weakref.finalize(self, self._jobs.put, _STOP)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` or :meth:`aclose` was called."""
+        return self._closed
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The worker thread (its identity is what thread-bound drivers care about)."""
+        return self._thread
+
+    def _mailbox(self, loop: asyncio.AbstractEventLoop) -> _Mailbox:
+        mailbox = self._mailboxes.get(loop)
+        if mailbox is None:
+            mailbox = self._mailboxes[loop] = _Mailbox(loop)
+        return mailbox
+
+    def _put(self, job: _Job) -> None:
+        with self._lock:
+            if self._closed:
+                raise RunnerClosed("this store's worker thread is closed; open a new store")
+            self._jobs.put(job)
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Run ``fn(*args)`` in the worker thread and return its result (or raise its error).
+
+        Raises :class:`RunnerClosed` after :meth:`close`.  If the awaiting task is cancelled,
+        a not-yet-started operation is withdrawn; a started one is awaited to completion (its
+        result discarded) before ``CancelledError`` is re-raised.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        job = _Job(fn, args, functools.partial(self._mailbox(loop).post, future))
+        self._put(job)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            with self._lock:
+                if job.state == _PENDING:
+                    job.state = _WITHDRAWN
+                    raise
+            if not job.delivered:  # started: let it finish before unwinding
+                job.waiter = loop.create_future()
+                await _wait_uncancellable(job.waiter)
+            raise
+
+    def call(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Run ``fn(*args)`` in the worker thread and block until it is done (sync callers).
+
+        Called from the worker thread itself it runs ``fn`` directly (no deadlock).
+        """
+        if threading.current_thread() is self._thread:
+            return fn(*args)
+        done = threading.Event()
+        job = _Job(fn, args, lambda _job: done.set())
+        self._put(job)
+        done.wait()
+        result: T = job.outcome()
+        return result
+
+    def _stop(self, notify: Callable[[_Job], None]) -> bool:
+        """Mark closed and queue a marker job (notified once every earlier job is done) and
+        the stop; ``False`` when already closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._jobs.put(_Job(_nothing, (), notify))
+            self._closed = True
+            self._finalizer.detach()
+            self._jobs.put(_STOP)
+            return True
+
+    def close(self) -> None:
+        """Let queued operations finish, then stop the worker thread (idempotent).
+
+        Blocks until the thread has exited (unless called from the worker itself).
+        """
+        self._stop(lambda _job: None)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the event loop (idempotent).
+
+        If the awaiting task is cancelled, the queued operations still finish before
+        ``CancelledError`` is re-raised.
+        """
+        loop = asyncio.get_running_loop()
+        drained: asyncio.Future[None] = loop.create_future()
+        if not self._stop(functools.partial(self._mailbox(loop).post, drained)):
+            return
+        if threading.current_thread() is self._thread:
+            return
+        if await _wait_uncancellable(drained):
+            raise asyncio.CancelledError
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"ThreadedRunner({self._thread.name!r}, {state})"
+
+
+def _hop(
+    method: Callable[Concatenate[Any, P], T],
+) -> Callable[Concatenate[ThreadedAsyncStore[Any], P], Coroutine[Any, Any, T]]:
+    """The async twin of a contract method: the sync store's method, whole, in one hop."""
+    name = method.__name__
+
+    async def hop(self: ThreadedAsyncStore[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._run(functools.partial(getattr(self.store, name), *args, **kwargs))
+
+    hop.__name__ = hop.__qualname__ = name
+    hop.__doc__ = (
+        f"``{name}`` of the wrapped sync store, run whole in the worker thread (one hop); "
+        "cancellation-safe as described in :mod:`harel.store.common.threaded`."
+    )
+    return hop
+
+
+class ThreadedAsyncStore(Generic[S]):
+    """An :class:`~harel.store.contract.AsyncExecutionStore` made of a sync store and a
+    :class:`ThreadedRunner`: every contract method runs the sync store's method whole in the
+    runner's thread, so operations are serialised, one operation costs one thread hop, and a
+    cancelled call returns only once its operation was withdrawn or finished (a cancelled
+    ``commit`` has left ``exe.version`` telling whether it was stored).
+
+    Subclasses set ``capabilities`` and provide ``from_url``; they build instances with
+    :meth:`start`, which constructs the sync store in the worker thread.
+    """
+
+    capabilities: ClassVar[Capabilities]
+
+    def __init__(self, runner: ThreadedRunner, store: S) -> None:
+        """Wrap ``store``, which ``runner``'s thread owns from now on (use :meth:`start`)."""
+        self._runner = runner
+        self.store: S = store
+        """The wrapped sync store: call it only through this object (its thread owns it)."""
+
+    @classmethod
+    async def start(cls, factory: Callable[[], S], *, name: str | None = None) -> Self:
+        """Start a worker thread, build the sync store with ``factory()`` in it, wrap it.
+
+        If building fails (or the caller is cancelled) the thread is stopped again.
+        """
+        runner = ThreadedRunner(name)
+        try:
+            store = await runner.run(factory)
+        except BaseException:
+            runner.close()  # nothing queued behind the factory: returns at once
+            raise
+        return cls(runner, store)
+
+    @property
+    def trace_max(self) -> int | None:
+        """The wrapped store's trace ring size (setting it changes the wrapped store's)."""
+        return self.store.trace_max
+
+    @trace_max.setter
+    def trace_max(self, value: int | None) -> None:
+        self.store.trace_max = value
+
+    async def _run(self, call: Callable[[], T]) -> T:
+        try:
+            return await self._runner.run(call)
+        except RunnerClosed:
+            raise StoreError(f"{self!r} is closed; open a new store") from None
+
+    load = _hop(ExecutionStore.load)
+    load_for_event = _hop(ExecutionStore.load_for_event)
+    save = _hop(ExecutionStore.save)
+    commit = _hop(ExecutionStore.commit)
+    is_processed = _hop(ExecutionStore.is_processed)
+    pending_outbox = _hop(ExecutionStore.pending_outbox)
+    ack_outbox = _hop(ExecutionStore.ack_outbox)
+    pending_spawns = _hop(ExecutionStore.pending_spawns)
+    ack_spawn = _hop(ExecutionStore.ack_spawn)
+    due_timers = _hop(ExecutionStore.due_timers)
+    delete_timer = _hop(ExecutionStore.delete_timer)
+    read_trace = _hop(ExecutionStore.read_trace)
+    append_trace = _hop(ExecutionStore.append_trace)
+    list_executions = _hop(ExecutionStore.list_executions)
+    purge = _hop(ExecutionStore.purge)
+    prune_processed = _hop(ExecutionStore.prune_processed)
+
+    async def close(self) -> None:
+        """Close the wrapped store in its thread, then stop the thread (idempotent)."""
+        if self._runner.closed:
+            return
+        try:
+            await self._run(self.store.close)
+        finally:
+            await self._runner.aclose()
+
+    def close_blocking(self) -> None:
+        """:meth:`close` for synchronous teardown code (a test harness); blocks until done.
+
+        Must not be called from the event loop while operations of this store are pending.
+        """
+        if self._runner.closed:
+            return
+        try:
+            self._runner.call(self.store.close)
+        finally:
+            self._runner.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.store!r})"

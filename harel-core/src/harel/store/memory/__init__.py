@@ -1,0 +1,38 @@
+"""The in-memory reference store, laid out as every backend is (and so the template).
+
+``DictStore`` (:mod:`.sync`) and ``AsyncDictStore`` (:mod:`.aio`) drive one sans-IO plan
+(:mod:`._plan`) against plain dict tables (:mod:`._tables`); :mod:`._plugin` registers the
+``memory://`` backend without importing either store, and :mod:`.testing` is the conformance
+kit's harness.  Values are held as the shared codec's JSON text, so a store never aliases the
+caller's objects and has exactly the type fidelity of the durable backends.
+
+The names below are re-exported lazily: importing this package imports no store module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harel.store.memory._capabilities import CAPABILITIES
+    from harel.store.memory._tables import MemoryData
+    from harel.store.memory.aio import AsyncDictStore
+    from harel.store.memory.sync import DictStore
+
+_EXPORTS = {
+    "CAPABILITIES": "harel.store.memory._capabilities",
+    "AsyncDictStore": "harel.store.memory.aio",
+    "DictStore": "harel.store.memory.sync",
+    "MemoryData": "harel.store.memory._tables",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harel.store.memory' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["CAPABILITIES", "AsyncDictStore", "DictStore", "MemoryData"]

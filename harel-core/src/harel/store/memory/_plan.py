@@ -1,0 +1,452 @@
+"""The memory backend's sans-IO protocol: what each operation asks of the tables, and why.
+
+Each operation is a generator that yields *requests* (small frozen dataclasses: read a row,
+write a row, scan an index) and is sent each request's result; it returns the operation's
+value or raises the contract's typed error.  :class:`~harel.store.memory._tables.MemoryData`
+executes the requests (it is this backend's "database"), and the two drivers only run the
+loop (:func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`).
+
+A :class:`Transaction` request runs a nested plan atomically (the tables' lock is held for the
+whole of it): the memory equivalent of ``BEGIN ... COMMIT``.  Every other request is atomic on
+its own.  Everything is validated and encoded before the first write, so a plan that raises
+has written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
+from harel.store.common import (
+    ListingQuery,
+    PreparedCommit,
+    cas_decision,
+    conflict,
+    decode_event,
+    decode_execution,
+    decode_trace_step,
+    encode_trace_step,
+    listing_query,
+    loads,
+    next_trace_index,
+    page_from_probe,
+    sweep_limit,
+    trace_keep_from,
+)
+from harel.store.common.validate import (
+    check_event_ref,
+    check_flag,
+    check_id,
+    check_now,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+)
+from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.errors import ExecutionActive, ExecutionNotFound
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredExecution:
+    """One row of the executions table: the CAS token, the document and its summary."""
+
+    version: int
+    document: str
+    summary: ExecutionSummary
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One row of the outbox table."""
+
+    target_id: str | None
+    event_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnRow:
+    """One row of the spawns table."""
+
+    parent_id: str
+    child_id: str
+    root_path: str
+    context_json: str
+
+
+class Request:
+    """Base class of everything a plan may ask the tables to do."""
+
+    __slots__ = ()
+
+
+Plan = Generator[Request, Any, T]
+"""A memory plan: yields requests, returns a ``T``."""
+
+Relay = Literal["outbox", "spawns"]
+"""The two relay tables (rows keyed by one shared, increasing ``seq``)."""
+
+Table = Literal["executions", "processed", "timers", "outbox", "spawns", "trace"]
+"""Every table; each row belongs to one execution (for the relays: target / parent)."""
+
+OWNED_TABLES: tuple[Table, ...] = ("processed", "timers", "outbox", "spawns", "trace", "executions")
+"""What ``purge`` deletes from, the execution row last."""
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GetExecution(Request):
+    """-> ``StoredExecution | None``."""
+
+    execution_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class HasMark(Request):
+    """-> ``bool``: whether the dedupe mark ``(execution_id, event_id)`` exists."""
+
+    execution_id: str
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRelay(Request):
+    """-> ``list[(seq, OutboxRow | SpawnRow)]`` of one relay, ascending by seq, at most
+    ``limit``."""
+
+    table: Relay
+    limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanDueTimers(Request):
+    """-> ``list[DueTimer]`` with ``fire_at <= now``, ascending by (fire_at, id, path), at most
+    ``limit``."""
+
+    now: float
+    limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTraceRows(Request):
+    """-> ``(last index ever written or None, [(index, body), ...] ascending)``."""
+
+    execution_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanExecutions(Request):
+    """-> ``list[ExecutionSummary]``: those matching ``query`` with ``id > query.after``,
+    ascending by id, at most ``query.limit + 1`` (the probe row tells whether a page follows)."""
+
+    query: ListingQuery
+
+
+@dataclass(frozen=True, slots=True)
+class OldMarks(Request):
+    """-> ``list[(execution_id, event_id)]``: at most ``limit`` marks recorded strictly before
+    ``before``."""
+
+    before: float
+    limit: int
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PutExecution(Request):
+    """Insert or replace an execution row."""
+
+    execution_id: str
+    row: StoredExecution
+
+
+@dataclass(frozen=True, slots=True)
+class AddRelay(Request):
+    """Append an outbox or spawn row under the next seq."""
+
+    row: OutboxRow | SpawnRow
+
+
+@dataclass(frozen=True, slots=True)
+class PutMark(Request):
+    """Record a dedupe mark with its age (an existing mark keeps its first age)."""
+
+    execution_id: str
+    event_id: str
+    recorded_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PutTimer(Request):
+    """Arm (or re-arm) the timer of ``(execution_id, path)``."""
+
+    execution_id: str
+    path: str
+    fire_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DropTimer(Request):
+    """Disarm the timer of ``(execution_id, path)``: only while it holds exactly ``only_at``,
+    or whatever it holds when ``only_at`` is ``None``."""
+
+    execution_id: str
+    path: str
+    only_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PutTraceStep(Request):
+    """Store one step under ``index``, remember it as the last index, and drop the steps below
+    ``keep_from`` (``None``: keep every step)."""
+
+    execution_id: str
+    index: int
+    body: str
+    keep_from: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AckRelay(Request):
+    """Delete one relay row (unknown seq: nothing)."""
+
+    table: Relay
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropMarks(Request):
+    """-> ``int``: delete these dedupe marks, returning how many existed."""
+
+    keys: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOwned(Request):
+    """Delete every row of ``table`` that belongs to the execution (the execution row, its
+    marks, timers, trace and trace counter, the outbox rows targeted at it, the spawn rows it
+    wrote)."""
+
+    table: Table
+    execution_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction(Request):
+    """-> what ``plan`` returns: run ``plan``'s requests atomically (the tables stay locked)."""
+
+    plan: Plan[Any]
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+def stored_execution(prepared: PreparedCommit) -> StoredExecution:
+    """The executions row a prepared commit writes (summary stamped with ``committed_at``)."""
+    summary = ExecutionSummary(
+        id=prepared.execution_id,
+        definition_id=prepared.definition_id,
+        status=Status(prepared.status),
+        outcome=prepared.outcome,
+        active_path=prepared.active_path,
+        version=prepared.new_version,
+        parent_id=prepared.parent_id,
+        updated_at=prepared.committed_at,
+    )
+    return StoredExecution(prepared.new_version, prepared.document, summary)
+
+
+def outbox_entry(seq: int, row: OutboxRow) -> OutboxEntry:
+    """Decode an outbox row."""
+    return OutboxEntry(seq, row.target_id, decode_event(row.event_json))
+
+
+def spawn_entry(seq: int, row: SpawnRow) -> SpawnEntry:
+    """Decode a spawn row."""
+    return SpawnEntry(seq, row.parent_id, row.child_id, row.root_path, loads(row.context_json))
+
+
+# -- the plans --------------------------------------------------------------------------------
+
+
+class MemoryPlan:
+    """One generator per contract operation (stateless; both drivers share one instance).
+
+    A class rather than module functions only so that a test double can override one
+    operation and keep the rest (the kit's proof of strength breaks stores this way).
+    """
+
+    def load(self, execution_id: str) -> Plan[Execution | None]:
+        """The stored execution, decoded into a fresh object."""
+        row = yield GetExecution(check_id(execution_id))
+        return None if row is None else decode_execution(row.document)
+
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Plan[tuple[Execution | None, bool]]:
+        """The execution and whether it processed ``event_id``, read in one transaction."""
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        found: tuple[Execution | None, bool] = yield Transaction(
+            self._load_for_event(execution_id, event_id)
+        )
+        return found
+
+    def _load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Plan[tuple[Execution | None, bool]]:
+        exe = yield from self.load(execution_id)
+        if exe is None:
+            return (None, False)
+        seen = yield HasMark(execution_id, event_id)
+        return (exe, bool(seen))
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        """CAS, then every effect of the step, in one transaction."""
+        trace_keep_from(0, trace_max)  # a bad trace_max fails before anything is written
+        yield Transaction(self._commit(prepared, trace_max))
+
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        row = yield GetExecution(prepared.execution_id)
+        found = None if row is None else row.version
+        if cas_decision(prepared.expected_version, found) == "conflict":
+            raise conflict(prepared, found)
+        yield from self._write_step(prepared, trace_max)
+
+    def _write_step(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        execution_id = prepared.execution_id
+        yield PutExecution(execution_id, stored_execution(prepared))
+        for emit in prepared.emits:
+            yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+        if prepared.processed_event_id is not None:
+            yield PutMark(execution_id, prepared.processed_event_id, prepared.committed_at)
+        for op in prepared.timers:
+            if op.action == "schedule":
+                yield PutTimer(execution_id, op.path, op.fire_at)
+            else:
+                yield DropTimer(execution_id, op.path)
+        for spawn in prepared.spawns:
+            yield AddRelay(
+                SpawnRow(execution_id, spawn.child_id, spawn.root_path, spawn.context_json)
+            )
+        if prepared.trace is not None:
+            yield from self._append_step(execution_id, prepared.trace, trace_max)
+
+    def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
+        last, _ = yield ReadTraceRows(execution_id)
+        index = next_trace_index(last)
+        yield PutTraceStep(execution_id, index, body, trace_keep_from(index, trace_max))
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> Plan[None]:
+        """Append a step to a stored execution's ring (``ExecutionNotFound`` otherwise)."""
+        execution_id = check_id(execution_id)
+        body = encode_trace_step(entry)
+        trace_keep_from(0, trace_max)
+        yield Transaction(self._append_trace(execution_id, body, trace_max))
+
+    def _append_trace(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
+        row = yield GetExecution(execution_id)
+        if row is None:
+            raise ExecutionNotFound(execution_id)
+        yield from self._append_step(execution_id, body, trace_max)
+
+    def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
+        """The retained steps, oldest first, each with its store-assigned index."""
+        _, rows = yield ReadTraceRows(check_id(execution_id))
+        return [decode_trace_step(body, index) for index, body in rows]
+
+    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
+        """Whether the dedupe mark exists."""
+        seen = yield HasMark(*check_event_ref(execution_id, event_id))
+        return bool(seen)
+
+    def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
+        """Undelivered events, oldest first."""
+        rows = yield ScanRelay("outbox", sweep_limit(limit))
+        return [outbox_entry(seq, row) for seq, row in rows]
+
+    def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
+        """Uncreated children, oldest first."""
+        rows = yield ScanRelay("spawns", sweep_limit(limit))
+        return [spawn_entry(seq, row) for seq, row in rows]
+
+    def ack(self, table: Relay, seq: int) -> Plan[None]:
+        """Forget one relay row (unknown seq: nothing)."""
+        yield AckRelay(table, check_seq(seq))
+
+    def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
+        """Armed timers with ``fire_at <= now``, ascending."""
+        due: list[DueTimer] = yield ScanDueTimers(check_now(now), sweep_limit(limit))
+        return due
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        """Disarm a timer only while it still holds exactly ``fire_at``."""
+        yield DropTimer(*check_timer_ref(execution_id, path, fire_at))
+
+    def list_executions(
+        self,
+        status: Iterable[Status] | None,
+        definition_id: str | None,
+        roots_only: bool,
+        limit: int,
+        cursor: str | None,
+    ) -> Plan[ExecutionPage]:
+        """One page of summaries ordered by id, after the cursor's id (a keyset)."""
+        query = listing_query(
+            status=status,
+            definition_id=definition_id,
+            roots_only=roots_only,
+            limit=limit,
+            cursor=cursor,
+        )
+        page: ExecutionPage = yield from self._page(query)
+        return page
+
+    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        if query.matches_nothing:
+            return ExecutionPage()
+        rows = yield ScanExecutions(query)
+        return page_from_probe(query, rows)
+
+    def purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        """Remove the execution and everything it owns in one transaction."""
+        execution_id = check_id(execution_id)
+        existed: bool = yield Transaction(self._purge(execution_id, check_flag(force, "force")))
+        return existed
+
+    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        row = yield GetExecution(execution_id)
+        if row is not None and not force and row.summary.status not in FINISHED:
+            raise ExecutionActive(execution_id, row.summary.status.value)
+        for table in OWNED_TABLES:
+            yield DeleteOwned(table, execution_id)
+        return row is not None
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        """Drop marks recorded before ``older_than``, one short transaction per batch."""
+        before, size = check_prune(older_than, batch_size)
+        dropped = 0
+        while True:
+            batch: tuple[int, int] = yield Transaction(self._prune_batch(before, size))
+            dropped += batch[1]
+            if batch[0] < size:
+                return dropped
+
+    def _prune_batch(self, before: float, size: int) -> Plan[tuple[int, int]]:
+        keys = yield OldMarks(before, size)
+        if not keys:
+            return (0, 0)
+        count: int = yield DropMarks(tuple(keys))
+        return (len(keys), count)
+
+
+PLAN = MemoryPlan()
+"""The plan both memory stores use."""

@@ -1,0 +1,72 @@
+"""The memory backend's conformance harness (used by ``harel conformance memory://``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+from harel.store.memory._capabilities import CAPABILITIES
+from harel.store.memory._options import dataset_name
+from harel.store.memory._tables import MemoryData
+from harel.store.memory.aio import AsyncDictStore
+from harel.store.memory.sync import DictStore
+
+
+def footprint(data: MemoryData, execution_id: str) -> list[str]:
+    """Every record ``data`` holds for ``execution_id``, one label each (read under the lock)."""
+    with data.lock:
+        labels = ["execution"] if execution_id in data.executions else []
+        labels += [f"processed:{ev}" for (eid, ev) in data.processed if eid == execution_id]
+        labels += [f"timer:{path}" for (eid, path) in data.timers if eid == execution_id]
+        labels += [f"outbox:{s}" for s, row in data.outbox.items() if row.target_id == execution_id]
+        labels += [f"spawn:{s}" for s, row in data.spawns.items() if row.parent_id == execution_id]
+        labels += [f"trace:{index}" for index in data.trace.get(execution_id, {})]
+        if execution_id in data.trace:
+            labels.append("trace-ring")
+        if execution_id in data.last_trace_index:
+            labels.append("trace-counter")
+    return labels
+
+
+class MemoryHarness(StoreHarness):
+    """One private :class:`MemoryData`; every store opened through it shares that data.
+
+    Memory is not persistent: :meth:`url` is ``None`` (no other process can reach the data).
+    """
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(self, data: MemoryData | None = None) -> None:
+        self.data = data if data is not None else MemoryData()
+
+    def open_sync(self) -> DictStore:
+        """A new DictStore over the harness's data."""
+        return DictStore(self.data)
+
+    async def open_async(self) -> AsyncDictStore:
+        """A new AsyncDictStore over the harness's data."""
+        return AsyncDictStore(self.data)
+
+    def url(self) -> str | None:
+        """``None``: another interpreter cannot open this dataset."""
+        return None
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Everything the tables hold for ``execution_id`` (see :func:`footprint`)."""
+        return footprint(self.data, execution_id)
+
+    def destroy(self) -> None:
+        """Forget the dataset: stores opened from now on start from an empty one."""
+        self.data = MemoryData()
+
+    def describe(self) -> str:
+        """``memory (in-process)``."""
+        return "memory (in-process)"
+
+
+def harness_from_url(url: str, workdir: Path) -> MemoryHarness:
+    """A harness over a fresh, empty, private dataset (``memory://NAME`` is not touched)."""
+    dataset_name(url)  # validates the URL
+    return MemoryHarness()

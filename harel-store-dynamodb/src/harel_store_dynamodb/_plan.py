@@ -1,0 +1,853 @@
+"""Every store operation as a sans-IO plan: generators that yield :class:`Call`/:class:`Pause`
+and receive the client's reply (or get the mapped error thrown in).
+
+``DynamoDBStore`` and ``AsyncDynamoDBStore`` only execute what these yield, so the two cannot
+drift.  Requests per operation (counted by the tests): ``load``, ``load_for_event`` (one
+``BatchGetItem``), ``is_processed``, ``read_trace``, ``delete_timer``: 1; ``commit``: 1
+``TransactWriteItems`` (+1 consistent read for a traced commit of an execution this store
+object has not loaded or committed; +1 ``BatchWriteItem`` after lowering ``trace_max`` trims
+more steps than the transaction holds); ``pending_*``/``due_timers``: 1 GSI query per page;
+``ack_*``: 1 (+1 when the last slot of a packed item goes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import uuid
+from collections.abc import Generator, Iterable
+from typing import Any
+
+from harel.model import Execution, ExecutionPage, ExecutionSummary
+from harel.store.common import (
+    PreparedCommit,
+    check_event_ref,
+    check_id,
+    check_limit,
+    check_now,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+    conflict,
+    encode_trace_step,
+    page_from_probe,
+)
+from harel.store.common.listing import ListingQuery
+from harel.store.common.validate import check_flag
+from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionNotFound,
+    InvalidCursor,
+    InvalidIdentifier,
+    InvalidPayload,
+    PayloadTooLarge,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailable,
+)
+
+from harel_store_dynamodb._commit import MAX_ACTIONS, CommitWrite, build_commit
+from harel_store_dynamodb._cursor import NEW_EXECUTION, CursorCache, TraceCursor, cursor_of
+from harel_store_dynamodb._items import (
+    Action,
+    cursor_update,
+    read_execution,
+    read_outbox_entry,
+    read_relay_entries,
+    read_spawn_entry,
+    read_steps,
+    read_summary,
+    read_timer,
+    step_item,
+    step_key,
+)
+from harel_store_dynamodb._requests import (
+    Call,
+    ConditionFailed,
+    Pause,
+    Request,
+    RequestInDoubt,
+    TableInUse,
+    TableNotFound,
+    TransactionCancelled,
+)
+from harel_store_dynamodb._schema import (
+    EXE_SK,
+    G1P,
+    G1S,
+    G2P,
+    G2S,
+    GSI1,
+    GSI2,
+    LISTING,
+    MARKS,
+    META_KEY,
+    OUTBOX,
+    PK,
+    SCHEMA_VERSION,
+    SK,
+    SPAWNS,
+    TIMERS,
+    TRACE_RANGE,
+    check_schema_version,
+    definition_partition,
+    exe_key,
+    exe_pk,
+    is_active,
+    layout_problems,
+    mark_key,
+    path_is_hashed,
+    table_definition,
+    timer_key,
+)
+from harel_store_dynamodb._seq import CLOCK, BaseClock, locate, relay_pk
+from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
+
+Plan = Generator[Request, Any, Any]
+
+_CHECKED: set[tuple[str, str]] = set()
+"""``(endpoint, table)`` pairs this process has found ready and laid out for this release."""
+_CHECKED_LOCK = threading.Lock()
+ATTEMPTS = 6
+"""Bound on optimistic retries inside one operation (cursor races, base collisions, busy items)."""
+TABLE_WAIT_SECONDS = 300.0
+BUSY_CODES = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)
+
+
+def _backoff(attempt: int) -> Pause:
+    return Pause(min(0.02 * 2**attempt, 0.5) * random.uniform(0.5, 1.0))
+
+
+def cancellation_error(exc: TransactionCancelled, what: str) -> StoreError:
+    """The typed error for a cancelled transaction whose reasons are not a lost CAS."""
+    codes = sorted(set(exc.codes()) - {"None"})
+    reasons = ", ".join(codes) or "no reason given"
+    if set(codes) & BUSY_CODES:
+        return StoreUnavailable(f"DynamoDB cancelled {what} ({reasons}); retry with backoff")
+    messages = " ".join(str(r.get("Message", "")) for r in exc.reasons if r.get("Code") != "None")
+    if "ItemCollectionSizeLimitExceeded" in codes or (
+        "ValidationError" in codes and "size" in messages.lower()
+    ):
+        return PayloadTooLarge(f"DynamoDB refused {what}: a size limit was exceeded ({messages})")
+    if "ValidationError" in codes:
+        return InvalidPayload(f"DynamoDB refused {what}: {messages or reasons}")
+    return StoreError(f"DynamoDB cancelled {what} ({reasons})")
+
+
+class Operations:
+    """The plans of one store: table name, trace-cursor hints and the relay clock."""
+
+    def __init__(
+        self, table: str, cache: CursorCache | None = None, clock: BaseClock = CLOCK
+    ) -> None:
+        self.table = table
+        self.cache = cache if cache is not None else CursorCache()
+        self.clock = clock
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def open(self, create_table: bool, where: str, poll: float = 1.0) -> Plan:
+        """Find (or create and wait for) the table, check its layout and schema version.
+
+        Done once per table and endpoint (``where``) per process: later stores opened over a
+        table this process has checked send nothing.
+        """
+        table = self.table
+        if (where, table) in _CHECKED:
+            return
+        yield from self._check_table(create_table, poll)
+        with _CHECKED_LOCK:
+            _CHECKED.add((where, table))
+
+    def _check_table(self, create_table: bool, poll: float) -> Plan:
+        table = self.table
+        description: dict[str, Any] = {}
+        try:
+            description = (yield Call("describe_table", {"TableName": table}))["Table"]
+        except TableNotFound:
+            if not create_table:
+                raise StoreConfigError(
+                    f"DynamoDB table {table!r} does not exist: create it (see the README for the "
+                    "layout) or open the store with create_table=true"
+                ) from None
+            with contextlib.suppress(TableInUse):
+                yield Call("create_table", table_definition(table))
+        waited = 0.0
+        while not is_active(description):
+            if waited >= TABLE_WAIT_SECONDS:
+                raise StoreUnavailable(
+                    f"DynamoDB table {table!r} is not ACTIVE after {TABLE_WAIT_SECONDS:.0f} s"
+                )
+            if description:
+                yield Pause(poll)
+                waited += poll
+            try:
+                description = (yield Call("describe_table", {"TableName": table}))["Table"]
+            except TableNotFound:
+                description = {}
+                yield Pause(poll)
+                waited += poll
+        problems = layout_problems(description)
+        if problems:
+            raise StoreConfigError(
+                f"DynamoDB table {table!r} is not laid out for harel: {'; '.join(problems)}; "
+                "use another table name (create_table=true creates it)"
+            )
+        reply = yield Call(
+            "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
+        )
+        if check_schema_version(table, reply.get("Item")):
+            e = Expr()
+            try:
+                yield Call(
+                    "put_item",
+                    {
+                        "TableName": table,
+                        "Item": {**META_KEY, "schema": n(SCHEMA_VERSION)},
+                        "ConditionExpression": f"attribute_not_exists({e.name(PK)})",
+                        **e.args(),
+                    },
+                )
+            except ConditionFailed:
+                again = yield Call(
+                    "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
+                )
+                check_schema_version(table, again.get("Item"))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def load(self, execution_id: str) -> Plan:
+        """The stored execution (consistent read) or ``None``."""
+        execution_id = check_id(execution_id)
+        reply = yield Call(
+            "get_item",
+            {"TableName": self.table, "Key": exe_key(execution_id), "ConsistentRead": True},
+        )
+        return self._remember(execution_id, reply.get("Item"))
+
+    def _remember(self, execution_id: str, item: Item | None) -> Execution | None:
+        if item is None:
+            self.cache.drop(execution_id)
+            return None
+        exe = read_execution(item)
+        self.cache.put(execution_id, cursor_of(item, f"execution {execution_id!r}"))
+        return exe
+
+    def load_for_event(self, execution_id: str, event_id: str) -> Plan:
+        """``(execution, processed?)`` from one consistent ``BatchGetItem``."""
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        keys = [exe_key(execution_id), mark_key(execution_id, event_id)]
+        found: list[Item] = []
+        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
+        for attempt in range(ATTEMPTS * 3):
+            reply = yield Call("batch_get_item", {"RequestItems": request})
+            found.extend(reply.get("Responses", {}).get(self.table, []))
+            request = reply.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            yield _backoff(attempt)
+        else:
+            raise StoreUnavailable(
+                f"DynamoDB kept throttling load_for_event on table {self.table!r}; retry later"
+            )
+        exe_item = next((i for i in found if i.get(SK, {}).get("S") == EXE_SK), None)
+        mark = next((i for i in found if i.get(SK, {}).get("S") != EXE_SK), None)
+        exe = self._remember(execution_id, exe_item)
+        if exe is None:
+            return (None, False)
+        return (exe, mark is not None and opt_str(mark, "ev") == event_id)
+
+    def is_processed(self, execution_id: str, event_id: str) -> Plan:
+        """Whether the dedupe mark ``(execution_id, event_id)`` exists (consistent read)."""
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        e = Expr()
+        reply = yield Call(
+            "get_item",
+            {
+                "TableName": self.table,
+                "Key": mark_key(execution_id, event_id),
+                "ConsistentRead": True,
+                "ProjectionExpression": e.name("ev"),
+                **e.args(),
+            },
+        )
+        item = reply.get("Item")
+        return item is not None and opt_str(item, "ev") == event_id
+
+    def read_trace(self, execution_id: str) -> Plan:
+        """The retained steps, oldest first (empty for an unknown execution)."""
+        execution_id = check_id(execution_id)
+        e = Expr()
+        params: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": (
+                f"{e.name(PK)} = {e.value(exe_pk(execution_id))} AND {e.name(SK)} "
+                f"BETWEEN {e.value(s(TRACE_RANGE[0]))} AND {e.value(s(TRACE_RANGE[1]))}"
+            ),
+            "ConsistentRead": True,
+        }
+        params["ProjectionExpression"] = ", ".join(
+            e.name(a) for a in (SK, "tn", "tl", "i", "s", "sz")
+        )
+        params.update(e.args())
+        items = yield from self._query_all(params)
+        return read_steps(execution_id, items)
+
+    def _query_all(self, params: dict[str, Any]) -> Plan:
+        items: list[Item] = []
+        while True:
+            reply = yield Call("query", params)
+            items.extend(reply.get("Items", []))
+            start = reply.get("LastEvaluatedKey")
+            if not start:
+                return items
+            params = {**params, "ExclusiveStartKey": start}
+
+    # -- relays and timers -----------------------------------------------------------------
+
+    def _gsi1_query(
+        self, partition: str, limit: int | None, e: Expr | None = None, extra: str = ""
+    ) -> dict[str, Any]:
+        """A GSI1 query of one partition; ``extra`` adds key/filter terms built on ``e``."""
+        e = e if e is not None else Expr()
+        params: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": GSI1,
+            "KeyConditionExpression": f"{e.name(G1P)} = {e.value(s(partition))}" + extra,
+        }
+        if limit is not None:
+            params["Limit"] = limit
+        params.update(e.args())
+        return params
+
+    def pending(self, kind: str, limit: int | None) -> Plan:
+        """Pending outbox entries (``kind`` OUTBOX) or spawn intents (SPAWNS), ascending seq."""
+        limit = check_limit(limit)
+        params = self._gsi1_query(kind, limit)
+        out: list[OutboxEntry | SpawnEntry] = []
+        while True:
+            if limit is not None:
+                params["Limit"] = max(limit - len(out), 1)
+            reply = yield Call("query", params)
+            for item in reply.get("Items", []):
+                parent = None if kind == OUTBOX else as_str(item, "pa", "a spawn item")
+                for seq, _slot, entry in read_relay_entries(item):
+                    if parent is None:
+                        out.append(read_outbox_entry(seq, entry))
+                    else:
+                        out.append(read_spawn_entry(seq, parent, entry))
+                    if limit is not None and len(out) >= limit:
+                        return out
+            start = reply.get("LastEvaluatedKey")
+            if not start:
+                return out
+            params = {**params, "ExclusiveStartKey": start}
+
+    def ack(self, kind: str, seq: object) -> Plan:
+        """Remove relay entry ``seq`` (a no-op when it is not pending)."""
+        where = locate(check_seq(seq))
+        if where is None:
+            return
+        letter = "o" if kind == OUTBOX else "s"
+        if not where.packed:
+            key = {PK: s(relay_pk(where.base)), SK: s(f"{letter}:{where.index:04x}")}
+            yield Call("delete_item", {"TableName": self.table, "Key": key})
+            return
+        key = {PK: s(relay_pk(where.base)), SK: s(f"{letter.upper()}:{where.index:02x}")}
+        e = Expr()
+        slot = f"{e.name('e')}.{e.name(str(where.slot))}"
+        try:
+            reply = yield Call(
+                "update_item",
+                {
+                    "TableName": self.table,
+                    "Key": key,
+                    "UpdateExpression": f"REMOVE {slot}",
+                    "ConditionExpression": f"attribute_exists({slot})",
+                    "ReturnValues": "ALL_NEW",
+                    **e.args(),
+                },
+            )
+        except ConditionFailed:
+            return
+        if reply.get("Attributes", {}).get("e", {}).get("M"):
+            return
+        e = Expr()
+        with contextlib.suppress(ConditionFailed):
+            yield Call(
+                "delete_item",
+                {
+                    "TableName": self.table,
+                    "Key": key,
+                    "ConditionExpression": f"size({e.name('e')}) = {e.value(n(0))}",
+                    **e.args(),
+                },
+            )
+
+    def due_timers(self, now: object, limit: int | None) -> Plan:
+        """Armed timers with ``fire_at <= now``, ascending ``(fire_at, execution_id, path)``."""
+        cut = float_key(check_now(now))
+        limit = check_limit(limit)
+        e = Expr()
+        params = self._gsi1_query(TIMERS, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}")
+        timers: list[DueTimer] = []
+        last: str | None = None
+        while True:
+            reply = yield Call("query", params)
+            items = reply.get("Items", [])
+            timers.extend(read_timer(item) for item in items)
+            if items:
+                last = str(items[-1][G1S]["S"])
+            start = reply.get("LastEvaluatedKey")
+            if not start:
+                break
+            if limit is not None and len(timers) >= limit and last is not None:
+                # finish the group of timers sharing the last fire_at: ties sort by id, path
+                t = Expr()
+                tie = self._gsi1_query(TIMERS, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}")
+                tie["ExclusiveStartKey"] = start
+                rest = yield from self._query_all(tie)
+                timers.extend(read_timer(item) for item in rest)
+                break
+            params = {**params, "ExclusiveStartKey": start}
+        timers.sort(key=lambda t: (t[2], t[0], t[1]))
+        return timers if limit is None else timers[:limit]
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: object) -> Plan:
+        """Remove the timer only while it still holds exactly ``fire_at``."""
+        execution_id, path, expected = check_timer_ref(execution_id, path, fire_at)
+        e = Expr()
+        condition = f"{e.name(G1S)} = {e.value(s(float_key(expected)))}"
+        if path_is_hashed(path):
+            condition += f" AND {e.name('ph')} = {e.value(s(path))}"
+        with contextlib.suppress(ConditionFailed):
+            yield Call(
+                "delete_item",
+                {
+                    "TableName": self.table,
+                    "Key": timer_key(execution_id, path),
+                    "ConditionExpression": condition,
+                    **e.args(),
+                },
+            )
+
+    # -- commit ----------------------------------------------------------------------------
+
+    def _cursor(self, commit: PreparedCommit) -> Plan:
+        """The trace cursor to assume at ``commit.expected_version``.
+
+        A hint is enough: the commit's condition checks it, and a wrong one costs a retry,
+        never a wrong index.  Only a traced commit of an execution this store has never seen
+        reads it first (one consistent ``GetItem``).
+        """
+        if commit.is_insert:
+            return NEW_EXECUTION
+        cached = self.cache.get(commit.execution_id)
+        if cached is not None:
+            if commit.trace is not None or cached.version == commit.expected_version:
+                return cached
+            return None
+        if commit.trace is None:
+            return None
+        e = Expr()
+        reply = yield Call(
+            "get_item",
+            {
+                "TableName": self.table,
+                "Key": exe_key(commit.execution_id),
+                "ConsistentRead": True,
+                "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "tn", "tl")),
+                **e.args(),
+            },
+        )
+        item = reply.get("Item")
+        if item is None:
+            raise conflict(commit, None)
+        cursor = cursor_of(item, f"execution {commit.execution_id!r}")
+        self.cache.put(commit.execution_id, cursor)
+        if cursor.version != commit.expected_version:
+            raise conflict(commit, cursor.version)
+        return cursor
+
+    def commit(self, commit: PreparedCommit, trace_max: int | None) -> Plan:
+        """Write one prepared commit in one ``TransactWriteItems`` (see :mod:`._commit`)."""
+        cursor: TraceCursor | None = yield from self._cursor(commit)
+        for attempt in range(ATTEMPTS):
+            write = build_commit(
+                self.table,
+                commit,
+                base=self.clock.next(),
+                token=uuid.uuid4().hex,
+                cursor=cursor,
+                trace_max=trace_max,
+            )
+            try:
+                yield Call("transact_write_items", write.params)
+            except TransactionCancelled as exc:
+                codes = exc.codes()
+                if codes[0] == "ConditionalCheckFailed":
+                    old = exc.reasons[0].get("Item")
+                    if old is not None and _applied(old, commit, write):
+                        break  # an earlier attempt of this very write landed (client retry)
+                    found = (
+                        None
+                        if old is None
+                        else cursor_of(old, f"execution {commit.execution_id!r}")
+                    )
+                    if found is not None:
+                        self.cache.put(commit.execution_id, found)
+                    if (
+                        found is not None
+                        and commit.trace is not None
+                        and not commit.is_insert
+                        and found.version == commit.expected_version
+                    ):
+                        cursor = found  # only the trace cursor moved (append_trace): retry
+                        continue
+                    raise conflict(commit, None if found is None else found.version) from None
+                if any(codes[i] == "ConditionalCheckFailed" for i in write.relay_actions):
+                    continue  # another process drew the same relay base: draw again
+                if set(codes) & BUSY_CODES and attempt + 1 < ATTEMPTS:
+                    yield _backoff(attempt)
+                    continue
+                raise cancellation_error(exc, f"the commit of {commit.execution_id!r}") from exc
+            except RequestInDoubt:
+                landed = yield from self._resolve(commit, write)
+                if not landed:
+                    raise
+            break
+        else:
+            raise StoreUnavailable(
+                f"the commit of {commit.execution_id!r} kept colliding after {ATTEMPTS} attempts; "
+                "retry"
+            )
+        if write.after is not None:
+            self.cache.put(commit.execution_id, write.after)
+        else:
+            self.cache.drop(commit.execution_id)
+        yield from self._delete_quietly(write.deferred_trims)
+
+    def _resolve(self, commit: PreparedCommit, write: CommitWrite) -> Plan:
+        """After an answer was lost: did the transaction land?  (one consistent read)"""
+        e = Expr()
+        try:
+            reply = yield Call(
+                "get_item",
+                {
+                    "TableName": self.table,
+                    "Key": exe_key(commit.execution_id),
+                    "ConsistentRead": True,
+                    "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "ct")),
+                    **e.args(),
+                },
+            )
+        except StoreError:
+            return False
+        item = reply.get("Item")
+        return item is not None and _applied(item, commit, write)
+
+    def _delete_quietly(self, keys: Iterable[Item]) -> Plan:
+        """Best-effort deletes after a write (hidden garbage if they fail)."""
+        pending = [{"DeleteRequest": {"Key": key}} for key in keys]
+        attempt = 0
+        while pending and attempt < ATTEMPTS:
+            batch, pending = pending[:25], pending[25:]
+            try:
+                reply = yield Call("batch_write_item", {"RequestItems": {self.table: batch}})
+            except StoreError:
+                return
+            unprocessed = reply.get("UnprocessedItems", {}).get(self.table, [])
+            if unprocessed:
+                pending = unprocessed + pending
+                attempt += 1
+                yield _backoff(attempt)
+
+    # -- trace outside commits ---------------------------------------------------------------
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any], trace_max: int | None) -> Plan:
+        """Append one step to an existing execution's ring (its own transaction)."""
+        execution_id = check_id(execution_id)
+        text = encode_trace_step(entry)
+        cursor = self.cache.get(execution_id)
+        for attempt in range(ATTEMPTS):
+            if cursor is None:
+                e = Expr()
+                reply = yield Call(
+                    "get_item",
+                    {
+                        "TableName": self.table,
+                        "Key": exe_key(execution_id),
+                        "ConsistentRead": True,
+                        "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "tn", "tl")),
+                        **e.args(),
+                    },
+                )
+                if reply.get("Item") is None:
+                    self.cache.drop(execution_id)
+                    raise ExecutionNotFound(execution_id)
+                cursor = cursor_of(reply["Item"], f"execution {execution_id!r}")
+            after = cursor.after_step(trace_max)
+            actions: list[Action] = [
+                cursor_update(self.table, execution_id, cursor, after),
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": step_item(execution_id, cursor.next_index, text),
+                    }
+                },
+            ]
+            trims = [step_key(execution_id, i) for i in range(cursor.low, after.low)]
+            room = MAX_ACTIONS - len(actions)
+            actions.extend(
+                {"Delete": {"TableName": self.table, "Key": k}} for k in trims[-room:] if room
+            )
+            try:
+                yield Call("transact_write_items", {"TransactItems": actions})
+            except TransactionCancelled as exc:
+                if exc.codes()[0] == "ConditionalCheckFailed":
+                    old = exc.reasons[0].get("Item")
+                    if old is None:
+                        self.cache.drop(execution_id)
+                        raise ExecutionNotFound(execution_id) from None
+                    cursor = cursor_of(old, f"execution {execution_id!r}")
+                    continue
+                if set(exc.codes()) & BUSY_CODES and attempt + 1 < ATTEMPTS:
+                    yield _backoff(attempt)
+                    continue
+                raise cancellation_error(exc, f"append_trace of {execution_id!r}") from exc
+            self.cache.put(execution_id, after)
+            yield from self._delete_quietly(trims[: max(len(trims) - room, 0)][-500:])
+            return
+        raise StoreUnavailable(f"append_trace of {execution_id!r} kept racing other writers; retry")
+
+    # -- listing -----------------------------------------------------------------------------
+
+    def list_executions(self, query: ListingQuery) -> Plan:
+        """One page ordered by id from a listing index (keyset cursor, exact pages)."""
+        if query.matches_nothing:
+            return ExecutionPage()
+        e = Expr()
+        if query.definition_id is not None:
+            index, hash_key, range_key = GSI2, G2P, G2S
+            partition = definition_partition(query.definition_id)
+        else:
+            index, hash_key, range_key = GSI1, G1P, G1S
+            partition = LISTING
+        condition = f"{e.name(hash_key)} = {e.value(s(partition))}"
+        if query.after is not None:
+            try:
+                check_id(query.after)
+            except InvalidIdentifier:
+                raise InvalidCursor(
+                    "cursor was not produced by list_executions; restart the listing"
+                ) from None
+            condition += f" AND {e.name(range_key)} > {e.value(s(query.after))}"
+        filters = []
+        if query.definition_id is not None:
+            filters.append(f"{e.name('di')} = {e.value(s(query.definition_id))}")
+        statuses = query.status_values
+        if statuses is not None:
+            options = ", ".join(e.value(s(value)) for value in statuses)
+            filters.append(f"{e.name('st')} IN ({options})")
+        if query.roots_only:
+            filters.append(f"attribute_not_exists({e.name('pa')})")
+        params: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": condition,
+            "Limit": query.limit + 1,
+        }
+        if filters:
+            params["FilterExpression"] = " AND ".join(filters)
+        params.update(e.args())
+        rows: list[ExecutionSummary] = []
+        while len(rows) <= query.limit:
+            reply = yield Call("query", params)
+            rows.extend(read_summary(item) for item in reply.get("Items", []))
+            start = reply.get("LastEvaluatedKey")
+            if not start:
+                break
+            step = query.limit + 1 - len(rows)
+            params = {
+                **params,
+                "ExclusiveStartKey": start,
+                "Limit": max(step, 100) if filters else max(step, 1),
+            }
+        return page_from_probe(query, rows[: query.limit + 1])
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def purge(self, execution_id: str, force: bool) -> Plan:
+        """Remove the execution and everything it owns; ExecutionActive unless finished/forced."""
+        execution_id = check_id(execution_id)
+        force = check_flag(force, "force")
+        existed = False
+        for _attempt in range(ATTEMPTS):
+            e = Expr()
+            owned = yield from self._query_all(
+                {
+                    "TableName": self.table,
+                    "KeyConditionExpression": f"{e.name(PK)} = {e.value(exe_pk(execution_id))}",
+                    "ConsistentRead": True,
+                    "ProjectionExpression": ", ".join(e.name(a) for a in (PK, SK, "v", "st")),
+                    **e.args(),
+                }
+            )
+            exe = next((i for i in owned if i[SK]["S"] == EXE_SK), None)
+            if exe is not None and not force:
+                status = as_str(exe, "st", f"execution {execution_id!r}")
+                if status not in {value.value for value in FINISHED}:
+                    raise ExecutionActive(execution_id, status)
+            relay_actions = yield from self._relay_purge_actions(execution_id)
+            actions: list[Action] = []
+            if exe is not None:
+                e = Expr()
+                actions.append(
+                    {
+                        "Delete": {
+                            "TableName": self.table,
+                            "Key": exe_key(execution_id),
+                            "ConditionExpression": f"{e.name('v')} = {e.value(exe['v'])}",
+                            **e.args(),
+                        }
+                    }
+                )
+            actions.extend(
+                {"Delete": {"TableName": self.table, "Key": {PK: i[PK], SK: i[SK]}}}
+                for i in owned
+                if i[SK]["S"] != EXE_SK
+            )
+            actions.extend(relay_actions)
+            try:
+                for start in range(0, len(actions), MAX_ACTIONS):
+                    yield Call(
+                        "transact_write_items",
+                        {"TransactItems": actions[start : start + MAX_ACTIONS]},
+                    )
+                    if start == 0 and exe is not None:
+                        existed = True
+            except TransactionCancelled as exc:
+                if "ConditionalCheckFailed" in exc.codes():
+                    continue  # a commit or an ack raced the purge: read again
+                raise cancellation_error(exc, f"the purge of {execution_id!r}") from exc
+            self.cache.drop(execution_id)
+            return existed
+        raise StoreUnavailable(f"the purge of {execution_id!r} kept racing other writers; retry")
+
+    def _relay_purge_actions(self, execution_id: str) -> Plan:
+        """Actions removing the outbox entries targeted at ``execution_id`` and its spawns."""
+        actions: list[Action] = []
+        for kind, attribute in ((OUTBOX, "tg"), (SPAWNS, "pa")):
+            e = Expr()
+            name, value = e.name(attribute), e.value(s(execution_id))
+            params = self._gsi1_query(kind, None, e)
+            params["FilterExpression"] = (
+                f"contains({name}, {value})" if kind == OUTBOX else f"{name} = {value}"
+            )
+            items = yield from self._query_all(params)
+            for item in items:
+                key = {PK: item[PK], SK: item[SK]}
+                entries = read_relay_entries(item)
+                mine = [
+                    slot
+                    for _seq, slot, entry in entries
+                    if kind == SPAWNS or opt_str(entry, "t") == execution_id
+                ]
+                if not mine:
+                    continue
+                if len(mine) == len(entries):
+                    actions.append({"Delete": {"TableName": self.table, "Key": key}})
+                    continue
+                u = Expr()
+                removes = ", ".join(f"{u.name('e')}.{u.name(slot)}" for slot in mine)
+                targets = u.value({"SS": [execution_id]})
+                actions.append(
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": key,
+                            "UpdateExpression": f"REMOVE {removes} DELETE {u.name('tg')} {targets}",
+                            "ConditionExpression": f"attribute_exists({u.name(PK)})",
+                            **u.args(),
+                        }
+                    }
+                )
+        return actions
+
+    def prune_processed(self, older_than: object, batch_size: object) -> Plan:
+        """Drop dedupe marks recorded before ``older_than`` (batches of conditional deletes)."""
+        threshold, batch = check_prune(older_than, batch_size)
+        cut = s(float_key(threshold))
+        total = 0
+        while True:
+            e = Expr()
+            params: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": GSI1,
+                "KeyConditionExpression": (
+                    f"{e.name(G1P)} = {e.value(s(MARKS))} AND {e.name(G1S)} < {e.value(cut)}"
+                ),
+                "Limit": batch,
+            }
+            params.update(e.args())
+            reply = yield Call("query", params)
+            keys = [{PK: item[PK], SK: item[SK]} for item in reply.get("Items", [])]
+            deleted = 0
+            for start in range(0, len(keys), MAX_ACTIONS):
+                deleted += yield from self._delete_marks(keys[start : start + MAX_ACTIONS], cut)
+            total += deleted
+            if deleted == 0 or (len(keys) < batch and not reply.get("LastEvaluatedKey")):
+                return total
+
+    def _delete_marks(self, keys: list[Item], cut: dict[str, str]) -> Plan:
+        for attempt in range(ATTEMPTS):
+            if not keys:
+                return 0
+            e = Expr()
+            condition = f"{e.name(G1S)} < {e.value(cut)}"
+            actions = [
+                {
+                    "Delete": {
+                        "TableName": self.table,
+                        "Key": key,
+                        "ConditionExpression": condition,
+                        **e.args(),
+                    }
+                }
+                for key in keys
+            ]
+            try:
+                yield Call("transact_write_items", {"TransactItems": actions})
+            except TransactionCancelled as exc:
+                codes = exc.codes()
+                if "ConditionalCheckFailed" in codes:
+                    keys = [
+                        k
+                        for k, code in zip(keys, codes, strict=True)
+                        if code != "ConditionalCheckFailed"
+                    ]
+                    continue
+                if set(codes) & BUSY_CODES and attempt + 1 < ATTEMPTS:
+                    yield _backoff(attempt)
+                    continue
+                raise cancellation_error(exc, "prune_processed") from exc
+            return len(keys)
+        return 0
+
+
+def _applied(item: Item, commit: PreparedCommit, write: CommitWrite) -> bool:
+    """Whether ``item`` (the execution item) carries this very commit attempt."""
+    version = item.get("v", {}).get("N")
+    return version == str(commit.new_version) and opt_str(item, "ct") == write.token
+
+
+__all__ = ["Operations", "Plan", "cancellation_error"]

@@ -1,0 +1,76 @@
+"""What a plan yields (one DynamoDB call, or a pause) and the driver-level outcomes it is told.
+
+Driver-free: the plans in :mod:`harel_store_dynamodb._plan` yield :class:`Call` and
+:class:`Pause`; ``sync.py`` and ``aio.py`` execute them and translate every driver exception
+through :mod:`harel_store_dynamodb._errors` into the classes below (or another
+:mod:`harel.store.errors` type), which the drive loop throws back into the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harel.store.errors import StoreError, StoreUnavailable
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request: the low-level client method (``"transact_write_items"``) and its arguments.
+
+    Every user value travels inside ``params`` as a typed attribute value (``{"S": ...}``) in
+    ``Key``/``Item``/``ExpressionAttributeValues``; expressions only name placeholders.
+    """
+
+    operation: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Sleep ``seconds`` before the next request (backoff; waiting for a table to be ACTIVE)."""
+
+    seconds: float
+
+
+Request = Call | Pause
+
+
+class TransactionCancelled(StoreError):
+    """``TransactWriteItems`` was cancelled; ``reasons`` holds one entry per action, in order.
+
+    Each reason is DynamoDB's ``{"Code": ..., "Message": ..., "Item": ...}``; ``Code`` is
+    ``"None"`` for actions that did not cause the cancellation.  Plans turn it into a typed error.
+    """
+
+    def __init__(self, reasons: list[dict[str, Any]]) -> None:
+        self.reasons = reasons
+        codes = ", ".join(str(reason.get("Code")) for reason in reasons)
+        super().__init__(f"DynamoDB cancelled the transaction ({codes})")
+
+    def codes(self) -> list[str]:
+        """The reason codes by action index (``"None"`` where that action was fine)."""
+        return [str(reason.get("Code") or "None") for reason in self.reasons]
+
+
+class ConditionFailed(StoreError):
+    """A single-item write's ``ConditionExpression`` was false (plans decide what it means)."""
+
+    def __init__(self, item: dict[str, Any] | None = None) -> None:
+        self.item = item
+        super().__init__("the conditional write was not applied")
+
+
+class TableNotFound(StoreUnavailable):
+    """The table does not exist (yet): not created, being deleted, or another region."""
+
+
+class TableInUse(StoreUnavailable):
+    """``CreateTable`` raced with another creator (or the table is being created/deleted)."""
+
+
+class RequestInDoubt(StoreUnavailable):
+    """The request was sent but its answer was lost (timeout, reset, 5xx): it may have applied.
+
+    Retryable; a commit resolves the doubt with one consistent read of its commit token.
+    """

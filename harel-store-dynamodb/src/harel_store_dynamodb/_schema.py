@@ -1,0 +1,186 @@
+"""The single-table layout: keys, attribute names, the two GSIs, and the pure schema decision.
+
+One table (``pk`` S, ``sk`` S), on-demand billing, two sparse overloaded GSIs::
+
+    pk                 sk                 what
+    x:<execution id>   x                  the execution (document, version, summary, trace cursor)
+    x:<execution id>   x:<idx, 16 hex>    one trace step
+    x:<execution id>   p:<event id>       a dedupe mark (P:<sha256> when the id is long)
+    x:<execution id>   t:<path>           an armed timer (T:<sha256> when the path is long)
+    q:<base, 12 hex>   o:<j> | O:<c>      outbox entries of one commit (one each, or packed)
+    q:<base, 12 hex>   s:<j> | S:<c>      spawn intents of one commit (one each, or packed)
+    meta               schema             the schema version of this table
+
+    GSI harel-g1 (g1p, g1s)   L/<id>: listing   T/<fire_at key>: due timers
+                              O/<seq>: outbox   S/<seq>: spawns   P/<at key>: marks by age
+    GSI harel-g2 (g2p, g2s)   d:<sha256(definition_id)>/<id>: listing by definition
+
+Everything one execution owns lives in its partition, so ``load_for_event`` is one
+``BatchGetItem``, ``read_trace`` one ``Query`` and ``purge`` finds it with a consistent
+``Query``.  Relay entries live in a partition derived from their ``seq`` so an ack is one
+request.  The GSIs project only what the sweeps and the listing read (never the document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from harel.store.errors import SchemaVersionError
+
+SCHEMA_VERSION = 1
+"""Bump (with a migration note) whenever the layout above changes."""
+
+PK, SK = "pk", "sk"
+G1P, G1S, G2P, G2S = "g1p", "g1s", "g2p", "g2s"
+GSI1, GSI2 = "harel-g1", "harel-g2"
+
+EXE_SK = "x"
+"""Sort key of the execution item; trace steps sort right after it (``x:<idx>``)."""
+TRACE_RANGE = ("x", "x;")
+"""``BETWEEN`` bounds covering the execution item and all its trace steps (``;`` follows ``:``)."""
+META_KEY = {PK: {"S": "meta"}, SK: {"S": "schema"}}
+
+LISTING, TIMERS, OUTBOX, SPAWNS, MARKS = "L", "T", "O", "S", "P"
+"""The GSI1 partitions."""
+
+INLINE_KEY_BYTES = 1000
+"""Event ids and timer paths up to this many UTF-8 bytes are sort keys as they are; longer ones
+are hashed (and compared exactly through the stored attribute)."""
+
+PROJECTED = (
+    # listing summary
+    "id",
+    "v",
+    "di",
+    "st",
+    "oc",
+    "ap",
+    "pa",
+    "ua",
+    # timers
+    "xi",
+    "ph",
+    "fa",
+    # relay items
+    "e",
+    "tg",
+)
+
+
+def table_definition(table: str) -> dict[str, Any]:
+    """``CreateTable`` arguments for the layout (on-demand billing)."""
+    key_attrs = (PK, SK, G1P, G1S, G2P, G2S)
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"} for name in key_attrs
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": hash_key, "KeyType": "HASH"},
+                    {"AttributeName": range_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(PROJECTED)},
+            }
+            for index, hash_key, range_key in ((GSI1, G1P, G1S), (GSI2, G2P, G2S))
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
+def exe_pk(execution_id: str) -> dict[str, str]:
+    """The partition key of everything an execution owns."""
+    return {"S": "x:" + execution_id}
+
+
+def exe_key(execution_id: str) -> dict[str, dict[str, str]]:
+    """The key of the execution item."""
+    return {PK: exe_pk(execution_id), SK: {"S": EXE_SK}}
+
+
+def _child_sk(prefix: str, hashed_prefix: str, value: str) -> str:
+    raw = value.encode("utf-8")
+    if len(raw) <= INLINE_KEY_BYTES:
+        return prefix + value
+    return hashed_prefix + hashlib.sha256(raw).hexdigest()
+
+
+def mark_key(execution_id: str, event_id: str) -> dict[str, dict[str, str]]:
+    """The key of a dedupe mark."""
+    return {PK: exe_pk(execution_id), SK: {"S": _child_sk("p:", "P:", event_id)}}
+
+
+def timer_key(execution_id: str, path: str) -> dict[str, dict[str, str]]:
+    """The key of a timer."""
+    return {PK: exe_pk(execution_id), SK: {"S": _child_sk("t:", "T:", path)}}
+
+
+def path_is_hashed(path: str) -> bool:
+    """Whether a timer path is too long to be its own sort key (then compared by attribute)."""
+    return len(path.encode("utf-8")) > INLINE_KEY_BYTES
+
+
+def trace_sk(index: int) -> str:
+    """Sort key of trace step ``index`` (fixed-width hex, so keys sort by index)."""
+    return f"x:{index:016x}"
+
+
+def definition_partition(definition_id: str) -> str:
+    """GSI2 partition of a definition: a digest, so any length works (exactness by filter)."""
+    return "d:" + hashlib.sha256(definition_id.encode("utf-8")).hexdigest()[:40]
+
+
+def layout_problems(description: dict[str, Any]) -> list[str]:
+    """What is wrong with a described table for this layout (empty when it fits)."""
+    problems: list[str] = []
+    keys = {(k["AttributeName"], k["KeyType"]) for k in description.get("KeySchema", [])}
+    if keys != {(PK, "HASH"), (SK, "RANGE")}:
+        problems.append(f"key schema {sorted(keys)} is not (pk HASH, sk RANGE)")
+    indexes = {gsi.get("IndexName"): gsi for gsi in description.get("GlobalSecondaryIndexes", [])}
+    for index, hash_key, range_key in ((GSI1, G1P, G1S), (GSI2, G2P, G2S)):
+        gsi = indexes.get(index)
+        if gsi is None:
+            problems.append(f"global secondary index {index} is missing")
+            continue
+        got = {(k["AttributeName"], k["KeyType"]) for k in gsi.get("KeySchema", [])}
+        if got != {(hash_key, "HASH"), (range_key, "RANGE")}:
+            problems.append(f"index {index} is keyed {sorted(got)}, not ({hash_key}, {range_key})")
+        projection = gsi.get("Projection", {})
+        kind = projection.get("ProjectionType")
+        if kind == "INCLUDE":
+            missing = set(PROJECTED) - set(projection.get("NonKeyAttributes", []))
+            if missing:
+                problems.append(f"index {index} does not project {sorted(missing)}")
+        elif kind != "ALL":
+            problems.append(f"index {index} projects {kind}, not INCLUDE/ALL")
+    return problems
+
+
+def is_active(description: dict[str, Any]) -> bool:
+    """The table and every GSI are ACTIVE (writes and index queries may start)."""
+    if description.get("TableStatus") != "ACTIVE":
+        return False
+    return all(
+        gsi.get("IndexStatus", "ACTIVE") == "ACTIVE"
+        for gsi in description.get("GlobalSecondaryIndexes", [])
+    )
+
+
+def check_schema_version(table: str, item: dict[str, Any] | None) -> bool:
+    """Whether the meta item must still be written; SchemaVersionError when it is foreign."""
+    if item is None:
+        return True
+    stored = item.get("schema", {}).get("N")
+    if stored != str(SCHEMA_VERSION):
+        raise SchemaVersionError(
+            f"DynamoDB table {table!r} holds harel schema version {stored}, this release uses "
+            f"{SCHEMA_VERSION}: use a matching harel-store-dynamodb or another table"
+        )
+    return False

@@ -1,0 +1,201 @@
+"""Conformance-kit support: a fresh DynamoDB table per harness.
+
+``DynamoDBHarness(endpoint_url=...)`` hands the kit stores over one new table (created by the
+first store opened); every ``open_sync()`` / ``open_async()`` returns a new store object (its
+own client) over it.  ``url()`` names the table and endpoint for a fresh interpreter,
+``footprint()`` scans the table for what belongs to one execution, and ``destroy()`` closes
+what the harness opened and deletes the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import quote, urlencode
+
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+
+from harel_store_dynamodb._client import endpoint_of
+from harel_store_dynamodb._items import read_relay_entries
+from harel_store_dynamodb._options import DynamoOptions, make_options, parse_dynamodb_url
+from harel_store_dynamodb._plugin import CAPABILITIES
+from harel_store_dynamodb._schema import EXE_SK, OUTBOX, SPAWNS
+from harel_store_dynamodb._values import opt_str
+from harel_store_dynamodb.aio import AsyncDynamoDBStore
+from harel_store_dynamodb.sync import DynamoDBStore, open_client
+
+
+def new_table_name(prefix: str = "harel-kit") -> str:
+    """A table name no other run uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+class DynamoDBHarness(StoreHarness):
+    """One new table as the kit's dataset (created empty by the first store opened)."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        local: bool | str = True,
+        table: str | None = None,
+        profile: str | None = None,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+    ) -> None:
+        options = make_options(
+            table or new_table_name(),
+            region=region,
+            endpoint_url=endpoint_url,
+            local=local,
+            create_table=True,
+            profile=profile,
+            aws_access_key_id=aws_access_key_id,
+            aws_secret_access_key=aws_secret_access_key,
+        )
+        endpoint = endpoint_of(options)
+        if options.local == "moto":  # resolved once: other processes reach this server
+            options = make_options(
+                options.table,
+                region=options.region,
+                endpoint_url=endpoint,
+                local=True,
+                create_table=True,
+                profile=profile,
+                aws_access_key_id=aws_access_key_id,
+                aws_secret_access_key=aws_secret_access_key,
+            )
+        self.options: DynamoOptions = options
+        self.table = options.table
+        self._sync: weakref.WeakSet[DynamoDBStore] = weakref.WeakSet()
+        self._async: weakref.WeakSet[AsyncDynamoDBStore] = weakref.WeakSet()
+        self._admin: Any = None
+
+    def store_knobs(self) -> dict[str, Any]:
+        """Keyword arguments that open a store over this harness's table."""
+        o = self.options
+        knobs: dict[str, Any] = {
+            "region": o.region,
+            "endpoint_url": o.endpoint_url,
+            "local": o.local != "false",
+            "create_table": True,
+            "profile": o.profile,
+        }
+        if o.access_key_id is not None:
+            knobs["aws_access_key_id"] = o.access_key_id
+            knobs["aws_secret_access_key"] = o.secret_access_key
+        return knobs
+
+    def open_sync(self) -> DynamoDBStore:
+        """A new ``DynamoDBStore`` (its own client) over the harness table."""
+        store = DynamoDBStore(self.table, **self.store_knobs())
+        self._sync.add(store)
+        return store
+
+    async def open_async(self) -> AsyncDynamoDBStore:
+        """A new ``AsyncDynamoDBStore`` (its own client) over the harness table."""
+        store = await AsyncDynamoDBStore.open(self.table, **self.store_knobs())
+        self._async.add(store)
+        return store
+
+    def url(self) -> str:
+        """``dynamodb://[KEY:SECRET@]TABLE?region=...&endpoint_url=...&local=true&create_table=true``."""
+        o = self.options
+        query: dict[str, str] = {}
+        if o.region_name:
+            query["region"] = o.region_name
+        if o.endpoint_url:
+            query["endpoint_url"] = o.endpoint_url
+        if o.local != "false":
+            query["local"] = "true"
+        if o.profile:
+            query["profile"] = o.profile
+        query["create_table"] = "true"
+        auth = ""
+        if o.access_key_id is not None and o.secret_access_key is not None:
+            auth = f"{quote(o.access_key_id, safe='')}:{quote(o.secret_access_key, safe='')}@"
+        return f"dynamodb://{auth}{self.table}?{urlencode(query)}"
+
+    def _client(self) -> Any:
+        if self._admin is None:
+            self._admin = open_client(self.options, self.options.endpoint_url)
+        return self._admin
+
+    def scan(self) -> list[dict[str, Any]]:
+        """Every item of the table (a consistent scan; tests only)."""
+        client = self._client()
+        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"TableName": self.table, "ConsistentRead": True}
+        while True:
+            reply = client.scan(**params)
+            items.extend(reply.get("Items", []))
+            start = reply.get("LastEvaluatedKey")
+            if not start:
+                return items
+            params["ExclusiveStartKey"] = start
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Every record the table holds for ``execution_id`` (scanned, not read via the store)."""
+        labels: list[str] = []
+        own = "x:" + execution_id
+        for item in self.scan():
+            pk, sk = item["pk"]["S"], item["sk"]["S"]
+            if pk == own:
+                if sk == EXE_SK:
+                    labels.append("execution")
+                elif sk[:2] in ("p:", "P:"):
+                    labels.append(f"processed:{opt_str(item, 'ev')}")
+                elif sk[:2] in ("t:", "T:"):
+                    labels.append(f"timer:{opt_str(item, 'ph')}")
+                elif sk.startswith("x:"):
+                    labels.append(f"trace:{int(item['i']['N'])}")
+                else:
+                    labels.append(f"unknown:{sk}")
+                continue
+            kind = item.get("g1p", {}).get("S")
+            if kind == OUTBOX:
+                labels.extend(
+                    f"outbox:{seq}"
+                    for seq, _slot, entry in read_relay_entries(item)
+                    if opt_str(entry, "t") == execution_id
+                )
+            elif kind == SPAWNS and opt_str(item, "pa") == execution_id:
+                labels.extend(f"spawn:{seq}" for seq, _slot, _entry in read_relay_entries(item))
+        return labels
+
+    def destroy(self) -> None:
+        """Close every sync store still open through this harness and delete the table."""
+        for store in list(self._sync):
+            store.close()
+        client = self._client()
+        with contextlib.suppress(Exception):
+            client.delete_table(TableName=self.table)
+        client.close()
+        self._admin = None
+
+    def describe(self) -> str:
+        """``dynamodb <table> at <endpoint>`` (no credentials)."""
+        return f"dynamodb {self.options.describe()}"
+
+
+def harness_from_url(url: str, workdir: Path) -> DynamoDBHarness:
+    """A harness over a NEW table reached the way ``url`` says (endpoint, region, credentials).
+
+    The URL's own table is never touched: isolation means a fresh, empty table.
+    """
+    _table, knobs = parse_dynamodb_url(url)
+    return DynamoDBHarness(
+        endpoint_url=knobs.get("endpoint_url"),
+        region=knobs.get("region"),
+        local=knobs.get("local", "false"),
+        profile=knobs.get("profile"),
+        aws_access_key_id=knobs.get("aws_access_key_id"),
+        aws_secret_access_key=knobs.get("aws_secret_access_key"),
+    )

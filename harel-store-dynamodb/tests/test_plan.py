@@ -1,0 +1,439 @@
+"""The DynamoDB plans without a server: the requests they yield, and how they read replies.
+
+A plan is driven by hand here: each yielded request is inspected, and the reply (or the mapped
+error a driver would throw in) is chosen by the test.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import struct
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+from botocore.exceptions import (
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+from harel.model import Event, Execution
+from harel.store.common import committing
+from harel.store.contract import StoreConflict, TimerOp
+from harel.store.errors import (
+    InvalidIdentifier,
+    InvalidPayload,
+    InvalidStoreURL,
+    PayloadTooLarge,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailable,
+)
+from harel_store_dynamodb._commit import MAX_ACTIONS
+from harel_store_dynamodb._cursor import TraceCursor
+from harel_store_dynamodb._errors import map_error
+from harel_store_dynamodb._options import parse_dynamodb_url, split_from_url_knobs
+from harel_store_dynamodb._plan import Operations
+from harel_store_dynamodb._requests import (
+    Call,
+    ConditionFailed,
+    Pause,
+    RequestInDoubt,
+    TransactionCancelled,
+)
+from harel_store_dynamodb._seq import BaseClock, locate, packed_seq, unpacked_seq
+from harel_store_dynamodb._values import float_key
+from hypothesis import given
+from hypothesis import strategies as st
+
+TABLE = "plan-table"
+Plan = Generator[Any, Any, Any]
+
+
+def first_request(plan: Plan) -> Any:
+    return next(plan)
+
+
+def finish(plan: Plan, reply: Any) -> Any:
+    """Send ``reply`` and expect the plan to return; its value."""
+    with pytest.raises(StopIteration) as done:
+        plan.send(reply)
+    return done.value.value
+
+
+def ops() -> Operations:
+    return Operations(TABLE)
+
+
+def prepared(exe: Execution, **effects: Any) -> Any:
+    """The PreparedCommit of ``exe`` (version bumped as a store's commit would)."""
+    manager = committing(exe, effects.pop("emits", []), **effects)
+    return manager.__enter__()
+
+
+def all_strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in all_strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in all_strings(v)]
+    return []
+
+
+def expressions(params: dict[str, Any]) -> list[str]:
+    """Every expression string of a request (transaction actions included)."""
+    found = []
+    for key, value in params.items():
+        if key.endswith("Expression") and isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            found.extend(expressions(value))
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, dict):
+                    found.extend(expressions(item))
+    return found
+
+
+# -- commit ---------------------------------------------------------------------------------
+
+
+def test_insert_commit_is_one_transaction_with_every_effect() -> None:
+    exe = Execution(id="id:{x}.$%'\"", definition_id="def", context={"a": 1})
+    commit = prepared(
+        exe,
+        emits=[("t-1", Event(id="e1", kind="Go")), (None, Event(id="e2", kind="Go"))],
+        processed_event_id="in-1",
+        timers=(TimerOp.schedule("/a", 5.0), TimerOp.cancel("/b")),
+        spawns=[("child", "/r", {"k": "v"})],
+        trace={"event_kind": "Start"},
+    )
+    plan = ops().commit(commit, 200)
+    request = first_request(plan)
+    assert request == Call("transact_write_items", request.params)
+    actions = request.params["TransactItems"]
+    kinds = [next(iter(action)) for action in actions]
+    # execution, mark, timer put, timer delete, trace step, 2 outbox items, 1 spawn item
+    assert kinds == ["Update", "Put", "Put", "Delete", "Put", "Put", "Put", "Put"]
+    update = actions[0]["Update"]
+    assert update["ConditionExpression"].startswith("attribute_not_exists(")
+    assert update["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    # user values only ever travel as placeholders
+    for text in expressions(request.params):
+        for value in ("id:{x}.$%'\"", "def", "in-1", "/a", "child", "t-1"):
+            assert value not in text
+    assert finish(plan, {}) is None
+
+
+def test_cancel_and_rearm_of_one_path_touch_the_timer_item_once() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=0)
+    commit = prepared(exe, timers=(TimerOp.cancel("/retry"), TimerOp.schedule("/retry", 20.0)))
+    actions = first_request(ops().commit(commit, 200)).params["TransactItems"]
+    keys = [a[next(iter(a))].get("Key") or a[next(iter(a))].get("Item") for a in actions]
+    sort_keys = [k["sk"]["S"] for k in keys]
+    assert sort_keys.count("t:/retry") == 1
+    assert len(set(sort_keys)) == len(sort_keys), "an item appears twice in one transaction"
+
+
+def test_a_fan_out_of_150_spawns_is_packed_into_one_transaction() -> None:
+    exe = Execution(id="parent", definition_id="d")
+    spawns = [(f"child-{n:03d}", f"/fork/{n}", {"n": n}) for n in range(150)]
+    commit = prepared(exe, emits=[(None, Event(id="forked", kind="F"))], spawns=spawns)
+    actions = first_request(ops().commit(commit, 200)).params["TransactItems"]
+    assert len(actions) <= MAX_ACTIONS
+    items = [a["Put"]["Item"] for a in actions if "Put" in a]
+    spawn_items = [i for i in items if i.get("g1p", {}).get("S") == "S"]
+    assert len(spawn_items) == 1
+    entries = spawn_items[0]["e"]["M"]
+    seqs = sorted(int(entry["M"]["q"]["N"]) for entry in entries.values())
+    assert len(seqs) == 150
+    where = [locate(seq) for seq in seqs]
+    assert all(w is not None and w.packed for w in where)
+    assert [w.slot for w in where if w is not None] == list(range(150))
+
+
+def test_oversized_document_is_refused_before_anything_is_sent() -> None:
+    noise = base64.b64encode(os.urandom(600_000)).decode()
+    exe = Execution(id="big", definition_id="d", context={"noise": noise})
+    commit = prepared(exe)
+    with pytest.raises(PayloadTooLarge, match="400 KB"):
+        first_request(ops().commit(commit, 200))
+
+
+def test_compressible_megabyte_fits_one_item() -> None:
+    exe = Execution(id="big", definition_id="d", context={"blob": "x" * 1_000_000})
+    request = first_request(ops().commit(prepared(exe), 200))
+    update = request.params["TransactItems"][0]["Update"]
+    blobs = [v for v in update["ExpressionAttributeValues"].values() if "B" in v]
+    assert len(blobs) == 1 and len(blobs[0]["B"]) < 50_000
+
+
+def test_lost_cas_is_a_conflict_with_the_found_version_and_no_extra_read() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=3)
+    plan = ops().commit(prepared(exe), 200)
+    first_request(plan)
+    reasons = [
+        {
+            "Code": "ConditionalCheckFailed",
+            "Item": {"v": {"N": "5"}, "tn": {"N": "0"}, "tl": {"N": "0"}},
+        }
+    ]
+    with pytest.raises(StoreConflict) as info:
+        plan.throw(TransactionCancelled(reasons))
+    assert (info.value.expected, info.value.found) == (3, 5)
+
+
+def test_absent_record_conflicts_with_found_none() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=3)
+    plan = ops().commit(prepared(exe), 200)
+    first_request(plan)
+    with pytest.raises(StoreConflict) as info:
+        plan.throw(TransactionCancelled([{"Code": "ConditionalCheckFailed"}]))
+    assert info.value.found is None
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("ValidationError", InvalidPayload),
+        ("ItemCollectionSizeLimitExceeded", PayloadTooLarge),
+        ("SomethingNew", StoreError),
+    ],
+)
+def test_other_cancellation_reasons_are_typed_errors_not_conflicts(
+    code: str, error: type[Exception]
+) -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = ops().commit(prepared(exe), 200)
+    first_request(plan)
+    with pytest.raises(error) as info:
+        plan.throw(TransactionCancelled([{"Code": "None"}, {"Code": code, "Message": "m"}]))
+    assert not isinstance(info.value, StoreConflict)
+
+
+def test_transaction_conflicts_are_retried_then_unavailable() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = ops().commit(prepared(exe), 200)
+    request = first_request(plan)
+    busy = TransactionCancelled([{"Code": "TransactionConflict"}])
+    attempts = 0
+    with pytest.raises(StoreUnavailable):
+        while True:
+            if isinstance(request, Call):
+                attempts += 1
+                request = plan.throw(busy)
+            else:
+                assert isinstance(request, Pause)
+                request = plan.send(None)
+    assert attempts > 1
+
+
+def test_a_relay_base_collision_retries_with_a_fresh_base() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = ops().commit(prepared(exe, emits=[(None, Event(id="e", kind="K"))]), 200)
+    first = first_request(plan)
+    collided = TransactionCancelled([{"Code": "None"}, {"Code": "ConditionalCheckFailed"}])
+    second = plan.throw(collided)
+    assert isinstance(second, Call) and second.operation == "transact_write_items"
+    key = lambda r: r.params["TransactItems"][1]["Put"]["Item"]["pk"]["S"]  # noqa: E731
+    assert key(first) != key(second)
+    assert finish(plan, {}) is None
+
+
+def test_an_answer_lost_in_transit_is_resolved_by_the_commit_token() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    commit = prepared(exe)
+    plan = ops().commit(commit, 200)
+    request = first_request(plan)
+    token = request.params["TransactItems"][0]["Update"]["ExpressionAttributeValues"]
+    ct = next(v["S"] for v in token.values() if "S" in v and len(v["S"]) == 32)
+    check = plan.throw(RequestInDoubt("lost"))
+    assert check.operation == "get_item" and check.params["ConsistentRead"] is True
+    assert finish(plan, {"Item": {"v": {"N": "2"}, "ct": {"S": ct}}}) is None
+
+    other = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
+    first_request(other)
+    other.throw(RequestInDoubt("lost"))
+    with pytest.raises(RequestInDoubt):
+        other.send({"Item": {"v": {"N": "2"}, "ct": {"S": "someone else"}}})
+
+
+def test_a_stale_trace_cursor_is_corrected_from_the_old_item() -> None:
+    operations = ops()
+    operations.cache.put("kit-1", TraceCursor(1, 4, 0))
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = operations.commit(prepared(exe, trace={"event_kind": "Go"}), 3)
+    first = first_request(plan)
+    step = first.params["TransactItems"][1]["Put"]["Item"]
+    assert step["sk"]["S"] == f"x:{4:016x}"
+    moved = {"v": {"N": "1"}, "tn": {"N": "6"}, "tl": {"N": "3"}}
+    second = plan.throw(TransactionCancelled([{"Code": "ConditionalCheckFailed", "Item": moved}]))
+    items = second.params["TransactItems"]
+    assert items[1]["Put"]["Item"]["sk"]["S"] == f"x:{6:016x}"
+    deleted = [a["Delete"]["Key"]["sk"]["S"] for a in items if "Delete" in a]
+    assert deleted == [f"x:{3:016x}"]  # a ring of 3 after step 6 keeps 4, 5, 6
+    assert finish(plan, {}) is None
+    assert operations.cache.get("kit-1") == TraceCursor(2, 7, 4)
+
+
+def test_traced_commit_without_a_cursor_reads_it_first() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=2)
+    plan = ops().commit(prepared(exe, trace={"event_kind": "Go"}), 200)
+    read = first_request(plan)
+    assert read.operation == "get_item" and read.params["ConsistentRead"] is True
+    with pytest.raises(StoreConflict) as info:
+        plan.send({"Item": {"v": {"N": "7"}, "tn": {"N": "1"}, "tl": {"N": "0"}}})
+    assert info.value.found == 7
+
+
+# -- reads and sweeps -------------------------------------------------------------------------
+
+
+def test_load_for_event_is_one_consistent_batch_get() -> None:
+    plan = ops().load_for_event("kit-1", "e-1")
+    request = first_request(plan)
+    assert request.operation == "batch_get_item"
+    assert request.params["RequestItems"][TABLE]["ConsistentRead"] is True
+    assert finish(plan, {"Responses": {TABLE: []}}) == (None, False)
+
+
+def test_sweeps_query_the_sparse_index_never_scan() -> None:
+    for plan in (
+        ops().pending("O", None),
+        ops().pending("S", 5),
+        ops().due_timers(10.0, None),
+        ops().prune_processed(10.0, 100),
+    ):
+        request = first_request(plan)
+        assert request.operation == "query" and request.params["IndexName"] == "harel-g1"
+
+
+def test_due_timer_ties_at_the_limit_are_completed_and_sorted() -> None:
+    def timer(xi: str, ph: str, at: float) -> dict[str, Any]:
+        return {
+            "xi": {"S": xi},
+            "ph": {"S": ph},
+            "fa": {"S": repr(at)},
+            "g1s": {"S": float_key(at)},
+        }
+
+    plan = ops().due_timers(100.0, 2)
+    first_request(plan)
+    tie_query = plan.send(
+        {"Items": [timer("b", "/z", 1.0), timer("b", "/y", 5.0)], "LastEvaluatedKey": {"k": 1}}
+    )
+    assert tie_query.params["ExclusiveStartKey"] == {"k": 1}
+    result = finish(plan, {"Items": [timer("a", "/q", 5.0)]})
+    assert result == [("b", "/z", 1.0), ("a", "/q", 5.0)]
+
+
+def test_read_methods_refuse_unusable_ids_before_any_request() -> None:
+    for bad in ("", "x" * 1025, "nul\x00", "lone\ud800"):
+        with pytest.raises(InvalidIdentifier):
+            first_request(ops().load(bad))
+    with pytest.raises(TypeError):
+        first_request(ops().load(5))  # type: ignore[arg-type]
+
+
+def test_unknown_ack_never_creates_an_item() -> None:
+    plan = ops().ack("O", packed_seq(12345, 1, 7))
+    request = first_request(plan)
+    assert request.operation == "update_item"
+    assert request.params["ConditionExpression"].startswith("attribute_exists(")
+    with pytest.raises(StopIteration):
+        plan.throw(ConditionFailed())
+
+
+# -- sequence numbers and keys ----------------------------------------------------------------
+
+
+def test_seq_layout_round_trips() -> None:
+    base = BaseClock().next()
+    for j in (0, 1, 2**15 - 1):
+        where = locate(unpacked_seq(base, j))
+        assert where is not None and (where.base, where.packed, where.index) == (base, False, j)
+    for chunk, slot in ((0, 0), (31, 1023), (3, 17)):
+        where = locate(packed_seq(base, chunk, slot))
+        assert where is not None and (where.packed, where.index, where.slot) == (True, chunk, slot)
+    assert unpacked_seq(base, 5) < 2**63
+
+
+def test_commit_bases_increase_within_a_process() -> None:
+    clock = BaseClock()
+    bases = [clock.next() for _ in range(2000)]
+    assert bases == sorted(bases) and len(set(bases)) == len(bases)
+
+
+@given(
+    st.floats(allow_nan=False, allow_infinity=True), st.floats(allow_nan=False, allow_infinity=True)
+)
+def test_float_keys_sort_like_the_numbers(a: float, b: float) -> None:
+    assert (float_key(a) < float_key(b)) == (a < b)
+    assert (float_key(a) == float_key(b)) == (a == b)
+
+
+def test_float_key_is_fixed_width() -> None:
+    for value in (-math.inf, -1e308, -0.0, 0.0, 5e-324, 1.0, 1e308, math.inf):
+        assert len(float_key(value)) == 16
+    assert struct.pack(">d", 0.0) != struct.pack(">d", -0.0)
+    assert float_key(0.0) == float_key(-0.0)
+
+
+# -- errors and options ---------------------------------------------------------------------
+
+
+def _client_error(code: str, **extra: Any) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "msg size"}, **extra}, "Op")
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (
+            lambda: _client_error(
+                "TransactionCanceledException", CancellationReasons=[{"Code": "None"}]
+            ),
+            TransactionCancelled,
+        ),
+        (lambda: _client_error("ConditionalCheckFailedException"), ConditionFailed),
+        (lambda: _client_error("ProvisionedThroughputExceededException"), StoreUnavailable),
+        (lambda: _client_error("InternalServerError"), RequestInDoubt),
+        (lambda: _client_error("UnrecognizedClientException"), StoreConfigError),
+        (lambda: _client_error("ValidationException"), PayloadTooLarge),
+        (lambda: EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), StoreUnavailable),
+        (lambda: ReadTimeoutError(endpoint_url="http://127.0.0.1:1"), RequestInDoubt),
+        (lambda: NoCredentialsError(), StoreConfigError),
+    ],
+)
+def test_driver_errors_map_to_the_hierarchy(
+    make: Callable[[], Exception], expected: type[Exception]
+) -> None:
+    mapped = map_error(make(), table=TABLE, operation="get_item")
+    assert isinstance(mapped, expected) and isinstance(mapped, StoreError)
+    if expected is StoreUnavailable:
+        assert not isinstance(mapped, RequestInDoubt) or expected is RequestInDoubt
+
+
+def test_urls_keep_the_table_case_and_never_show_the_secret() -> None:
+    table, knobs = parse_dynamodb_url(
+        "dynamodb://AKIDEXAMPLE:s3cr%2Fet@My_Table.v2?region=eu-west-1&create_table=true"
+    )
+    assert table == "My_Table.v2"
+    assert knobs["aws_secret_access_key"] == "s3cr/et"
+    assert knobs["create_table"] is True
+    for bad in (
+        "dynamodb://t?nope=1",
+        "dynamodb://tab:8000",
+        "dynamodb://ab",
+        "dynamodb://table/path",
+        "dynamodb://table?endpoint_url=ftp://x",
+    ):
+        with pytest.raises(InvalidStoreURL):
+            parse_dynamodb_url(bad)
+    with pytest.raises(InvalidStoreURL) as info:
+        split_from_url_knobs("dynamodb://AK:topsecret@table", {"bogus": 1})
+    assert "topsecret" not in str(info.value)

@@ -1,0 +1,476 @@
+"""The IO-free plan of the MongoDB store: the requests each operation sends and how replies
+become values.  ``sync.py`` (PyMongo) and ``aio.py`` (PyMongo async / motor) only execute these
+plans through :func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`.
+
+Round trips (each request is one server call; a cursor holding more than one batch adds a
+``getMore`` per further batch):
+
+* commit: ONE ``update_one`` (the version CAS in its filter, everything the step writes in one
+  update pipeline, atomic on a standalone server); a commit that emits events or spawns
+  children first reserves its seqs with one ``find_one_and_update`` on the counter: <= 2;
+* load, load_for_event, is_processed, read_trace, append_trace, delete_timer, ack: 1
+  (an ack that empties a purged execution's relay-only document: 2);
+* pending_outbox, pending_spawns, due_timers, list_executions: 1 indexed ``find``;
+* a lost CAS reads the stored version once more (to name it in ``StoreConflict``).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any, TypeAlias, TypeVar
+
+from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
+from harel.store.common import (
+    MAX_INT,
+    PreparedCommit,
+    check_event_ref,
+    check_flag,
+    check_id,
+    check_now,
+    check_prune,
+    check_seq,
+    check_timer_ref,
+    conflict,
+    decode_event,
+    decode_execution,
+    decode_payload,
+    decode_trace_step,
+    encode_trace_step,
+    listing_query,
+    page_from_probe,
+    sweep_limit,
+    trace_keep_from,
+)
+from harel.store.common.validate import show
+from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionNotFound,
+    PayloadTooLarge,
+    StoreCorrupted,
+    StoreUnavailable,
+)
+
+from harel_store_mongo import _requests as rq
+from harel_store_mongo._requests import CommitWrite, Request
+from harel_store_mongo._schema import SCHEMA_VERSION, check_schema
+
+log = logging.getLogger("harel_store_mongo")
+
+T = TypeVar("T")
+
+Plan: TypeAlias = Generator[Request, Any, T]
+"""A sans-IO operation returning ``T``: yields requests, is sent each request's result."""
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024 - 64 * 1024
+"""What one commit may add to a document: MongoDB's 16 MiB BSON document limit less room for
+the document's other fields.  The server refuses a document that outgrows 16 MiB all the same
+(``PayloadTooLarge``, nothing written)."""
+
+PURGE_ATTEMPTS = 3
+PRUNE_IDLE_ROUNDS = 5
+
+
+class DuplicateKey(Exception):
+    """The server refused an insert/upsert on an existing ``_id`` (the drivers' error mapping
+    raises it into the plan)."""
+
+
+def _field(doc: Any, name: str, what: str) -> Any:
+    if not isinstance(doc, dict) or name not in doc:
+        raise StoreCorrupted(f"{what} lacks its {name!r} field")
+    return doc[name]
+
+
+def _version(doc: Any) -> int | None:
+    """The stored version of an execution document; ``None`` when none is stored (no document,
+    or a relay-only one)."""
+    if doc is None:
+        return None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise StoreCorrupted(f"the stored version {version!r} of document {doc!r:.80} is unreadable")
+    return version or None
+
+
+# -- open -----------------------------------------------------------------------------------------
+
+
+def open_plan(where: str) -> Plan[None]:
+    """Reach the server, check (or record) the layout version, create the indexes."""
+    yield rq.ping()
+    try:
+        found = yield rq.claim_schema(SCHEMA_VERSION)
+    except DuplicateKey:  # another store created it at the same moment
+        found = yield rq.read_schema()
+    check_schema(found, where)
+    yield rq.create_indexes()
+
+
+# -- commit ---------------------------------------------------------------------------------------
+
+
+def new_token() -> str:
+    """A fresh commit token (recognises a commit's own earlier, reply-lost attempt)."""
+    return uuid.uuid4().hex
+
+
+def summary_of(prepared: PreparedCommit, token: str) -> dict[str, Any]:
+    """The fields every commit replaces: the CAS token, the snapshot and the listing row."""
+    p = prepared
+    return {
+        "version": p.new_version,
+        "token": token,
+        "data": p.document,
+        "definition_id": p.definition_id,
+        "status": p.status,
+        "parent_id": p.parent_id,
+        "outcome": p.outcome,
+        "active_path": p.active_path,
+        "updated_at": p.committed_at,
+    }
+
+
+def write_of(prepared: PreparedCommit, seqs: Sequence[int]) -> CommitWrite:
+    """The side data of a commit as stored, given its allocated seqs (emits first)."""
+    p = prepared
+    emit_seqs, spawn_seqs = seqs[: len(p.emits)], seqs[len(p.emits) :]
+    return CommitWrite(
+        outbox=tuple(
+            {"seq": seq, "target": emit.target_id, "event": emit.event_json}
+            for seq, emit in zip(emit_seqs, p.emits, strict=True)
+        ),
+        spawns=tuple(
+            {"seq": seq, "child": s.child_id, "root": s.root_path, "context": s.context_json}
+            for seq, s in zip(spawn_seqs, p.spawns, strict=True)
+        ),
+        timer_paths=tuple(op.path for op in p.timers),
+        schedules=tuple({"path": op.path, "at": op.fire_at} for op in p.schedules),
+        mark=None
+        if p.processed_event_id is None
+        else {"event": p.processed_event_id, "at": p.committed_at},
+        trace=p.trace,
+    )
+
+
+def check_commit_size(prepared: PreparedCommit, limit: int = MAX_DOCUMENT_BYTES) -> None:
+    """Refuse, before anything is sent, a commit adding more than ``limit`` bytes of JSON."""
+    p = prepared
+    size = len(p.document) + len(p.trace or "")
+    size += sum(len(e.event_json) for e in p.emits) + sum(len(s.context_json) for s in p.spawns)
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the commit of execution {show(p.execution_id)} adds {size} bytes of JSON to its "
+            f"document; this store's limit is {limit} bytes per commit (MongoDB documents hold "
+            "16 MiB): keep large data outside the execution and store a reference"
+        )
+
+
+def seq_block(reply: Any, count: int, where: str) -> list[int]:
+    """The ``count`` seqs the counter reserved (its reply holds the last one)."""
+    last = reply.get("n") if isinstance(reply, dict) else None
+    if isinstance(last, bool) or not isinstance(last, int) or not count <= last <= MAX_INT:
+        raise StoreCorrupted(
+            f"{where}: the seq counter {{_id: 'seq'}} in collection 'meta' holds {last!r}, "
+            "not a number of reserved seqs; restore it to the highest seq in use"
+        )
+    return list(range(last - count + 1, last + 1))
+
+
+def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> Plan[None]:
+    """Write ``prepared`` with one ``update_one`` (after one seq reservation when it emits or
+    spawns); raises ``StoreConflict`` when the CAS is lost, with nothing written.
+
+    A connection failure re-sends the very same update once: if the first attempt did land,
+    the re-send matches nothing and the stored token says the step is ours.
+    """
+    trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
+    check_commit_size(prepared)
+    count = len(prepared.emits) + len(prepared.spawns)
+    seqs: list[int] = []
+    if count:
+        seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
+    token = new_token()
+    request = rq.commit_request(
+        prepared.execution_id,
+        prepared.expected_version,
+        summary_of(prepared, token),
+        write_of(prepared, seqs),
+        trace_max,
+    )
+    result: Any = None
+    for attempt in (1, 2):
+        try:
+            result = yield request
+            break
+        except DuplicateKey:
+            break
+        except StoreUnavailable as exc:
+            if attempt == 2:
+                raise StoreUnavailable(
+                    f"{exc}; the commit of execution {show(prepared.execution_id)} may or may "
+                    "not be stored: load the execution before retrying the step"
+                ) from exc
+    if result is not None and (result.matched_count == 1 or result.upserted_id is not None):
+        return
+    stored = yield rq.probe_commit(prepared.execution_id)
+    found = _version(stored)
+    if found == prepared.new_version and stored.get("token") == token:
+        return  # our first attempt landed; its reply was lost
+    raise conflict(prepared, found)
+
+
+# -- single-document writes -----------------------------------------------------------------------
+
+
+def append_trace_plan(
+    execution_id: str, entry: dict[str, Any], trace_max: int | None
+) -> Plan[None]:
+    """Append one step outside a commit (same index and ring rules).  Unknown execution:
+    ``ExecutionNotFound``, nothing written (no document is created)."""
+    execution_id = check_id(execution_id)
+    body = encode_trace_step(entry, max_document_bytes=MAX_DOCUMENT_BYTES)
+    trace_keep_from(0, trace_max)
+    result = yield rq.append_trace_request(execution_id, body, trace_max)
+    if result.matched_count == 0:
+        raise ExecutionNotFound(execution_id)
+
+
+def delete_timer_plan(execution_id: str, path: str, fire_at: float) -> Plan[None]:
+    """Disarm a timer only while it still holds exactly ``fire_at``."""
+    execution_id, path, fire_at = check_timer_ref(execution_id, path, fire_at)
+    yield rq.delete_timer_request(execution_id, path, fire_at)
+
+
+def ack_plan(seq: int, *, spawns: bool) -> Plan[None]:
+    """Remove one relay entry (unknown seq: nothing happens)."""
+    seq = check_seq(seq)
+    doc = yield rq.ack_request(seq, spawns=spawns)
+    if doc is not None and _version(doc) is None and doc.get("outbox_next") is None:
+        yield rq.drop_empty_relay([doc["_id"]])
+
+
+def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
+    """Remove the execution with everything in its document in one update, then the outbox
+    entries other executions emitted to it; returns whether the execution was stored."""
+    execution_id = check_id(execution_id)
+    force = check_flag(force, "force")
+    existed = False
+    for _ in range(PURGE_ATTEMPTS):
+        doc = yield rq.purge_request(execution_id, force)
+        if doc is not None:
+            existed = True
+            if doc.get("outbox_next") is None:
+                yield rq.drop_empty_relay([execution_id])
+            break
+        if force:
+            break
+        current = yield rq.read_status(execution_id)
+        if current is None:
+            break
+        status = str(current.get("status"))
+        if status not in {s.value for s in FINISHED}:
+            raise ExecutionActive(execution_id, status)
+    else:
+        raise StoreUnavailable(
+            f"purge({show(execution_id)}) kept racing with commits that finished it; retry"
+        )
+    holders = yield rq.targeting(execution_id)
+    if holders:
+        ids = [doc["_id"] for doc in holders]
+        yield rq.untarget(ids, execution_id)
+        relay_only = [doc["_id"] for doc in holders if _version(doc) is None]
+        if relay_only:
+            yield rq.drop_empty_relay(relay_only)
+    return existed
+
+
+def prune_plan(older_than: float, batch_size: int) -> Plan[int]:
+    """Drop marks recorded before ``older_than``: each round reads up to ``batch_size``
+    documents holding such marks (oldest first, only those marks shipped) and drops at most
+    ``batch_size`` marks, one short single-document update each; returns the count."""
+    older_than, batch_size = check_prune(older_than, batch_size)
+    total = 0
+    idle = 0
+    while True:
+        docs = yield rq.aged_marks(older_than, batch_size)
+        if not docs:
+            return total
+        budget = batch_size
+        progressed = False
+        for doc in docs:
+            events = [m["event"] for m in sorted(doc.get("old") or [], key=_mark_age)][:budget]
+            if not events:  # its marks_since named no old mark: recompute it
+                yield rq.fix_marks_since(doc["_id"], doc.get("marks_since"))
+                progressed = True
+                continue
+            result = yield rq.drop_marks(doc["_id"], events, older_than)
+            if result.matched_count:
+                total += len(events)
+                budget -= len(events)
+                progressed = True
+            if budget <= 0:
+                break
+        idle = 0 if progressed else idle + 1
+        if idle >= PRUNE_IDLE_ROUNDS:
+            raise StoreUnavailable(
+                "prune_processed kept racing with other pruners or commits; retry"
+            )
+
+
+def _mark_age(mark: Any) -> float:
+    at = mark.get("at") if isinstance(mark, dict) else None
+    if not isinstance(at, (int, float)) or isinstance(at, bool):
+        raise StoreCorrupted(f"the dedupe mark {mark!r:.80} has no recorded time")
+    return float(at)
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def _execution(doc: Any, execution_id: str) -> Execution | None:
+    if _version(doc) is None:
+        return None
+    what = f"the stored execution {show(execution_id)}"
+    return decode_execution(_field(doc, "data", what), what=what)
+
+
+def load_plan(execution_id: str) -> Plan[Execution | None]:
+    """The stored execution (a fresh object) or ``None``."""
+    execution_id = check_id(execution_id)
+    doc = yield rq.load_request(execution_id)
+    return _execution(doc, execution_id)
+
+
+def load_for_event_plan(
+    execution_id: str, event_id: str
+) -> Plan[tuple[Execution | None, bool]]:
+    """``(execution, processed)`` in one read; unknown execution: ``(None, False)``."""
+    execution_id, event_id = check_event_ref(execution_id, event_id)
+    doc = yield rq.load_request(execution_id, event_id)
+    exe = _execution(doc, execution_id)
+    return (None, False) if exe is None else (exe, bool(doc.get("processed")))
+
+
+def is_processed_plan(execution_id: str, event_id: str) -> Plan[bool]:
+    """Whether ``execution_id`` recorded ``event_id`` as processed."""
+    execution_id, event_id = check_event_ref(execution_id, event_id)
+    return (yield rq.is_processed_request(execution_id, event_id)) is not None
+
+
+def pending_outbox_plan(limit: int | None) -> Plan[list[OutboxEntry]]:
+    """Undelivered events, oldest first (at most ``limit``)."""
+    limit = sweep_limit(limit)
+    docs = yield rq.pending_request(False, limit)
+    entries = []
+    for doc in docs:
+        for raw in doc.get("outbox") or []:
+            try:
+                seq = raw["seq"]
+                event = decode_event(raw["event"], what=f"outbox entry {seq}")
+                entries.append(OutboxEntry(seq, raw.get("target"), event))
+            except (KeyError, TypeError, StoreCorrupted) as exc:
+                log.warning("skipping an unreadable outbox entry of %r: %s", doc.get("_id"), exc)
+    entries.sort(key=lambda entry: entry.seq)
+    return entries if limit is None else entries[:limit]
+
+
+def pending_spawns_plan(limit: int | None) -> Plan[list[SpawnEntry]]:
+    """Uncreated children, oldest first (at most ``limit``)."""
+    limit = sweep_limit(limit)
+    docs = yield rq.pending_request(True, limit)
+    entries = []
+    for doc in docs:
+        for raw in doc.get("spawns") or []:
+            try:
+                seq = raw["seq"]
+                context = decode_payload(raw["context"], what=f"spawn {seq}")
+                if not isinstance(context, dict):
+                    raise StoreCorrupted(f"the context of spawn {seq} is not an object")
+                entries.append(SpawnEntry(seq, doc["_id"], raw["child"], raw["root"], context))
+            except (KeyError, TypeError, StoreCorrupted) as exc:
+                log.warning("skipping an unreadable spawn intent of %r: %s", doc.get("_id"), exc)
+    entries.sort(key=lambda entry: entry.seq)
+    return entries if limit is None else entries[:limit]
+
+
+def due_timers_plan(now: float, limit: int | None) -> Plan[list[DueTimer]]:
+    """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
+    now = check_now(now)
+    limit = sweep_limit(limit)
+    docs = yield rq.due_request(now, limit)
+    due: list[DueTimer] = []
+    for doc in docs:
+        for raw in doc.get("timers") or []:
+            try:
+                at = raw["at"]
+                if isinstance(at, bool) or not isinstance(at, (int, float)):
+                    raise TypeError(f"fire_at {at!r} is not a number")
+                if at <= now:
+                    due.append((doc["_id"], raw["path"], float(at)))
+            except (KeyError, TypeError) as exc:
+                log.warning("skipping an unreadable timer of %r: %s", doc.get("_id"), exc)
+    due.sort(key=lambda timer: (timer[2], timer[0], timer[1]))
+    return due if limit is None else due[:limit]
+
+
+def read_trace_plan(execution_id: str) -> Plan[list[dict[str, Any]]]:
+    """The retained trace steps, oldest first; ``trace[j]`` has index
+    ``trace_next - len(trace) + j``."""
+    execution_id = check_id(execution_id)
+    doc = yield rq.read_trace_request(execution_id)
+    if _version(doc) is None:
+        return []
+    ring = doc.get("trace") or []
+    written = doc.get("trace_next", 0)
+    what = f"a trace step of execution {show(execution_id)}"
+    if isinstance(written, bool) or not isinstance(written, int) or written < len(ring):
+        raise StoreCorrupted(f"{what}: the step count {written!r} is unreadable")
+    first = written - len(ring)
+    return [decode_trace_step(body, first + j, what=what) for j, body in enumerate(ring)]
+
+
+def listing_plan(
+    *,
+    status: Iterable[Status] | None,
+    definition_id: str | None,
+    roots_only: bool,
+    limit: int,
+    cursor: str | None,
+) -> Plan[ExecutionPage]:
+    """One page ordered by id, read from the summary fields (keyset cursor)."""
+    query = listing_query(
+        status=status,
+        definition_id=definition_id,
+        roots_only=roots_only,
+        limit=limit,
+        cursor=cursor,
+    )
+    if query.matches_nothing:
+        return ExecutionPage()
+    docs = yield rq.listing_request(
+        query.status_values, query.definition_id, query.roots_only, query.after, query.probe_limit
+    )
+    return page_from_probe(query, [summary_from(doc) for doc in docs])
+
+
+def summary_from(doc: Any) -> ExecutionSummary:
+    """An :class:`ExecutionSummary` from a listed document's summary fields."""
+    execution_id = doc.get("_id") if isinstance(doc, dict) else None
+    try:
+        return ExecutionSummary(
+            id=execution_id,
+            definition_id=doc["definition_id"],
+            status=Status(doc["status"]),
+            outcome=doc.get("outcome"),
+            active_path=doc.get("active_path"),
+            version=doc["version"],
+            parent_id=doc.get("parent_id"),
+            updated_at=doc.get("updated_at"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorrupted(
+            f"the listing summary of execution {execution_id!r:.80} cannot be read: {exc}"
+        ) from exc

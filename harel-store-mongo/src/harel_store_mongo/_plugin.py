@@ -1,0 +1,47 @@
+"""Registers the MongoDB backend with harel's store registry (imports no driver, no engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+
+from harel.registry import StoreBackend, hookimpl
+
+from harel_store_mongo._capabilities import CAPABILITIES
+from harel_store_mongo._legacy import VARIABLES as LEGACY_VARIABLES
+
+DISTRIBUTION = "harel-store-mongo"
+LOCAL_URL = "mongodb://mongomock.invalid/?db=harel-local"
+"""The throwaway dataset of the all-backends tests: no MongoDB server can run on the test
+machines, so this URL (the reserved ``.invalid`` host) makes the harness use an in-process
+mongomock dataset; the store itself never treats it specially."""
+
+
+def _version() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+@hookimpl
+def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
+    """Register ``mongodb://`` and ``mongodb+srv://`` (sync ``MongoStore``, async
+    ``AsyncMongoStore``)."""
+    register(
+        StoreBackend(
+            name="mongo",
+            schemes=("mongodb", "mongodb+srv"),
+            store="harel_store_mongo.sync:MongoStore",
+            async_store="harel_store_mongo.aio:AsyncMongoStore",
+            capabilities=CAPABILITIES,
+            distribution=DISTRIBUTION,
+            version=_version(),
+            harness="harel_store_mongo.testing:harness_from_url",
+            local_url=LOCAL_URL,
+            description="MongoDB (PyMongo; async over AsyncMongoClient or motor): one "
+            "update_one per commit",
+            legacy_env="harel_store_mongo._legacy:url_from_env",
+            legacy_vars=LEGACY_VARIABLES,
+        )
+    )

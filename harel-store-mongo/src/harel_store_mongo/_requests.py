@@ -1,0 +1,415 @@
+"""The requests the plans yield, and the filters and update pipelines they carry.
+
+Every value that comes from a caller (ids, paths, event ids, JSON text, numbers) enters a
+filter only as a plain value (``{"_id": execution_id}``, ``{"$in": [...]}``), never as a key or
+an operator, and enters an update pipeline only inside ``{"$literal": ...}``, so a string such
+as ``"$where"`` or ``"a.b"`` is data, never a field path or an operator.  Field names are all
+constants of :mod:`harel_store_mongo._schema`.  Imports no driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from harel.store.contract import FINISHED
+
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, META, NUMBER, PRESENT, SCHEMA_ID, SEQ_ID
+
+Method = Literal[
+    "command",
+    "find_one",
+    "find",
+    "aggregate",
+    "update_one",
+    "update_many",
+    "find_one_and_update",
+    "delete_one",
+    "delete_many",
+    "create_indexes",
+]
+CURSOR_METHODS = frozenset({"find", "aggregate"})
+
+INT32_MAX = 2**31 - 1
+"""``$slice`` takes a 32-bit count: a larger ring is no ring at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One driver call: ``collection.method(*args, **kwargs)`` (``collection`` ``""``: the
+    database itself).  ``find`` / ``aggregate`` results are drained to a list of documents."""
+
+    collection: str
+    method: Method
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cursor(self) -> bool:
+        """Whether the call returns a cursor the driver drains to a list."""
+        return self.method in CURSOR_METHODS
+
+
+def lit(value: Any) -> dict[str, Any]:
+    """``value`` as an expression that is never interpreted (no field path, no operator)."""
+    return {"$literal": value}
+
+
+def _or_empty(name: str) -> dict[str, Any]:
+    return {"$ifNull": [f"${name}", []]}
+
+
+def _appended(name: str, items: Sequence[Any]) -> dict[str, Any]:
+    return {"$concatArrays": [_or_empty(name), lit(list(items))]}
+
+
+def _minimum(path: str) -> dict[str, Any]:
+    """The smallest value under ``path`` of an array (null when the array is empty)."""
+    return {"$min": f"${path}"}
+
+
+def _trace_fields(step_json: str, trace_max: int | None) -> dict[str, Any]:
+    """Append one step to the ring and count it; the ring keeps the last ``trace_max``."""
+    grown = _appended("trace", [step_json])
+    ring = grown if not trace_max or trace_max > INT32_MAX else {"$slice": [grown, -trace_max]}
+    return {"trace": ring, "trace_next": {"$add": [{"$ifNull": ["$trace_next", 0]}, 1]}}
+
+
+# -- the commit ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitWrite:
+    """What a commit stores besides its snapshot, with seqs already allocated."""
+
+    outbox: tuple[dict[str, Any], ...] = ()
+    spawns: tuple[dict[str, Any], ...] = ()
+    timer_paths: tuple[str, ...] = ()
+    """Every path the commit schedules or cancels (its old timer goes)."""
+    schedules: tuple[dict[str, Any], ...] = ()
+    mark: dict[str, Any] | None = None
+    trace: str | None = None
+
+
+def commit_pipeline(
+    summary: Mapping[str, Any], write: CommitWrite, trace_max: int | None
+) -> list[dict[str, Any]]:
+    """The update pipeline of one commit: ``summary`` (version, token, data and the listing
+    fields) replaces the old values, the side data is appended/filtered, and a second stage
+    recomputes the sweep keys of the arrays that changed."""
+    stage: dict[str, Any] = {name: lit(value) for name, value in summary.items()}
+    keys: dict[str, Any] = {}
+    if write.outbox:
+        stage["outbox"] = _appended("outbox", write.outbox)
+        keys["outbox_next"] = _minimum("outbox.seq")
+    if write.spawns:
+        stage["spawns"] = _appended("spawns", write.spawns)
+        keys["spawns_next"] = _minimum("spawns.seq")
+    if write.timer_paths:
+        untouched = {
+            "$filter": {
+                "input": _or_empty("timers"),
+                "cond": {"$not": [{"$in": ["$$this.path", lit(list(write.timer_paths))]}]},
+            }
+        }
+        stage["timers"] = {"$concatArrays": [untouched, lit(list(write.schedules))]}
+        keys["timers_next"] = _minimum("timers.at")
+    if write.mark is not None:
+        seen = {"$in": [lit(write.mark["event"]), {"$ifNull": ["$processed.event", []]}]}
+        stage["processed"] = {
+            "$cond": [seen, _or_empty("processed"), _appended("processed", [write.mark])]
+        }
+        keys["marks_since"] = _minimum("processed.at")
+    if write.trace is not None:
+        stage.update(_trace_fields(write.trace, trace_max))
+    return [{"$set": stage}, {"$set": keys}] if keys else [{"$set": stage}]
+
+
+def commit_request(
+    execution_id: str,
+    expected_version: int,
+    summary: Mapping[str, Any],
+    write: CommitWrite,
+    trace_max: int | None,
+) -> Request:
+    """The commit: ONE ``update_one`` with the version CAS in its filter.
+
+    An insert (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: it creates the
+    document (or takes over a relay-only one), and a document already stored at a real version
+    makes it fail with a duplicate key (a lost CAS).
+    """
+    pipeline = commit_pipeline(summary, write, trace_max)
+    query = {"_id": execution_id, "version": expected_version}
+    kwargs = {"upsert": True} if expected_version == 0 else {}
+    return Request(EXECUTIONS, "update_one", (query, pipeline), kwargs)
+
+
+def allocate_seqs(count: int) -> Request:
+    """Reserve ``count`` consecutive seqs; the reply's ``n`` is the last one."""
+    return Request(
+        META,
+        "find_one_and_update",
+        ({"_id": SEQ_ID}, {"$inc": {"n": count}}),
+        {"upsert": True, "return_document": True, "projection": {"n": 1}},
+    )
+
+
+def probe_commit(execution_id: str) -> Request:
+    """The stored version and commit token (after a lost CAS or a lost reply)."""
+    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, {"version": 1, "token": 1}))
+
+
+# -- open -----------------------------------------------------------------------------------------
+
+
+def ping() -> Request:
+    """Reach the server."""
+    return Request("", "command", ("ping",))
+
+
+def claim_schema(version: int) -> Request:
+    """Read the layout version, recording ``version`` in a new database."""
+    return Request(
+        META,
+        "find_one_and_update",
+        ({"_id": SCHEMA_ID}, {"$setOnInsert": {"version": version}}),
+        {"upsert": True, "return_document": True},
+    )
+
+
+def read_schema() -> Request:
+    """Read the layout version (after a racing open created it)."""
+    return Request(META, "find_one", ({"_id": SCHEMA_ID},))
+
+
+def create_indexes() -> Request:
+    """Every index of :data:`~harel_store_mongo._schema.INDEXES` (no-op when present)."""
+    return Request(EXECUTIONS, "create_indexes", (INDEXES,))
+
+
+# -- single-document writes -----------------------------------------------------------------------
+
+
+def append_trace_request(execution_id: str, step_json: str, trace_max: int | None) -> Request:
+    """Append a step to a stored execution's ring (never creates a document)."""
+    query = {"_id": execution_id, "version": {"$gte": 1}}
+    return Request(
+        EXECUTIONS, "update_one", (query, [{"$set": _trace_fields(step_json, trace_max)}])
+    )
+
+
+def delete_timer_request(execution_id: str, path: str, fire_at: float) -> Request:
+    """Disarm ``path`` only while it holds exactly ``fire_at`` (the filter is the guard)."""
+    query = {"_id": execution_id, "timers": {"$elemMatch": {"path": path, "at": fire_at}}}
+    other = {
+        "$or": [
+            {"$ne": ["$$this.path", lit(path)]},
+            {"$ne": ["$$this.at", lit(fire_at)]},
+        ]
+    }
+    pipeline = [
+        {"$set": {"timers": {"$filter": {"input": _or_empty("timers"), "cond": other}}}},
+        {"$set": {"timers_next": _minimum("timers.at")}},
+    ]
+    return Request(EXECUTIONS, "update_one", (query, pipeline))
+
+
+def ack_request(seq: int, *, spawns: bool) -> Request:
+    """Remove one relay entry; the reply says whether a relay-only document is now empty."""
+    array = "spawns" if spawns else "outbox"
+    query = {f"{array}.seq": {**PRESENT, "$eq": seq}}
+    pipeline = [
+        {"$set": {array: {"$filter": {"input": _or_empty(array), "cond": {"$ne": ["$$this.seq", lit(seq)]}}}}},
+        {"$set": {f"{array}_next": _minimum(f"{array}.seq")}},
+    ]
+    return Request(
+        EXECUTIONS,
+        "find_one_and_update",
+        (query, pipeline),
+        {"projection": {"version": 1, "outbox_next": 1}, "return_document": True},
+    )
+
+
+def drop_empty_relay(execution_ids: Sequence[str]) -> Request:
+    """Delete relay-only documents whose last outbox entry is gone."""
+    query = {"_id": {"$in": list(execution_ids)}, "version": 0, "outbox_next": None}
+    return Request(EXECUTIONS, "delete_many", (query,))
+
+
+# -- retention ------------------------------------------------------------------------------------
+
+
+def _not_targeted(execution_id: str) -> dict[str, Any]:
+    return {
+        "$filter": {
+            "input": _or_empty("outbox"),
+            "cond": {"$ne": ["$$this.target", lit(execution_id)]},
+        }
+    }
+
+
+def purge_request(execution_id: str, force: bool) -> Request:
+    """Turn the execution's document into a relay-only one (only the outbox entries it emitted
+    to others or broadcast stay); unless ``force``, only when it is finished."""
+    query: dict[str, Any] = {"_id": execution_id, "version": {"$gte": 1}}
+    if not force:
+        query["status"] = {"$in": sorted(status.value for status in FINISHED)}
+    pipeline = [
+        {"$project": {"_id": 1, "version": lit(0), "outbox": _not_targeted(execution_id)}},
+        {"$set": {"outbox_next": _minimum("outbox.seq")}},
+    ]
+    return Request(
+        EXECUTIONS,
+        "find_one_and_update",
+        (query, pipeline),
+        {"projection": {"outbox_next": 1}, "return_document": True},
+    )
+
+
+def read_status(execution_id: str) -> Request:
+    """The stored execution's status (why a purge did not match)."""
+    query = {"_id": execution_id, "version": {"$gte": 1}}
+    return Request(EXECUTIONS, "find_one", (query, {"status": 1}))
+
+
+def targeting(execution_id: str) -> Request:
+    """The documents holding outbox entries targeted at ``execution_id``."""
+    query = {"outbox.target": {**PRESENT, "$eq": execution_id}}
+    return Request(EXECUTIONS, "find", (query, {"_id": 1, "version": 1}))
+
+
+def untarget(execution_ids: Sequence[str], target: str) -> Request:
+    """Remove the outbox entries targeted at ``target`` from those documents."""
+    query = {"_id": {"$in": list(execution_ids)}, "outbox.target": target}
+    pipeline = [
+        {"$set": {"outbox": _not_targeted(target)}},
+        {"$set": {"outbox_next": _minimum("outbox.seq")}},
+    ]
+    return Request(EXECUTIONS, "update_many", (query, pipeline))
+
+
+def aged_marks(older_than: float, batch_size: int) -> Request:
+    """Up to ``batch_size`` documents holding marks recorded before ``older_than``, oldest
+    first, each with (at most ``batch_size`` of) those marks and no other field."""
+    old = {"$filter": {"input": _or_empty("processed"), "cond": {"$lt": ["$$this.at", lit(older_than)]}}}
+    pipeline = [
+        {"$match": {"marks_since": {**NUMBER, "$lt": older_than}}},
+        {"$sort": {"marks_since": 1}},
+        {"$limit": batch_size},
+        {"$project": {"marks_since": 1, "old": {"$slice": [old, batch_size]}}},
+    ]
+    return Request(EXECUTIONS, "aggregate", (pipeline,))
+
+
+def drop_marks(execution_id: str, events: Sequence[str], older_than: float) -> Request:
+    """Drop those marks of one execution, only while every one is still there and old (so a
+    concurrent prune never counts a mark twice)."""
+    still = [{"$elemMatch": {"event": event, "at": {"$lt": older_than}}} for event in events]
+    query = {"_id": execution_id, "processed": {"$all": still}}
+    keep = {
+        "$or": [
+            {"$not": [{"$in": ["$$this.event", lit(list(events))]}]},
+            {"$gte": ["$$this.at", lit(older_than)]},
+        ]
+    }
+    pipeline = [
+        {"$set": {"processed": {"$filter": {"input": _or_empty("processed"), "cond": keep}}}},
+        {"$set": {"marks_since": _minimum("processed.at")}},
+    ]
+    return Request(EXECUTIONS, "update_one", (query, pipeline))
+
+
+def fix_marks_since(execution_id: str, seen: Any) -> Request:
+    """Recompute a document's ``marks_since`` (it named no old mark)."""
+    query = {"_id": execution_id, "marks_since": seen}
+    return Request(
+        EXECUTIONS, "update_one", (query, [{"$set": {"marks_since": _minimum("processed.at")}}])
+    )
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def load_request(execution_id: str, event_id: str | None = None) -> Request:
+    """The snapshot (and, with ``event_id``, that one mark if present) of one execution."""
+    projection: dict[str, Any] = {"data": 1, "version": 1}
+    if event_id is not None:
+        projection["processed"] = {"$elemMatch": {"event": event_id}}
+    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
+
+
+def is_processed_request(execution_id: str, event_id: str) -> Request:
+    """Whether that execution holds that mark (nothing else is read)."""
+    return Request(
+        EXECUTIONS, "find_one", ({"_id": execution_id, "processed.event": event_id}, {"_id": 1})
+    )
+
+
+def pending_request(spawns: bool, limit: int | None) -> Request:
+    """The documents holding the ``limit`` oldest relay entries: the first ``limit`` by their
+    smallest pending seq (any entry among the oldest ``limit`` is in one of them)."""
+    array = "spawns" if spawns else "outbox"
+    key = f"{array}_next"
+    return Request(
+        EXECUTIONS,
+        "find",
+        ({key: NUMBER}, {array: 1}),
+        {"sort": [(key, 1)], "limit": _cap(limit)},
+    )
+
+
+def due_request(now: float, limit: int | None) -> Request:
+    """The documents holding the ``limit`` first due timers: the first ``limit`` documents by
+    ``(earliest timer, id)``."""
+    return Request(
+        EXECUTIONS,
+        "find",
+        ({"timers_next": {**NUMBER, "$lte": now}}, {"timers": 1}),
+        {"sort": [("timers_next", 1), ("_id", 1)], "limit": _cap(limit)},
+    )
+
+
+def read_trace_request(execution_id: str) -> Request:
+    """The ring and the count of steps ever written."""
+    projection = {"version": 1, "trace": 1, "trace_next": 1}
+    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
+
+
+SUMMARY_FIELDS = (
+    "definition_id",
+    "status",
+    "outcome",
+    "active_path",
+    "version",
+    "parent_id",
+    "updated_at",
+)
+
+
+def listing_request(
+    statuses: Sequence[str] | None,
+    definition_id: str | None,
+    roots_only: bool,
+    after: str | None,
+    probe: int,
+) -> Request:
+    """One keyset page of summaries ordered by id (never the snapshot)."""
+    query: dict[str, Any] = {"version": {"$gte": 1}}
+    if definition_id is not None:
+        query["definition_id"] = definition_id
+    if statuses is not None:
+        query["status"] = {"$in": list(statuses)}
+    if roots_only:
+        query["parent_id"] = None
+    if after is not None:
+        query["_id"] = {"$gt": after}
+    projection = dict.fromkeys(SUMMARY_FIELDS, 1)
+    return Request(
+        EXECUTIONS, "find", (query, projection), {"sort": [("_id", 1)], "limit": _cap(probe)}
+    )
+
+
+def _cap(limit: int | None) -> int:
+    """A find ``limit`` (0 = none); anything beyond 32 bits is as good as none."""
+    return 0 if limit is None or limit > INT32_MAX else limit

@@ -1,0 +1,336 @@
+"""Conformance-kit support: a fresh database per harness, on mongomock or on a real server.
+
+* :class:`MongomockHarness` — no MongoDB server can be installed on the test machines, so the
+  tests inject mongomock (sync) and mongomock-motor (async) clients over one in-process
+  dataset.  mongomock applies an operation in several Python steps, so the harness runs each
+  driver call under one lock — the per-operation atomicity a server gives — and counts the
+  calls (mongomock has no wire to count on).  The data lives in this process only:
+  :meth:`~MongomockHarness.url` is ``None`` and the harness declares neither ``persistent``
+  nor ``multi_process`` (the store classes keep the real server's capabilities).
+* :class:`MongoServerHarness` — ``HAREL_TEST_MONGO_URL`` (or ``harel conformance
+  mongodb://...``): a new random database on that server, dropped by :meth:`destroy`; driver
+  calls are counted with PyMongo's command monitoring (real round trips, ``getMore``
+  included), and the kit verifies ``persistent`` / ``multi_process`` through :meth:`url`.
+
+``harness_from_url`` picks one: the reserved host ``mongomock.invalid`` (the backend's
+``local_url``) means mongomock, anything else a real server.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+from pymongo import monitoring
+
+from harel_store_mongo._capabilities import CAPABILITIES
+from harel_store_mongo._options import parse_mongo_url, with_db
+from harel_store_mongo._schema import EXECUTIONS
+from harel_store_mongo.aio import AsyncMongoStore
+from harel_store_mongo.sync import MongoStore
+
+MOCK_HOST = "mongomock.invalid"
+CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes"})
+IGNORED_COMMANDS = frozenset(
+    {"hello", "ismaster", "isMaster", "endSessions", "saslStart", "saslContinue", "killCursors"}
+)
+"""Commands the driver sends on its own (handshakes, monitoring, session and cursor cleanup)."""
+
+
+def footprint(database: Any, execution_id: str) -> list[str]:
+    """Every record the database holds for ``execution_id``, one label each, read directly."""
+    executions = database.get_collection(EXECUTIONS)
+    labels: list[str] = []
+    doc = executions.find_one({"_id": execution_id})
+    if doc is not None and doc.get("version", 0) >= 1:
+        labels.append("execution")
+        labels += [f"processed:{mark['event']}" for mark in doc.get("processed") or []]
+        labels += [f"timer:{timer['path']}" for timer in doc.get("timers") or []]
+        labels += [f"spawn:{spawn['seq']}" for spawn in doc.get("spawns") or []]
+        ring = doc.get("trace") or []
+        first = doc.get("trace_next", 0) - len(ring)
+        labels += [f"trace:{first + j}" for j in range(len(ring))]
+    for holder in executions.find({"outbox.target": execution_id}, {"outbox": 1}):
+        labels += [
+            f"outbox:{entry['seq']}"
+            for entry in holder.get("outbox") or []
+            if entry.get("target") == execution_id
+        ]
+    return labels
+
+
+# -- mongomock: one lock, counted calls ---------------------------------------------------------
+
+
+class CallLog:
+    """The driver calls made through a harness (``(collection, method)``), and the lock that
+    makes each one atomic."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.calls: list[tuple[str, str]] = []
+
+    @contextmanager
+    def counting(self) -> Iterator[list[tuple[str, str]]]:
+        """The calls made inside the block."""
+        start = len(self.calls)
+        seen: list[tuple[str, str]] = []
+        try:
+            yield seen
+        finally:
+            seen.extend(self.calls[start:])
+
+
+class _ListCursor:
+    """A drained cursor for the async driver."""
+
+    def __init__(self, docs: list[Any]) -> None:
+        self.docs = docs
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.docs)
+
+    async def to_list(self, length: int | None = None) -> list[Any]:
+        return self.docs if length is None else self.docs[:length]
+
+
+class _LockedCollection:
+    def __init__(self, inner: Any, name: str, log: CallLog, is_async: bool) -> None:
+        self._inner, self._name, self._log, self._async = inner, name, log, is_async
+
+    def _record(self, method: str) -> None:
+        self._log.calls.append((self._name, method))
+
+    def __getattr__(self, method: str) -> Any:
+        call = getattr(self._inner, method)
+        if not callable(call):
+            return call
+        drain = method in CURSOR_METHODS
+        if not self._async:
+
+            def sync_call(*args: Any, **kwargs: Any) -> Any:
+                with self._log.lock:
+                    self._record(method)
+                    result = call(*args, **kwargs)
+                    return _ListCursor(list(result)) if drain else result
+
+            return sync_call
+
+        async def async_call(*args: Any, **kwargs: Any) -> Any:
+            with self._log.lock:  # mongomock-motor never suspends inside a call
+                self._record(method)
+                result = call(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                return _ListCursor(await result.to_list(None)) if drain else result
+
+        return async_call
+
+
+class _LockedDatabase:
+    def __init__(self, inner: Any, log: CallLog, is_async: bool) -> None:
+        self._inner, self._log, self._async = inner, log, is_async
+
+    def get_collection(self, name: str, **kwargs: Any) -> _LockedCollection:
+        return _LockedCollection(
+            self._inner.get_collection(name, **kwargs), name, self._log, self._async
+        )
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return getattr(_LockedCollection(self._inner, "", self._log, self._async), "command")(
+            *args, **kwargs
+        )
+
+
+class LockedClient:
+    """A mongomock (or mongomock-motor) client whose every call holds the harness lock and is
+    logged; closing it leaves the shared dataset alone."""
+
+    def __init__(self, inner: Any, log: CallLog, *, is_async: bool = False) -> None:
+        self._inner, self._log, self._async = inner, log, is_async
+
+    def get_database(self, name: str, **kwargs: Any) -> _LockedDatabase:
+        return _LockedDatabase(self._inner.get_database(name, **kwargs), self._log, self._async)
+
+    def close(self) -> None:
+        """Nothing to release: the dataset belongs to the harness."""
+
+
+class MongomockHarness(StoreHarness):
+    """An in-process mongomock dataset as the kit's dataset (see the module docstring)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        persistent=False, multi_process=False, ordered_listing=True, exact_pages=True
+    )
+
+    def __init__(self, db: str = "harel") -> None:
+        import mongomock
+
+        self.db = db
+        self.client: Any = mongomock.MongoClient()
+        self.log = CallLog()
+
+    def sync_client(self) -> LockedClient:
+        """A client over the dataset for ``MongoStore``."""
+        return LockedClient(self.client, self.log)
+
+    def async_client(self) -> LockedClient:
+        """A mongomock-motor client over the same dataset for ``AsyncMongoStore``."""
+        from mongomock_motor import AsyncMongoMockClient
+
+        motor = AsyncMongoMockClient(mock_mongo_client=self.client)
+        return LockedClient(motor, self.log, is_async=True)
+
+    def open_sync(self) -> MongoStore:
+        """A new ``MongoStore`` over the harness dataset."""
+        return MongoStore(self.sync_client(), db=self.db, where=self.describe())
+
+    async def open_async(self) -> AsyncMongoStore:
+        """A new ``AsyncMongoStore`` over the harness dataset."""
+        return await AsyncMongoStore.open(self.async_client(), db=self.db, where=self.describe())
+
+    def database(self) -> Any:
+        """The dataset's database, for direct reads in tests."""
+        return self.client.get_database(self.db)
+
+    def counting(self) -> Any:
+        """A context manager collecting the driver calls made inside it."""
+        return self.log.counting()
+
+    def url(self) -> None:
+        """``None``: another interpreter cannot reach an in-process dataset."""
+        return None
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Everything the dataset stores for ``execution_id`` (see :func:`footprint`)."""
+        with self.log.lock:
+            return footprint(self.database(), execution_id)
+
+    def destroy(self) -> None:
+        """Forget the dataset."""
+        self.client.drop_database(self.db)
+
+    def describe(self) -> str:
+        """``mongo on mongomock (in-process, database ...)``."""
+        return f"mongo on mongomock (in-process, database {self.db!r})"
+
+
+# -- a real server --------------------------------------------------------------------------------
+
+
+class CommandLog(monitoring.CommandListener):
+    """Commands sent to the server (PyMongo command monitoring): real round trips."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, str]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in IGNORED_COMMANDS:
+            return
+        collection = event.command.get(event.command_name)
+        with self.lock:
+            self.calls.append((collection if isinstance(collection, str) else "", event.command_name))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        return None
+
+    @contextmanager
+    def counting(self) -> Iterator[list[tuple[str, str]]]:
+        """The commands sent inside the block."""
+        start = len(self.calls)
+        seen: list[tuple[str, str]] = []
+        try:
+            yield seen
+        finally:
+            seen.extend(self.calls[start:])
+
+
+class MongoServerHarness(StoreHarness):
+    """A fresh random database on a real MongoDB server as the kit's dataset."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(self, url: str, *, db: str | None = None) -> None:
+        base, _ = parse_mongo_url(url, {})
+        self.db = db or f"{base.db}-kit-{uuid.uuid4().hex[:12]}"
+        self._url = with_db(url, self.db)
+        self.options, _ = parse_mongo_url(self._url, {})
+        self.log = CommandLog()
+        self._opened: list[Any] = []
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        return {**self.options.client_kwargs(), "event_listeners": [self.log]}
+
+    def open_sync(self) -> MongoStore:
+        """A new ``MongoStore`` (its own ``MongoClient``) over the harness database."""
+        import pymongo
+
+        client = pymongo.MongoClient(self.options.driver_uri, **self._client_kwargs())
+        return MongoStore(client, db=self.db, owns_client=True, where=self.options.where)
+
+    async def open_async(self) -> AsyncMongoStore:
+        """A new ``AsyncMongoStore`` (its own ``AsyncMongoClient``) over the harness database."""
+        from pymongo import AsyncMongoClient
+
+        client = AsyncMongoClient(self.options.driver_uri, **self._client_kwargs())
+        return await AsyncMongoStore.open(
+            client, db=self.db, owns_client=True, where=self.options.where
+        )
+
+    def database(self) -> Any:
+        """The harness database through a plain client (direct reads in tests)."""
+        import pymongo
+
+        client = pymongo.MongoClient(self.options.driver_uri, **self.options.client_kwargs())
+        self._opened.append(client)
+        return client.get_database(self.db)
+
+    def counting(self) -> Any:
+        """A context manager collecting the commands sent inside it."""
+        return self.log.counting()
+
+    def url(self) -> str:
+        """The URL of this database (another process opens the same dataset with it)."""
+        return self._url
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Everything the database stores for ``execution_id`` (see :func:`footprint`)."""
+        return footprint(self.database(), execution_id)
+
+    def destroy(self) -> None:
+        """Drop the harness database and close the plain clients."""
+        import pymongo
+
+        with pymongo.MongoClient(self.options.driver_uri, **self.options.client_kwargs()) as c:
+            c.drop_database(self.db)
+        for client in self._opened:
+            client.close()
+
+    def describe(self) -> str:
+        """``mongo <servers> (database ...)``."""
+        return f"mongo {self.options.where}"
+
+
+def harness_from_url(url: str, workdir: Path) -> StoreHarness:
+    """A harness over a NEW database: on mongomock for the reserved host ``mongomock.invalid``,
+    else on the server the URL names (a random database below the URL's ``db``).
+
+    Nothing outside that database is read or written; ``workdir`` is not used.
+    """
+    del workdir
+    options, _ = parse_mongo_url(url, {})
+    hosts = options.driver_uri.partition("://")[2].rpartition("@")[2].partition("/")[0]
+    if hosts.lower() == MOCK_HOST:
+        return MongomockHarness(options.db)
+    return MongoServerHarness(url)

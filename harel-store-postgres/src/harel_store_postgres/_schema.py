@@ -1,0 +1,262 @@
+"""The PostgreSQL layout: tables, indexes, server-side functions, the schema-version row.
+
+Every text here is a template whose only slot, ``{schema}``, the driver fills with the schema
+name quoted by ``psycopg.sql.Identifier``; values always travel as bound parameters (``%s``).
+Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
+the quoted name never appears inside a dollar-quoted body.
+
+Layout version 1, in the configured schema:
+
+* ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
+  would reorder keys, turn ``-0.0`` into ``0`` and refuse ``NaN``), the summary columns
+  ``definition_id``, ``status``, ``outcome``, ``active_path``, ``parent_id``, ``updated_at``,
+  and the CAS ``version``.  Key columns use the ``"C"`` collation, so ``ORDER BY id`` is code
+  point order (Python's) and keyset cursors agree with every other backend.
+* ``outbox`` / ``spawns`` — relay queues keyed by an identity ``seq``.
+* ``processed_events`` — dedupe marks ``(execution_id, event_id)`` with ``processed_at``.
+* ``timers`` — one armed timer per ``(execution_id, path)``; ``fire_at`` is ``double
+  precision``, which holds every float bit-exactly (``-0.0`` and subnormals included).
+* ``trace`` — the ring of steps per execution, keyed by ``(execution_id, idx)``.
+* ``harel_schema`` — one row holding :data:`SCHEMA_VERSION`.
+
+Indexes: one per sweep (``timers_due`` on ``(fire_at, execution_id, path)``; the ``seq``
+primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions_definition``,
+``executions_definition_status``, ``executions_status``, ``executions_roots``,
+``executions_roots_status``, all ending in ``id`` for keyset order), ``processed_age`` for
+``prune_processed``, and hash indexes ``outbox_target`` / ``spawns_parent`` for ``purge``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from harel.store.errors import SchemaVersionError
+
+SCHEMA_VERSION = 1
+"""The layout version this release reads and writes."""
+
+ADVISORY_LOCK_CLASS = 7723019
+"""First key of ``pg_advisory_xact_lock(class, hashtext(schema))``: one lock per schema."""
+
+EXISTS_PROBE = "SELECT to_regclass(format('%%I.harel_schema', %s::text)) IS NOT NULL"
+"""Whether the schema-version table exists (the schema name is a bound value here)."""
+
+VERSION_PROBE = "SELECT max(version) FROM {schema}.harel_schema"
+
+LOCK = "SELECT pg_advisory_xact_lock(%s, hashtext(%s::text))"
+
+BEGIN = "BEGIN"
+COMMIT = "COMMIT"
+
+RECORD_VERSION = (
+    "INSERT INTO {schema}.harel_schema (singleton, version) VALUES (true, %s) "
+    "ON CONFLICT (singleton) DO UPDATE SET version = excluded.version"
+)
+
+_TABLES: tuple[str, ...] = (
+    "CREATE SCHEMA IF NOT EXISTS {schema}",
+    """CREATE TABLE IF NOT EXISTS {schema}.harel_schema (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        version integer NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.executions (
+        id text COLLATE "C" PRIMARY KEY,
+        definition_id text COLLATE "C" NOT NULL,
+        status text COLLATE "C" NOT NULL,
+        outcome text,
+        active_path text,
+        parent_id text COLLATE "C",
+        version bigint NOT NULL,
+        updated_at double precision NOT NULL,
+        data text NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.outbox (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        target_id text COLLATE "C",
+        event text NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.spawns (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        parent_id text COLLATE "C" NOT NULL,
+        child_id text NOT NULL,
+        root_path text NOT NULL,
+        context text NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.processed_events (
+        execution_id text COLLATE "C" NOT NULL,
+        event_id text COLLATE "C" NOT NULL,
+        processed_at double precision NOT NULL,
+        PRIMARY KEY (execution_id, event_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.timers (
+        execution_id text COLLATE "C" NOT NULL,
+        path text COLLATE "C" NOT NULL,
+        fire_at double precision NOT NULL,
+        PRIMARY KEY (execution_id, path)
+    )""",
+    """CREATE TABLE IF NOT EXISTS {schema}.trace (
+        execution_id text COLLATE "C" NOT NULL,
+        idx bigint NOT NULL,
+        entry text NOT NULL,
+        PRIMARY KEY (execution_id, idx)
+    )""",
+)
+
+_INDEXES: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS executions_definition ON {schema}.executions (definition_id, id)",
+    "CREATE INDEX IF NOT EXISTS executions_definition_status "
+    "ON {schema}.executions (definition_id, status, id)",
+    "CREATE INDEX IF NOT EXISTS executions_status ON {schema}.executions (status, id)",
+    "CREATE INDEX IF NOT EXISTS executions_roots ON {schema}.executions (id) "
+    "WHERE parent_id IS NULL",
+    "CREATE INDEX IF NOT EXISTS executions_roots_status ON {schema}.executions (status, id) "
+    "WHERE parent_id IS NULL",
+    "CREATE INDEX IF NOT EXISTS timers_due ON {schema}.timers (fire_at, execution_id, path)",
+    "CREATE INDEX IF NOT EXISTS processed_age ON {schema}.processed_events (processed_at)",
+    "CREATE INDEX IF NOT EXISTS outbox_target ON {schema}.outbox USING hash (target_id)",
+    "CREATE INDEX IF NOT EXISTS spawns_parent ON {schema}.spawns USING hash (parent_id)",
+)
+
+_FUNCTIONS: tuple[str, ...] = (
+    # The next step of an execution's trace ring: index MAX(idx) + 1 (contiguous), then the
+    # rows that fell out of the last ``p_trace_max`` are deleted (0 = keep everything).
+    # Callers hold the execution's row lock, so concurrent appends cannot pick the same index.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_trace_append(
+        p_id text, p_entry text, p_trace_max bigint
+    ) RETURNS void
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    DECLARE
+        v_idx bigint;
+    BEGIN
+        SELECT coalesce(max(t.idx), -1) + 1 INTO v_idx FROM trace AS t WHERE t.execution_id = p_id;
+        INSERT INTO trace (execution_id, idx, entry) VALUES (p_id, v_idx, p_entry);
+        IF p_trace_max > 0 THEN
+            DELETE FROM trace AS t WHERE t.execution_id = p_id AND t.idx <= v_idx - p_trace_max;
+        END IF;
+    END
+    $harel$""",
+    # One whole commit, one statement, one round trip.  The CAS is an INSERT ... ON CONFLICT
+    # DO NOTHING (version 0) or an UPDATE guarded by the version: both wait for a concurrent
+    # writer of the row and then see its result, so a lost race changes no row.  Then
+    # ``o_found`` is read by a new statement (a new snapshot under READ COMMITTED), which sees
+    # the winner, and the function returns without writing anything else.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_commit(
+        p_id text, p_definition_id text, p_status text, p_outcome text,
+        p_active_path text, p_parent_id text, p_data text, p_old bigint,
+        p_committed_at double precision, p_event_id text,
+        p_emit_targets text[], p_emit_events text[],
+        p_spawn_children text[], p_spawn_roots text[], p_spawn_contexts text[],
+        p_schedule_paths text[], p_schedule_fire_at double precision[],
+        p_cancel_paths text[], p_trace text, p_trace_max bigint,
+        OUT o_applied boolean, OUT o_found bigint
+    )
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    BEGIN
+        IF p_old = 0 THEN
+            INSERT INTO executions (id, definition_id, status, outcome, active_path, parent_id,
+                                    version, updated_at, data)
+            VALUES (p_id, p_definition_id, p_status, p_outcome, p_active_path, p_parent_id,
+                    1, p_committed_at, p_data)
+            ON CONFLICT (id) DO NOTHING;
+        ELSE
+            UPDATE executions
+            SET definition_id = p_definition_id, status = p_status, outcome = p_outcome,
+                active_path = p_active_path, parent_id = p_parent_id, version = p_old + 1,
+                updated_at = p_committed_at, data = p_data
+            WHERE id = p_id AND version = p_old;
+        END IF;
+        IF NOT FOUND THEN
+            o_applied := false;
+            SELECT e.version INTO o_found FROM executions AS e WHERE e.id = p_id;
+            RETURN;
+        END IF;
+        o_applied := true;
+        o_found := p_old + 1;
+        FOR i IN 1 .. coalesce(array_length(p_emit_events, 1), 0) LOOP
+            INSERT INTO outbox (target_id, event) VALUES (p_emit_targets[i], p_emit_events[i]);
+        END LOOP;
+        IF p_event_id IS NOT NULL THEN
+            INSERT INTO processed_events (execution_id, event_id, processed_at)
+            VALUES (p_id, p_event_id, p_committed_at)
+            ON CONFLICT (execution_id, event_id) DO NOTHING;
+        END IF;
+        FOR i IN 1 .. coalesce(array_length(p_spawn_children, 1), 0) LOOP
+            INSERT INTO spawns (parent_id, child_id, root_path, context)
+            VALUES (p_id, p_spawn_children[i], p_spawn_roots[i], p_spawn_contexts[i]);
+        END LOOP;
+        IF cardinality(p_cancel_paths) > 0 THEN
+            DELETE FROM timers AS t WHERE t.execution_id = p_id AND t.path = ANY (p_cancel_paths);
+        END IF;
+        IF cardinality(p_schedule_paths) > 0 THEN
+            INSERT INTO timers (execution_id, path, fire_at)
+            SELECT p_id, s.path, s.fire_at
+            FROM unnest(p_schedule_paths, p_schedule_fire_at) AS s (path, fire_at)
+            ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at;
+        END IF;
+        IF p_trace IS NOT NULL THEN
+            PERFORM harel_trace_append(p_id, p_trace, p_trace_max);
+        END IF;
+    END
+    $harel$""",
+    # append_trace outside a commit: locks the execution's row (serialising with commits of
+    # it) and appends; false when the execution is not stored (nothing written).
+    """CREATE OR REPLACE FUNCTION {schema}.harel_append_trace(
+        p_id text, p_entry text, p_trace_max bigint
+    ) RETURNS boolean
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    BEGIN
+        PERFORM 1 FROM executions AS e WHERE e.id = p_id FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+        PERFORM harel_trace_append(p_id, p_entry, p_trace_max);
+        RETURN true;
+    END
+    $harel$""",
+    # purge: the execution and everything it owns, in one statement (one transaction).  An
+    # unfinished execution is left alone unless p_force; o_status then tells why.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_purge(
+        p_id text, p_force boolean, p_finished text[],
+        OUT o_existed boolean, OUT o_purged boolean, OUT o_status text
+    )
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    BEGIN
+        SELECT e.status INTO o_status FROM executions AS e WHERE e.id = p_id FOR UPDATE;
+        o_existed := FOUND;
+        IF o_existed AND NOT p_force AND NOT (o_status = ANY (p_finished)) THEN
+            o_purged := false;
+            RETURN;
+        END IF;
+        DELETE FROM processed_events AS p WHERE p.execution_id = p_id;
+        DELETE FROM timers AS t WHERE t.execution_id = p_id;
+        DELETE FROM outbox AS o WHERE o.target_id = p_id;
+        DELETE FROM spawns AS s WHERE s.parent_id = p_id;
+        DELETE FROM trace AS t WHERE t.execution_id = p_id;
+        DELETE FROM executions AS e WHERE e.id = p_id;
+        o_purged := true;
+    END
+    $harel$""",
+)
+
+DDL: tuple[str, ...] = _TABLES + _INDEXES + _FUNCTIONS
+"""Every statement that creates the layout, in order; each is idempotent."""
+
+TABLES = ("executions", "outbox", "spawns", "processed_events", "timers", "trace", "harel_schema")
+"""The tables of the layout (for tests and tools)."""
+
+SchemaAction = Literal["ready", "create"]
+
+
+def schema_action(exists: bool, version: int | None, where: str) -> SchemaAction:
+    """What an open does: ``ready`` (current layout), ``create`` (fresh or half-made schema).
+
+    :class:`SchemaVersionError` for a layout written by another release of this backend.
+    """
+    if not exists or version is None:
+        return "create"
+    if version == SCHEMA_VERSION:
+        return "ready"
+    raise SchemaVersionError(
+        f"{where} holds harel layout version {version}, this harel-store-postgres reads "
+        f"version {SCHEMA_VERSION}; use the matching release or a fresh schema (?schema=...)"
+    )

@@ -1,0 +1,182 @@
+"""Conformance-kit support: one fresh, empty PostgreSQL schema per harness.
+
+``PostgresHarness(url)`` takes a new schema name (``<schema>_kit_<random>``) on the server the
+URL names; every ``open_sync()`` / ``open_async()`` returns a new store (a new pool) over it,
+which is how restart and two-writer tests run.  ``url()`` is the URL with ``?schema=`` set, for
+the kit's fresh-interpreter checks.
+
+``destroy()`` closes the sync stores it opened and empties the schema.  Creating the layout
+costs about 0.1 s of DDL, so an intact schema is not dropped but emptied (``DELETE`` of every
+row, in one transaction) and handed to the next harness of this process on the same server;
+the schemas still spare at interpreter exit are dropped then.  A schema whose layout a test
+changed (or that cannot be locked quickly) is dropped at once instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+import uuid
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psycopg
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+from psycopg import sql
+
+from harel_store_postgres._conn import connect_kwargs
+from harel_store_postgres._options import options_from_url, url_with_knobs
+from harel_store_postgres._plugin import CAPABILITIES
+from harel_store_postgres._schema import SCHEMA_VERSION, TABLES
+from harel_store_postgres.aio import AsyncPostgresStore
+from harel_store_postgres.sync import PostgresStore
+
+_FOOTPRINT = (
+    ("execution", "SELECT '' FROM {schema}.executions WHERE id = %s"),
+    ("processed:", "SELECT event_id FROM {schema}.processed_events WHERE execution_id = %s"),
+    ("timer:", "SELECT path FROM {schema}.timers WHERE execution_id = %s"),
+    ("outbox:", "SELECT seq::text FROM {schema}.outbox WHERE target_id = %s"),
+    ("spawn:", "SELECT seq::text FROM {schema}.spawns WHERE parent_id = %s"),
+    ("trace:", "SELECT idx::text FROM {schema}.trace WHERE execution_id = %s"),
+)
+
+
+_SPARE: dict[tuple[tuple[str, str], ...], list[str]] = {}
+"""Emptied schemas of this process, by server (connection keywords), ready for reuse."""
+_SPARE_LOCK = threading.Lock()
+_DATA_TABLES = [table for table in TABLES if table != "harel_schema"]
+
+
+def _server_key(connect: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(connect.items()))
+
+
+def _drop(connect: Mapping[str, str], schema: str, timeout: str = "10") -> None:
+    settings: dict[str, Any] = {**connect, "autocommit": True, "connect_timeout": timeout}
+    with psycopg.connect(**settings) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@atexit.register
+def _drop_spares() -> None:
+    """Drop every schema still spare when the interpreter exits."""
+    with _SPARE_LOCK:
+        spares = [(dict(key), name) for key, names in _SPARE.items() for name in names]
+        _SPARE.clear()
+    for connect, schema in spares:
+        with contextlib.suppress(psycopg.Error):
+            _drop(connect, schema, timeout="2")
+
+
+class PostgresHarness(StoreHarness):
+    """A fresh schema on the server ``url`` names, as the kit's dataset."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(
+        self, url: str, *, schema: str | None = None, reuse: bool = True, **knobs: Any
+    ) -> None:
+        """A harness on ``url``'s server over ``schema`` (default: a fresh or spare one).
+
+        ``reuse=False`` (or an explicit ``schema``) never takes nor leaves a spare schema.
+        """
+        base = options_from_url(url, **knobs)
+        self._reuse = reuse and schema is None
+        if schema is None:
+            schema = (_take_spare(base.connect) if reuse else None) or _new_name(base.schema)
+        self.options = base.with_schema(schema)
+        self.schema = self.options.schema
+        self._url = url_with_knobs(url, schema=self.schema)
+        self._sync: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
+
+    def open_sync(self) -> PostgresStore:
+        """A new ``PostgresStore`` (its own pool) over the harness schema."""
+        store = PostgresStore.open(self.options)
+        self._sync.add(store)
+        return store
+
+    async def open_async(self) -> AsyncPostgresStore:
+        """A new ``AsyncPostgresStore`` (its own pool) over the harness schema."""
+        return await AsyncPostgresStore.open(self.options)
+
+    def url(self) -> str:
+        """The server URL with ``?schema=`` naming this harness's schema."""
+        return self._url
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Every row of this schema that belongs to ``execution_id``, read with plain SQL."""
+        labels: list[str] = []
+        with self.connect() as conn:
+            if not self._exists(conn):
+                return labels
+            for label, template in _FOOTPRINT:
+                query = sql.SQL(template).format(schema=sql.Identifier(self.schema))
+                rows = conn.execute(query, (execution_id,)).fetchall()
+                labels.extend(label + str(row[0]) if label.endswith(":") else label for row in rows)
+        return labels
+
+    def destroy(self) -> None:
+        """Close the sync stores this harness opened; empty the schema for reuse when its
+        layout is intact, else drop it (CASCADE)."""
+        for store in list(self._sync):
+            store.close()
+        if not (self._reuse and self._empty_for_reuse()):
+            _drop(self.options.connect, self.schema)
+
+    def _empty_for_reuse(self) -> bool:
+        schema = sql.Identifier(self.schema)
+        try:
+            with self.connect() as conn, conn.transaction():
+                if not self._exists(conn):
+                    return False
+                conn.execute("SET LOCAL lock_timeout = '5s'")
+                version = conn.execute(
+                    sql.SQL("SELECT max(version) FROM {}.harel_schema").format(schema)
+                ).fetchone()
+                if version is None or version[0] != SCHEMA_VERSION:
+                    return False
+                for table in _DATA_TABLES:  # DELETE: TRUNCATE's new files cost far more here
+                    conn.execute(sql.SQL("DELETE FROM {}.{}").format(schema, sql.Identifier(table)))
+        except psycopg.Error:
+            return False
+        with _SPARE_LOCK:
+            _SPARE.setdefault(_server_key(self.options.connect), []).append(self.schema)
+        return True
+
+    def describe(self) -> str:
+        """``postgres <redacted url> schema <name>``."""
+        return f"postgres {self.options.where} schema {self.schema}"
+
+    def connect(self, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+        """A plain psycopg connection to the harness's server (for checks done with raw SQL)."""
+        return psycopg.connect(**{**connect_kwargs(self.options), "autocommit": autocommit})
+
+    def _exists(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT to_regclass(format('%%I.executions', %s::text)) IS NOT NULL", (self.schema,)
+        ).fetchone()
+        return bool(row and row[0])
+
+
+def _new_name(prefix: str) -> str:
+    head = prefix.encode("utf-8")[:40].decode("utf-8", "ignore")
+    return f"{head}_kit_{uuid.uuid4().hex[:16]}"
+
+
+def _take_spare(connect: Mapping[str, str]) -> str | None:
+    with _SPARE_LOCK:
+        spares = _SPARE.get(_server_key(connect))
+        return spares.pop() if spares else None
+
+
+def harness_from_url(url: str, workdir: Path) -> PostgresHarness:
+    """A harness over a NEW schema on the server of ``url`` (its ``schema`` is the prefix).
+
+    ``workdir`` is not used: the data lives on the server.
+    """
+    del workdir
+    return PostgresHarness(url)

@@ -1,0 +1,367 @@
+"""The PostgreSQL store's plan, options, error mapping and plugin, without a server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import psycopg
+import psycopg_pool
+import pytest
+from harel.model import Event, Execution, Status
+from harel.store.common import committing, listing_query
+from harel.store.common.sql.requests import Result, Statement
+from harel.store.contract import TimerOp
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionNotFound,
+    InvalidPayload,
+    InvalidStoreURL,
+    PayloadTooLarge,
+    SchemaVersionError,
+    StoreConfigError,
+    StoreConflict,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+)
+from harel_store_postgres import _plan as plan
+from harel_store_postgres import _schema
+from harel_store_postgres._conn import Renderer
+from harel_store_postgres._errors import connect_error, map_error
+from harel_store_postgres._legacy import url_from_env
+from harel_store_postgres._options import options_from_url
+
+
+class Scripted:
+    """Drives a plan with scripted results, recording every statement it sends."""
+
+    def __init__(self, *results: Result) -> None:
+        self.results = list(results)
+        self.sent: list[Statement] = []
+
+    def run(self, operation: plan.Plan[Any]) -> Any:
+        try:
+            statement = next(operation)
+            while True:
+                self.sent.append(statement)
+                statement = operation.send(self.results.pop(0))
+        except StopIteration as done:
+            return done.value
+
+
+def _prepared(exe: Execution, **effects: Any) -> Any:
+    with committing(exe, effects.pop("emits", []), **effects) as prepared:
+        return prepared
+
+
+# -- commit -------------------------------------------------------------------------------------
+
+
+def test_commit_is_one_statement_with_every_effect() -> None:
+    exe = Execution(id="a", definition_id="d", status=Status.RUNNING, outcome="o")
+    prepared = _prepared(
+        exe,
+        emits=[("t", Event(id="e", kind="K")), (None, Event(id="f", kind="K"))],
+        processed_event_id="in",
+        timers=(TimerOp.schedule("/x", 2.5), TimerOp.cancel("/y"), TimerOp.schedule("/z", 3.0)),
+        spawns=[("c", "/r", {"k": 1})],
+        trace={"event_kind": "Go"},
+    )
+    driver = Scripted(Result([(True, 1)], 1))
+    driver.run(plan.commit(prepared, 7))
+    (statement,) = driver.sent
+    assert "harel_commit" in statement.sql
+    params = statement.params
+    assert params[:8] == ("a", "d", "RUNNING", "o", None, None, prepared.document, 0)
+    assert params[9] == "in"
+    assert params[10] == ["t", None]
+    assert params[12:15] == (["c"], ["/r"], ['{"k":1}'])
+    assert params[15:18] == (["/x", "/z"], [2.5, 3.0], ["/y"])
+    assert params[19] == 7
+
+
+def test_lost_cas_raises_conflict_with_the_found_version() -> None:
+    prepared = _prepared(Execution(id="a", definition_id="d", version=3))
+    with pytest.raises(StoreConflict) as info:
+        Scripted(Result([(False, 5)], 1)).run(plan.commit(prepared, None))
+    assert (info.value.expected, info.value.found) == (3, 5)
+    prepared = _prepared(Execution(id="a", definition_id="d", version=2))
+    with pytest.raises(StoreConflict) as info:
+        Scripted(Result([(False, None)], 1)).run(plan.commit(prepared, None))
+    assert info.value.found is None
+
+
+def test_bad_trace_max_or_summary_is_refused_before_sending() -> None:
+    prepared = _prepared(Execution(id="a", definition_id="d"))
+    driver = Scripted()
+    with pytest.raises(ValueError):
+        driver.run(plan.commit(prepared, -1))
+    for bad in (
+        Execution(id="a", definition_id="d\x00"),
+        Execution(id="a", definition_id="d", outcome="\x00"),
+    ):
+        with pytest.raises(InvalidPayload):  # by the envelope or by the plan, before sending
+            driver.run(plan.commit(_prepared(bad), None))
+    assert driver.sent == []
+
+
+# -- reads and writes ---------------------------------------------------------------------------
+
+
+def test_reads_validate_before_sending() -> None:
+    driver = Scripted()
+    for operation in (
+        lambda: plan.load("a\x00"),
+        lambda: plan.is_processed("a", "x" * 2000),
+        lambda: plan.read_trace(""),
+        lambda: plan.due_timers(float("nan"), None),
+        lambda: plan.ack_outbox(-1),
+        lambda: plan.pending_outbox(0),
+    ):
+        with pytest.raises(ValueError):
+            driver.run(operation())
+    with pytest.raises(TypeError):
+        driver.run(plan.delete_timer("a", "/p", None))  # type: ignore[arg-type]
+    assert driver.sent == []
+
+
+def test_load_for_event_decodes() -> None:
+    exe = Execution(id="a", definition_id="d", version=4)
+    driver = Scripted(Result([(exe.model_dump_json(), True)], 1))
+    loaded, seen = driver.run(plan.load_for_event("a", "e"))
+    assert loaded == exe and seen is True
+    assert Scripted(Result([], 0)).run(plan.load_for_event("a", "e")) == (None, False)
+
+
+def test_damaged_rows_raise_store_corrupted() -> None:
+    with pytest.raises(StoreCorrupted, match="'a'"):
+        Scripted(Result([("{not json",)], 1)).run(plan.load("a"))
+    with pytest.raises(StoreCorrupted, match="outbox entry 7"):
+        Scripted(Result([(7, None, "[]")], 1)).run(plan.pending_outbox(None))
+
+
+def test_due_timers_are_floats_in_order_given() -> None:
+    rows = [("a", "/x", 1.0), ("b", "/y", 2)]
+    due = Scripted(Result(rows, 2)).run(plan.due_timers(5, 10))
+    assert due == [("a", "/x", 1.0), ("b", "/y", 2.0)]
+    assert all(type(at) is float for _, _, at in due)
+
+
+def test_append_trace_unknown_execution() -> None:
+    with pytest.raises(ExecutionNotFound):
+        Scripted(Result([(False,)], 1)).run(plan.append_trace("a", {"x": 1}, 3))
+
+
+def test_purge_refusal_and_result() -> None:
+    with pytest.raises(ExecutionActive) as info:
+        Scripted(Result([(True, False, "RUNNING")], 1)).run(plan.purge("a", False))
+    assert info.value.status == "RUNNING"
+    assert Scripted(Result([(False, True, None)], 1)).run(plan.purge("a", False)) is False
+    driver = Scripted(Result([(True, True, "DONE")], 1))
+    assert driver.run(plan.purge("a", True)) is True
+    assert driver.sent[0].params[1] is True
+    assert sorted(driver.sent[0].params[2]) == ["CANCELLED", "DONE", "FAILED"]
+    with pytest.raises(TypeError):
+        Scripted().run(plan.purge("a", 1))  # type: ignore[arg-type]
+
+
+def test_prune_runs_batches_until_one_comes_up_short() -> None:
+    driver = Scripted(Result([], 10), Result([], 10), Result([], 3))
+    assert driver.run(plan.prune_processed(100.0, 10)) == 23
+    assert len(driver.sent) == 3 and driver.sent[0].params == (100.0, 10)
+    with pytest.raises(ValueError):
+        Scripted().run(plan.prune_processed(100.0, 0))
+    with pytest.raises(ValueError):
+        Scripted().run(plan.prune_processed(float("inf"), 10))
+
+
+def test_listing_statements() -> None:
+    query = listing_query(
+        status=[Status.DONE, Status.FAILED],
+        definition_id="d",
+        roots_only=True,
+        limit=5,
+        cursor=None,
+    )
+    statement = plan.listing_statement(query)
+    assert statement.sql.count("UNION ALL") == 1
+    assert statement.params == ("d", "DONE", 6, "d", "FAILED", 6, 6)
+    assert "parent_id IS NULL" in statement.sql
+    assert (
+        Scripted()
+        .run(
+            plan.list_executions(
+                status=[], definition_id=None, roots_only=False, limit=5, cursor=None
+            )
+        )
+        .items
+        == []
+    )
+
+
+# -- schema -------------------------------------------------------------------------------------
+
+
+def test_open_schema_ready_costs_two_probes() -> None:
+    driver = Scripted(Result([(True,)], 1), Result([(_schema.SCHEMA_VERSION,)], 1))
+    driver.run(plan.open_schema("s", "here"))
+    assert len(driver.sent) == 2
+
+
+def test_open_schema_creates_under_the_advisory_lock() -> None:
+    nothing = Result([(False,)], 1)
+    results = [nothing, Result(), Result(), nothing] + [Result()] * (len(_schema.DDL) + 2)
+    # probe (absent), BEGIN, lock, probe again (absent), the DDL, the version row, COMMIT
+    driver = Scripted(*results)
+    driver.run(plan.open_schema("s", "here"))
+    sqls = [statement.sql for statement in driver.sent]
+    assert sqls[1] == _schema.BEGIN and "pg_advisory_xact_lock" in sqls[2]
+    assert sqls[-1] == _schema.COMMIT and sqls[-2] == _schema.RECORD_VERSION
+
+
+def test_open_schema_refuses_another_release() -> None:
+    driver = Scripted(Result([(True,)], 1), Result([(_schema.SCHEMA_VERSION + 1,)], 1))
+    with pytest.raises(SchemaVersionError):
+        driver.run(plan.open_schema("s", "here"))
+
+
+def test_renderer_quotes_any_schema_name() -> None:
+    render = Renderer('we"ird $$ ;')
+    assert render("SELECT 1 FROM {schema}.t WHERE x = %s") == (
+        b'SELECT 1 FROM "we""ird $$ ;".t WHERE x = %s'
+    )
+
+
+def test_every_template_renders() -> None:
+    render = Renderer("s")
+    for template in _schema.DDL:
+        assert b'"s"' in render(template)
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def test_url_forms_and_knobs() -> None:
+    options = options_from_url(
+        "postgres://u:p%2Fw@db.example:6543/app?schema=tenant_1&pool_max=4&sslmode=require"
+        "&pool_timeout=2.5&trace_max=0",
+        pool_min=2,
+    )
+    assert options.connect == {
+        "connect_timeout": "10",
+        "host": "db.example",
+        "port": "6543",
+        "user": "u",
+        "password": "p/w",
+        "dbname": "app",
+        "sslmode": "require",
+    }
+    assert (options.schema, options.pool_min, options.pool_max) == ("tenant_1", 2, 4)
+    assert (options.pool_timeout, options.trace_max) == (2.5, 0)
+    assert "p/w" not in repr(options) and "p%2Fw" not in repr(options)
+    assert options_from_url("postgresql:///test").connect == {
+        "connect_timeout": "10",
+        "dbname": "test",
+    }
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://h/db",
+        "postgresql://h/db?bogus=1",
+        "postgresql://h/db?schema=",
+        "postgresql://h/db?schema=pg_catalog",
+        "postgresql://h/db?schema=" + "x" * 64,
+        "postgresql://h/db?pool_max=0",
+        "postgresql://h/db?pool_min=5&pool_max=2",
+        "postgresql://h/db?pool_timeout=soon",
+    ],
+)
+def test_bad_urls(url: str) -> None:
+    with pytest.raises(InvalidStoreURL):
+        options_from_url(url)
+
+
+def test_password_never_in_url_errors() -> None:
+    with pytest.raises(InvalidStoreURL) as info:
+        options_from_url("postgresql://user:hunter2@h/db?bogus=1")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(InvalidStoreURL):
+        options_from_url("postgresql://h/db", nope=1)
+
+
+def test_legacy_dsn() -> None:
+    assert url_from_env({}) is None
+    assert url_from_env({"STM_POSTGRES_DSN": "postgresql://a@b/c"}) == "postgresql://a@b/c"
+    url = url_from_env(
+        {"STM_POSTGRES_DSN": "host=db port=5433 dbname=app user=w password='a b\\'c' sslmode=x"}
+    )
+    assert url is not None
+    options = options_from_url(url)
+    assert options.connect["password"] == "a b'c" and options.connect["port"] == "5433"
+    assert options.connect["sslmode"] == "x" and options.connect["host"] == "db"
+    socket_url = url_from_env({"STM_POSTGRES_DSN": "host=/run/pg dbname=app"})
+    assert socket_url is not None
+    assert options_from_url(socket_url).connect["host"] == "/run/pg"
+    with pytest.raises(StoreConfigError, match="STM_POSTGRES_DSN"):
+        url_from_env({"STM_POSTGRES_DSN": "host='unterminated"})
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (psycopg.errors.AdminShutdown("bye"), StoreUnavailable),
+        (psycopg.errors.SerializationFailure("retry"), StoreUnavailable),
+        (psycopg.errors.QueryCanceled("timeout"), StoreUnavailable),
+        (psycopg.errors.DiskFull("full"), StoreUnavailable),
+        (psycopg.OperationalError("connection lost"), StoreUnavailable),
+        (psycopg_pool.PoolTimeout("no connection"), StoreUnavailable),
+        (psycopg.errors.ProgramLimitExceeded("index row too big"), PayloadTooLarge),
+        (psycopg.errors.UntranslatableCharacter("bad"), InvalidPayload),
+        (psycopg.errors.UndefinedTable("gone"), StoreCorrupted),
+        (psycopg.errors.UniqueViolation("dup"), StoreError),
+        (psycopg_pool.PoolClosed("closed"), StoreError),
+    ],
+)
+def test_error_mapping(error: BaseException, expected: type[StoreError]) -> None:
+    mapped = map_error(error, "postgresql://u:***@h/db")
+    assert isinstance(mapped, expected)
+    assert type(mapped) is not StoreError or expected is StoreError
+
+
+def test_connect_errors() -> None:
+    refused = connect_error(psycopg.OperationalError("connection refused"), "w")
+    assert isinstance(refused, StoreUnavailable)
+    denied = connect_error(
+        psycopg.OperationalError('FATAL: password authentication failed for user "x"'), "w"
+    )
+    assert isinstance(denied, StoreConfigError)
+
+
+# -- plugin -------------------------------------------------------------------------------------
+
+
+def test_plugin_imports_no_driver_and_no_engine() -> None:
+    code = (
+        "import sys, harel_store_postgres._plugin as p\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool')"
+        " or m.startswith('harel.engine') or m in ('harel_store_postgres.sync', "
+        "'harel_store_postgres.aio', 'harel_store_postgres._legacy')]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_registered_with_the_registry() -> None:
+    from harel.registry import available_backends
+
+    (info,) = [row for row in available_backends() if row.name == "postgres"]
+    assert info.status == "ok", info.error
+    assert set(info.schemes) == {"postgres", "postgresql"}
+    assert info.backend is not None and info.backend.harness is not None

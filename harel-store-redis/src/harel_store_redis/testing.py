@@ -1,0 +1,245 @@
+"""Conformance-kit support: one random key prefix per harness on a Redis server.
+
+``RedisHarness(url)`` gives the kit stores over ``<url's prefix>kit-<random>:``; every
+``open_sync()`` / ``open_async()`` is a new store object (its own connection pool) over that
+namespace.  ``footprint`` reads the keys directly; ``destroy()`` closes what the harness opened
+and deletes every key under the namespace.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+import weakref
+from pathlib import Path
+from typing import ClassVar
+from urllib.parse import parse_qsl, urlencode
+
+import redis
+from harel.conformance.harness import StoreHarness
+from harel.store.contract import Capabilities
+
+from harel_store_redis._capabilities import CAPABILITIES
+from harel_store_redis._keys import owner_prefix, seq_of, split_owned, text, untext
+from harel_store_redis._options import parse_redis_url
+from harel_store_redis._schema import Keys
+from harel_store_redis.aio import AsyncRedisStore
+from harel_store_redis.sync import RedisStore
+
+_GLOB_SPECIALS = b"\\*?[]"
+
+
+def with_prefix(url: str, prefix: str) -> str:
+    """``url`` with its ``prefix`` query parameter set to ``prefix`` (other parts kept as
+    written; ``unix:///path`` keeps its empty host)."""
+    base, _, query = url.partition("?")
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "prefix"]
+    pairs.append(("prefix", prefix))
+    return f"{base}?{urlencode(pairs)}"
+
+
+def glob_escape(raw: bytes) -> bytes:
+    """``raw`` as a literal in a Redis ``MATCH`` pattern."""
+    out = bytearray()
+    for byte in raw:
+        if byte in _GLOB_SPECIALS:
+            out.append(0x5C)
+        out.append(byte)
+    return bytes(out)
+
+
+class RedisHarness(StoreHarness):
+    """A fresh key namespace on a Redis server as the kit's dataset."""
+
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
+
+    def __init__(self, url: str, *, prefix: str | None = None) -> None:
+        options, _connect = parse_redis_url(url, {})
+        self.prefix = prefix or f"{options.prefix}kit-{uuid.uuid4().hex[:16]}:"
+        self._url = with_prefix(url, self.prefix)
+        self.options, _ = parse_redis_url(self._url, {})
+        self.keys = Keys(self.prefix.encode("utf-8"))
+        self._sync: weakref.WeakSet[RedisStore] = weakref.WeakSet()
+        self._async: weakref.WeakSet[AsyncRedisStore] = weakref.WeakSet()
+
+    def _raw(self) -> redis.Redis:
+        return redis.Redis(**self.options.client_kwargs())
+
+    def open_sync(self) -> RedisStore:
+        """A new ``RedisStore`` over the harness namespace."""
+        store = RedisStore.from_url(self._url, connect_retries=0)
+        self._sync.add(store)
+        return store
+
+    async def open_async(self) -> AsyncRedisStore:
+        """A new ``AsyncRedisStore`` over the harness namespace."""
+        store = await AsyncRedisStore.from_url(self._url, connect_retries=0)
+        self._async.add(store)
+        return store
+
+    def url(self) -> str:
+        """The URL of this namespace (another process opens the same dataset with it)."""
+        return self._url
+
+    def footprint(self, execution_id: str) -> list[str]:
+        """Every record of ``execution_id`` under the namespace, read with plain commands."""
+        keys = self.keys
+        labels: list[str] = []
+        owner = owner_prefix(execution_id)
+        raw_id = text(execution_id)
+        with self._raw() as client:
+            if client.exists(keys.execution(execution_id)):
+                labels.append("execution")
+            for raw in client.lrange(keys.trace(execution_id), 0, -1):
+                labels.append(f"trace:{raw.partition(b' ')[0].decode()}")
+            if client.hexists(keys.summaries, raw_id):
+                labels.append("summary")
+            for key in client.scan_iter(match=glob_escape(keys.prefix) + b"ix:*", count=1000):
+                if client.zscore(key, raw_id) is not None:
+                    labels.append(f"index:{key[len(keys.prefix) :].decode('ascii', 'replace')}")
+            for member in client.zrange(keys.owned, 0, -1):
+                if member.startswith(owner):
+                    labels.append(f"owned:{_item(member)}")
+            for member in client.zrange(keys.marks, 0, -1):
+                if member.startswith(owner):
+                    labels.append(f"processed:{_item(member)}")
+            for member in client.zrange(keys.timers, 0, -1):
+                if member.startswith(owner):
+                    labels.append(f"timer:{_item(member)}")
+            for member in client.hkeys(keys.timer_at):
+                if member.startswith(owner):
+                    labels.append(f"timer-at:{_item(member)}")
+            for entry_id, fields in client.xrange(keys.outbox):
+                if fields.get(b"t") == raw_id:
+                    labels.append(f"outbox:{seq_of(entry_id)}")
+            for entry_id, fields in client.xrange(keys.spawns):
+                if fields.get(b"p") == raw_id:
+                    labels.append(f"spawn:{seq_of(entry_id)}")
+        return labels
+
+    def all_keys(self) -> list[bytes]:
+        """Every key under the namespace (sorted)."""
+        with self._raw() as client:
+            return sorted(client.scan_iter(match=glob_escape(self.keys.prefix) + b"*", count=1000))
+
+    def destroy(self) -> None:
+        """Close the stores the harness opened and delete every key of the namespace."""
+        for store in list(self._sync):
+            store.close()
+        with self._raw() as client:
+            batch: list[bytes] = []
+            for key in client.scan_iter(match=glob_escape(self.keys.prefix) + b"*", count=1000):
+                batch.append(key)
+                if len(batch) >= 500:
+                    client.unlink(*batch)
+                    batch.clear()
+            if batch:
+                client.unlink(*batch)
+
+    def describe(self) -> str:
+        """``redis <server> (prefix ...)``."""
+        return f"redis {self.options.where}"
+
+
+def _item(member: bytes) -> str:
+    _execution_id, _tag, item = split_owned(member)
+    return untext(item)
+
+
+class RedisServerProcess:
+    """A private ``redis-server`` on a free loopback port (and a unix socket), append-only file
+    fsynced on every write, for tests that stop, restart or flush a server.
+
+    ``start()`` waits until it answers (after a restart: until it has loaded its data);
+    ``stop()`` shuts it down (SIGTERM); ``remove()`` also deletes its socket directory.  Its
+    data directory is ``workdir``, so a restart on the same port finds the same data.
+    """
+
+    def __init__(self, workdir: Path, *, password: str | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.password = password
+        self.port = free_port()
+        # a short path: unix socket paths are limited to about 100 bytes
+        self.socket = Path(tempfile.mkdtemp(prefix="harel-redis-")) / "s.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0`` (no credentials)."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        """Start the server and wait until it answers ``PING``."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        command = [
+            binary,
+            *("--bind", "127.0.0.1", "--port", str(self.port)),
+            *("--unixsocket", str(self.socket), "--unixsocketperm", "700"),
+            *("--dir", str(self.workdir), "--save", ""),
+            *("--appendonly", "yes", "--appendfsync", "always"),
+            *("--daemonize", "no", "--loglevel", "warning", "--protected-mode", "no"),
+        ]
+        if self.password is not None:
+            command += ["--requirepass", self.password]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self.client() as client:
+                    client.ping()
+                return
+            except redis.RedisError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"redis-server exited with status {self.process.returncode}"
+                    ) from None
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"redis-server did not answer within {timeout} s") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Shut the server down (its append-only file keeps the data)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def remove(self) -> None:
+        """Stop the server and delete its socket directory."""
+        self.stop()
+        shutil.rmtree(self.socket.parent, ignore_errors=True)
+
+    def client(self) -> redis.Redis:
+        """A plain redis-py client of this server."""
+        return redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5)
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (right now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def harness_from_url(url: str, workdir: Path) -> RedisHarness:
+    """A harness over a NEW random prefix below the URL's own (``harel:`` by default).
+
+    Nothing outside that prefix is read or written; ``workdir`` is not used.
+    """
+    del workdir
+    return RedisHarness(url)

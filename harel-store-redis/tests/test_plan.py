@@ -1,0 +1,544 @@
+"""The Redis store's plan without a server: key encodings, script requests, reply decoding,
+URL options and the error mapping (plans are stepped by hand with the replies a server sends)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+import redis.exceptions as rex
+from harel.model import Event, Execution, Status
+from harel.store.common import committing, encode_cursor
+from harel.store.contract import TimerOp
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionNotFound,
+    InvalidStoreURL,
+    PayloadTooLarge,
+    SchemaVersionError,
+    StoreConfigError,
+    StoreConflict,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+)
+from harel_store_redis import _keys, _plan, _scripts
+from harel_store_redis._errors import map_error
+from harel_store_redis._legacy import url_from_env
+from harel_store_redis._options import parse_redis_url
+from harel_store_redis._schema import Keys
+from harel_store_redis.testing import with_prefix
+from hypothesis import given
+from hypothesis import strategies as st
+
+KEYS = Keys(b"p:")
+WHERE = "Redis test"
+
+
+def step_through(plan: Generator[Any, Any, Any], replies: list[Any]) -> tuple[list[Any], Any]:
+    """Run ``plan`` feeding ``replies`` (an Exception is thrown in); the requests and result."""
+    requests = []
+    try:
+        request = next(plan)
+        for reply in replies:
+            requests.append(request)
+            request = plan.throw(reply) if isinstance(reply, Exception) else plan.send(reply)
+        requests.append(request)
+    except StopIteration as stop:
+        return requests, stop.value
+    raise AssertionError(f"the plan wanted more replies after {requests}")
+
+
+def prepared(exe: Execution, **effects: Any) -> Any:
+    with committing(exe, **effects) as p:
+        return p
+
+
+# -- key encodings ----------------------------------------------------------------------------
+
+ids = st.text(min_size=0, max_size=30)
+
+
+@given(ids, ids)
+def test_key_part_is_injective_and_never_holds_structure(a: str, b: str) -> None:
+    pa, pb = _keys.key_part(a), _keys.key_part(b)
+    assert (pa == pb) == (a == b)
+    for forbidden in b":{}*?[] \x00\n":
+        assert forbidden not in pa
+
+
+@given(ids, ids, ids, ids)
+def test_owned_members_sort_like_tuples(a: str, x: str, b: str, y: str) -> None:
+    ma, mb = _keys.owned(a, _keys.TAG_TIMER, x), _keys.owned(b, _keys.TAG_TIMER, y)
+    ta, tb = (_keys.text(a), _keys.text(x)), (_keys.text(b), _keys.text(y))
+    assert (ma < mb) == (ta < tb)
+    assert (ma == mb) == (ta == tb)
+
+
+@given(ids, ids)
+def test_owner_prefix_is_self_delimiting(a: str, b: str) -> None:
+    member = _keys.owned(b, _keys.TAG_MARK, "e")
+    assert member.startswith(_keys.owner_prefix(a)) == (a == b)
+
+
+@given(ids, ids)
+def test_split_owned_round_trips(a: str, item: str) -> None:
+    assert _keys.split_owned(_keys.owned(a, _keys.TAG_MARK, item)) == (
+        a,
+        _keys.TAG_MARK,
+        _keys.text(item),
+    )
+
+
+def test_lone_surrogates_and_nul_survive_the_encodings() -> None:
+    odd = "a\ud800b\x00c"
+    assert _keys.untext(_keys.text(odd)) == odd
+    assert _keys.split_owned(_keys.owned(odd, _keys.TAG_TIMER, odd))[0] == odd
+
+
+@pytest.mark.parametrize("member", [b"no-separator", b"a\x00zb", b"a\x00\x01"])
+def test_malformed_owned_members_are_corruption(member: bytes) -> None:
+    with pytest.raises(StoreCorrupted):
+        _keys.split_owned(member)
+
+
+@given(st.integers(0, 2**43 - 1), st.integers(0, 2**20 - 1))
+def test_seq_round_trips_through_stream_ids(ms: int, n: int) -> None:
+    entry = f"{ms}-{n}".encode()
+    seq = _keys.seq_of(entry)
+    assert 0 <= seq <= _keys.SEQ_MAX
+    assert _keys.stream_id(seq) == entry
+
+
+def test_seqs_grow_with_stream_ids() -> None:
+    ordered = [b"5-0", b"5-1", b"5-1048575", b"6-0", b"1796085888737-3"]
+    seqs = [_keys.seq_of(e) for e in ordered]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+@pytest.mark.parametrize("seq", [-1, 2**63, 2**70])
+def test_out_of_range_seqs_name_no_entry(seq: int) -> None:
+    assert _keys.stream_id(seq) is None
+
+
+@pytest.mark.parametrize("bad", ["1", 1.0, True, None])
+def test_seq_must_be_an_int(bad: Any) -> None:
+    with pytest.raises(TypeError):
+        _keys.stream_id(bad)
+
+
+@pytest.mark.parametrize("entry", [b"x", b"1-2-3", b"1-1048576", b"a-b"])
+def test_foreign_stream_ids_are_corruption(entry: bytes) -> None:
+    with pytest.raises(StoreCorrupted):
+        _keys.seq_of(entry)
+
+
+def test_listing_indexes_of_one_execution() -> None:
+    keys = KEYS.indexes_of(Status.DONE, True, "order:{v2}")
+    assert len(keys) == 8 and len(set(keys)) == 8
+    assert b"p:ix:*:*:*" in keys and b"p:ix:DONE:root:=order%3A%7Bv2%7D" in keys
+    assert len(KEYS.indexes_of(Status.DONE, False, "d")) == 4
+
+
+def test_per_execution_keys_cannot_collide() -> None:
+    assert KEYS.execution("a:tr:b") != KEYS.trace("b")
+    assert KEYS.execution("sum") != KEYS.summaries
+    assert KEYS.execution("{x}") == b"p:x:%7Bx%7D"
+
+
+# -- scripts ----------------------------------------------------------------------------------
+
+
+def test_scripts_are_named_once_and_hashed_like_redis() -> None:
+    names = [script.name for script in _scripts.SCRIPTS]
+    assert len(names) == len(set(names))
+    for script in _scripts.SCRIPTS:
+        assert script.sha == hashlib.sha1(script.source.encode()).hexdigest()
+
+
+def test_write_scripts_guard_types_before_writing() -> None:
+    for script in (_scripts.COMMIT, _scripts.DELETE_TIMER, _scripts.ACK, _scripts.PURGE):
+        body = script.source
+        first_write = min(
+            body.find(f"'{cmd}'") for cmd in ("XADD", "HSET", "ZREM", "XDEL") if f"'{cmd}'" in body
+        )
+        assert 0 <= body.find("wrong_type(") < first_write
+
+
+def test_scripts_never_turn_scores_into_lua_numbers() -> None:
+    commit = _scripts.COMMIT.source
+    assert "ZADD', KEYS[6], ARGV[a + 2]" in commit  # the repr text goes to Redis as is
+
+
+# -- run_script -------------------------------------------------------------------------------
+
+
+def test_noscript_falls_back_to_eval_with_the_source() -> None:
+    requests, result = step_through(
+        _plan.run_script(_scripts.LOAD, (b"k",), ()), [_plan.ScriptMissing(), b"doc"]
+    )
+    assert [r.wire[0] for r in requests] == ["EVALSHA", "EVAL"]
+    assert requests[0].wire[1] == _scripts.LOAD.sha
+    assert requests[1].wire[1] == _scripts.LOAD.source
+    assert result == b"doc"
+
+
+def test_unavailable_is_retried_once_when_idempotent() -> None:
+    gone = StoreUnavailable("gone")
+    requests, result = step_through(_plan.run_script(_scripts.LOAD, (b"k",), ()), [gone, b"d"])
+    assert len(requests) == 2 and result == b"d"
+    plan = _plan.run_script(_scripts.LOAD, (b"k",), ())
+    next(plan)
+    plan.throw(StoreUnavailable("gone"))
+    with pytest.raises(StoreUnavailable):
+        plan.throw(StoreUnavailable("still gone"))
+
+
+def test_non_idempotent_scripts_are_not_retried() -> None:
+    plan = _plan.run_script(_scripts.APPEND_TRACE, (b"k",), (), retry_unavailable=False)
+    next(plan)
+    with pytest.raises(StoreUnavailable):
+        plan.throw(StoreUnavailable("gone"))
+
+
+def test_oversized_requests_are_refused_before_sending() -> None:
+    plan = _plan.run_script(_scripts.LOAD, (b"k",), (b"x" * 100,), limit=50)
+    with pytest.raises(PayloadTooLarge, match="50 bytes"):
+        next(plan)
+
+
+# -- open -------------------------------------------------------------------------------------
+
+
+def test_open_pings_loads_missing_scripts_and_checks_the_layout() -> None:
+    scripts = _scripts.SCRIPTS
+    present = [1] * len(scripts)
+    present[0] = 0
+    replies: list[Any] = [True, present, scripts[0].sha.encode(), b"1"]
+    requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
+    assert requests[0].wire == ("PING",)
+    assert requests[1].wire[:2] == ("SCRIPT", "EXISTS")
+    assert requests[2].wire == ("SCRIPT", "LOAD", scripts[0].source)
+    assert requests[3].wire[0] == "EVALSHA" and requests[3].wire[1] == _scripts.SCHEMA.sha
+
+
+@pytest.mark.parametrize("found", [b"2", None])
+def test_open_refuses_another_layout(found: bytes | None) -> None:
+    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), found]
+    with pytest.raises(SchemaVersionError):
+        step_through(_plan.open_plan(KEYS, WHERE), replies)
+
+
+# -- commit -----------------------------------------------------------------------------------
+
+
+def full_commit() -> Any:
+    exe = Execution(id="e:1", definition_id="d", status=Status.RUNNING, version=3)
+    return prepared(
+        exe,
+        emits=[("t{1}", Event(id="ev", kind="K")), (None, Event(id="ev2", kind="K"))],
+        processed_event_id="in",
+        timers=(TimerOp.schedule("/a", 5e-324), TimerOp.cancel("/b")),
+        spawns=[("c", "/r", {"k": 1})],
+        trace={"event_kind": "Go", "index": 99},
+    )
+
+
+def test_commit_is_one_script_call_with_every_effect() -> None:
+    p = full_commit()
+    keys, args = _plan.commit_request(KEYS, p, 5, b"tok")
+    assert keys[:9] == (
+        KEYS.execution("e:1"),
+        KEYS.trace("e:1"),
+        KEYS.summaries,
+        KEYS.owned,
+        KEYS.marks,
+        KEYS.timers,
+        KEYS.timer_at,
+        KEYS.outbox,
+        KEYS.spawns,
+    )
+    assert set(keys[9:]) == set(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    assert args[:2] == (b"3", b"4") and args[3] == b"tok"
+    assert args[13:16] == (b"2", b"1", b"2")
+    assert args[16:20] == (
+        b"t",
+        b"t{1}",
+        _keys.owner_prefix("t{1}"),
+        p.emits[0].event_json.encode(),
+    )
+    assert args[20] == b"u"
+    assert b"5e-324" in args  # the exact repr, as a string for Redis to parse
+    assert b'"index"' not in args[11]  # a caller-supplied index is dropped
+    requests, result = step_through(
+        _plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.APPLIED]]
+    )
+    assert len(requests) == 1 and result is None
+
+
+def test_lost_cas_raises_conflict_with_the_found_version() -> None:
+    p = full_commit()
+    with pytest.raises(StoreConflict) as info:
+        step_through(_plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT, b"7", b"x"]])
+    assert (info.value.expected, info.value.found) == (3, 7)
+    with pytest.raises(StoreConflict) as absent:
+        step_through(_plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT]])
+    assert absent.value.found is None
+
+
+def test_a_rerun_that_finds_its_own_token_counts_as_applied() -> None:
+    p = full_commit()
+    plan = _plan.commit_plan(KEYS, p, 5, where=WHERE)
+    first = next(plan)
+    second = plan.throw(StoreUnavailable("reply lost"))
+    assert second.wire == first.wire  # the very same script and token, re-sent
+    token = first.wire[3 + first.wire[2] + 3]  # ARGV[4]
+    with pytest.raises(StopIteration):
+        plan.send([_scripts.CONFLICT, b"4", token])
+
+
+def test_a_twice_lost_reply_says_the_outcome_is_unknown() -> None:
+    plan = _plan.commit_plan(KEYS, full_commit(), 5, where=WHERE)
+    next(plan)
+    plan.throw(StoreUnavailable("reply lost"))
+    with pytest.raises(StoreUnavailable, match="may or may not be stored"):
+        plan.throw(StoreUnavailable("still down"))
+
+
+def test_commit_failure_replies_are_typed() -> None:
+    p = full_commit()
+    with pytest.raises(StoreUnavailable, match="ran out of ids"):
+        _plan.decide_commit(p, [_scripts.SEQ_EXHAUSTED], b"t", WHERE)
+    with pytest.raises(StoreCorrupted, match="p:timers"):
+        _plan.decide_commit(p, [_scripts.WRONG_TYPE, b"p:timers"], b"t", WHERE)
+    with pytest.raises(StoreCorrupted):
+        _plan.decide_commit(p, b"garbage", b"t", WHERE)
+
+
+def test_bad_trace_max_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(ValueError):
+        next(_plan.commit_plan(KEYS, full_commit(), -1, where=WHERE))
+
+
+# -- other operations -------------------------------------------------------------------------
+
+
+def test_delete_timer_sends_the_exact_fire_at() -> None:
+    requests, _ = step_through(_plan.delete_timer_plan(KEYS, "e", "/a", 5e-324, WHERE), [1])
+    assert requests[0].wire[-1] == b"5e-324"
+    with pytest.raises(ValueError):
+        next(_plan.delete_timer_plan(KEYS, "e", "/a", math.nan, WHERE))
+    with pytest.raises(TypeError):
+        next(_plan.delete_timer_plan(KEYS, "e", "/a", None, WHERE))  # type: ignore[arg-type]
+
+
+def test_ack_names_the_stream_entry_of_its_seq() -> None:
+    requests, result = step_through(_plan.ack_plan(KEYS, 2**62, spawns=True, where=WHERE), [0])
+    assert requests[0].wire[3:] == (KEYS.spawns, KEYS.owned, b"4398046511104-0", b"s")
+    assert result is None
+    with pytest.raises(ValueError):
+        next(_plan.ack_plan(KEYS, -5, spawns=False, where=WHERE))
+    with pytest.raises(TypeError):
+        next(_plan.ack_plan(KEYS, "5", spawns=False, where=WHERE))  # type: ignore[arg-type]
+
+
+def test_append_trace_to_an_unknown_execution() -> None:
+    with pytest.raises(ExecutionNotFound):
+        step_through(_plan.append_trace_plan(KEYS, "nope", {"a": 1}, 3, WHERE), [0])
+
+
+def test_purge_refuses_an_active_execution() -> None:
+    with pytest.raises(ExecutionActive) as info:
+        step_through(_plan.purge_plan(KEYS, "e", False, WHERE), [[0, b"RUNNING"]])
+    assert info.value.status == "RUNNING"
+    _, existed = step_through(_plan.purge_plan(KEYS, "e", True, WHERE), [[1, 0]])
+    assert existed is False
+
+
+def test_prune_runs_batches_until_a_short_one() -> None:
+    requests, total = step_through(_plan.prune_plan(KEYS, 100.0, 2, WHERE), [2, 2, 1])
+    assert len(requests) == 3 and total == 5
+    assert requests[0].wire[-2:] == (b"(100.0", b"2")
+
+
+@pytest.mark.parametrize(
+    ("older_than", "batch", "error"),
+    [(math.inf, 1, ValueError), ("1", 1, TypeError), (1.0, 0, ValueError), (1.0, True, TypeError)],
+)
+def test_prune_arguments_are_checked(older_than: Any, batch: Any, error: type) -> None:
+    with pytest.raises(error):
+        next(_plan.prune_plan(KEYS, older_than, batch, WHERE))
+
+
+def test_due_timers_decodes_exact_values_in_order() -> None:
+    m1 = _keys.owned("a", _keys.TAG_TIMER, "/x")
+    m2 = _keys.owned("b", _keys.TAG_TIMER, "/y")
+    reply = [m1, b"0", b"-0.0", m2, b"2.5", None]
+    _, due = step_through(_plan.due_timers_plan(KEYS, 10, None), [reply])
+    assert due == [("a", "/x", -0.0), ("b", "/y", 2.5)]
+    assert struct.pack("<d", due[0][2]) == struct.pack("<d", -0.0)
+
+
+def test_due_timers_skips_an_unreadable_member() -> None:
+    m1 = _keys.owned("a", _keys.TAG_TIMER, "/x")
+    _, due = step_through(
+        _plan.due_timers_plan(KEYS, 10, 5), [[b"junk", b"1", b"1.0", m1, b"2", b"2.0"]]
+    )
+    assert due == [("a", "/x", 2.0)]
+
+
+def test_pending_outbox_decodes_entries() -> None:
+    event = Event(id="e1", kind="K", data={"x": 1})
+    reply = [
+        [b"7-0", [b"e", event.model_dump_json().encode(), b"t", b"t:1", b"o", b"..."]],
+        [b"7-1", [b"e", event.model_dump_json().encode()]],
+    ]
+    _, entries = step_through(_plan.pending_outbox_plan(KEYS, 10), [reply])
+    assert [(e.seq, e.target_id, e.event) for e in entries] == [
+        (7 << 20, "t:1", event),
+        ((7 << 20) + 1, None, event),
+    ]
+    with pytest.raises(StoreCorrupted, match="outbox entry"):
+        step_through(_plan.pending_outbox_plan(KEYS, 10), [[[b"7-2", [b"e", b"{"]]]])
+
+
+def test_read_trace_takes_the_stored_index() -> None:
+    _, steps = step_through(_plan.read_trace_plan(KEYS, "e"), [[b'4 {"a":1}', b'5 {"a":2}']])
+    assert steps == [{"a": 1, "index": 4}, {"a": 2, "index": 5}]
+
+
+def test_listing_merges_status_arms_by_id() -> None:
+    def row(version: int) -> bytes:
+        return f'["d","DONE",null,null,{version},null,1.5]'.encode()
+
+    plan = _plan.listing_plan(
+        KEYS,
+        status=[Status.DONE, Status.FAILED],
+        definition_id="d",
+        roots_only=True,
+        limit=2,
+        cursor=encode_cursor("a"),
+    )
+    request = next(plan)
+    assert request.wire[4:6] == (
+        KEYS.index(Status.DONE, True, "d"),
+        KEYS.index(Status.FAILED, True, "d"),
+    )
+    assert request.wire[-2:] == (b"(a", b"3")
+    with pytest.raises(StopIteration) as stop:
+        plan.send([[b"b", row(1), b"d", row(2)], [b"c", row(3), b"e", row(4)]])
+    page = stop.value.value
+    assert [item.id for item in page.items] == ["b", "c"]
+    assert page.items[0].updated_at == 1.5 and page.next_cursor == encode_cursor("c")
+
+
+def test_listing_that_matches_nothing_sends_nothing() -> None:
+    requests, page = step_through(
+        _plan.listing_plan(
+            KEYS, status=[], definition_id=None, roots_only=False, limit=5, cursor=None
+        ),
+        [],
+    )
+    assert requests == [] and page.items == []
+
+
+# -- options ----------------------------------------------------------------------------------
+
+
+def test_url_forms() -> None:
+    opts, connect = parse_redis_url("redis://u:pw@h:7000/3?prefix=app:&trace_max=0", {})
+    assert (opts.host, opts.port, opts.db, opts.username, opts.password) == (
+        "h",
+        7000,
+        3,
+        "u",
+        "pw",
+    )
+    assert (opts.prefix, opts.trace_max, connect) == ("app:", 0, {})
+    opts, _ = parse_redis_url("rediss://h?ssl_cert_reqs=none", {})
+    assert opts.client_kwargs()["ssl"] is True and opts.client_kwargs()["ssl_cert_reqs"] == "none"
+    opts, _ = parse_redis_url("unix:///tmp/r.sock?db=2&password=s", {"prefix": "k:"})
+    assert opts.client_kwargs()["unix_socket_path"] == "/tmp/r.sock"
+    assert (opts.db, opts.password, opts.prefix) == (2, "s", "k:")
+    opts, connect = parse_redis_url("redis://h", {"connect_retries": 0, "retry_delay": 0.1})
+    assert (opts.prefix, opts.db, connect) == (
+        "harel:",
+        0,
+        {"connect_retries": 0, "retry_delay": 0.1},
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://h/db",
+        "redis://h/notanumber",
+        "redis://h/1?db=2",
+        "redis://h?colour=blue",
+        "unix://host/path.sock",
+        "unix://",
+        "redis://h?prefix=",
+        "redis://h?socket_timeout=0",
+    ],
+)
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises((InvalidStoreURL, ValueError)):
+        parse_redis_url(url, {})
+
+
+def test_messages_never_show_the_password() -> None:
+    opts, _ = parse_redis_url("redis://user:s3cr%2Fet@h:1/0", {})
+    assert "s3cr" not in opts.where and "s3cr" not in repr(opts)
+    with pytest.raises(InvalidStoreURL) as info:
+        parse_redis_url("redis://user:s3cr%2Fet@h:1/0?bogus=1", {})
+    assert "s3cr" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("unix:///tmp/r.sock", "unix:///tmp/r.sock?prefix=k%3A"),
+        ("redis://h/0?prefix=old:&db=0", "redis://h/0?db=0&prefix=k%3A"),
+    ],
+)
+def test_harness_urls_keep_their_form(url: str, expected: str) -> None:
+    assert with_prefix(url, "k:") == expected
+    assert parse_redis_url(expected, {})[0].prefix == "k:"
+
+
+def test_legacy_variables() -> None:
+    assert url_from_env({}) is None
+    assert url_from_env({"STM_REDIS_URL": "redis://a"}) == "redis://a"
+    assert url_from_env({"STM_REDIS_URL": "redis://a", "STM_STORE_REDIS_URL": " redis://b "}) == (
+        "redis://b"
+    )
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "typed"),
+    [
+        (rex.NoScriptError("NOSCRIPT"), _plan.ScriptMissing),
+        (rex.ConnectionError("refused"), StoreUnavailable),
+        (rex.TimeoutError("slow"), StoreUnavailable),
+        (rex.BusyLoadingError("LOADING"), StoreUnavailable),
+        (rex.AuthenticationError("WRONGPASS"), StoreConfigError),
+        (rex.NoPermissionError("NOPERM"), StoreConfigError),
+        (rex.ReadOnlyError("READONLY"), StoreUnavailable),
+        (rex.OutOfMemoryError("OOM"), StoreUnavailable),
+        (rex.ResponseError("BUSY Redis is busy running a script"), StoreUnavailable),
+        (rex.ResponseError("CROSSSLOT Keys in request don't hash"), StoreConfigError),
+        (rex.ResponseError("WRONGTYPE Operation against a key"), StoreCorrupted),
+        (rex.ResponseError("ERR something"), StoreError),
+        (rex.DataError("bad"), StoreError),
+        (OSError("reset"), StoreUnavailable),
+    ],
+)
+def test_driver_errors_become_typed_errors(exc: Exception, typed: type) -> None:
+    assert isinstance(map_error(exc, WHERE), typed)
