@@ -31,8 +31,15 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHar
 
 @pytest.fixture(params=usable_backend_names(multi_process=True))
 def shared_harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreHarness]:
-    """Every installed backend whose data several processes may share."""
-    yield from _harness(request.param, tmp_path)
+    """Every installed backend whose data several processes may share.
+
+    A backend whose TEST dataset lives in this process (MongoDB over mongomock) declares so
+    through its harness (no ``url()``, ``multi_process`` off) and is skipped, saying why.
+    """
+    for harness in _harness(request.param, tmp_path):
+        if harness.url() is None or not harness.capabilities.multi_process:
+            pytest.skip(f"{harness.describe()}: this test setup keeps the data in one process")
+        yield harness
 
 
 def test_threads_racing_one_execution(harness: StoreHarness) -> None:

@@ -51,7 +51,7 @@ def pg_url() -> str:
 @pytest.fixture
 def harel_harness(pg_url: str) -> Iterator[PostgresHarness]:
     """A fresh, empty schema per test (the conformance kit's entry point)."""
-    harness = PostgresHarness(pg_url, connect_retries=2)
+    harness = PostgresHarness(pg_url, connect_retries=2, reuse=True)
     yield harness
     harness.destroy()
 

@@ -64,9 +64,7 @@ def proxy(pg_url: str) -> Iterator[CountingProxy]:
 @pytest.fixture
 def proxied(pg_url: str, proxy: CountingProxy) -> Iterator[PostgresHarness]:
     """A harness whose stores talk to the server through the counting proxy."""
-    harness = PostgresHarness(
-        _with_host(pg_url, proxy.host, proxy.port), connect_retries=2, reuse=False
-    )
+    harness = PostgresHarness(_with_host(pg_url, proxy.host, proxy.port), connect_retries=2)
     yield harness
     harness.destroy()
 
@@ -737,9 +735,7 @@ def test_server_stopped_mid_run_async(own_server: Any) -> None:
 def test_connections_cut_mid_run_by_the_proxy(pg_url: str) -> None:
     """Every connection severed (a network cut): typed error, then the store recovers."""
     with CountingProxy(*_target(pg_url)) as proxy:
-        harness = PostgresHarness(
-            _with_host(pg_url, proxy.host, proxy.port), pool_timeout=2, reuse=False
-        )
+        harness = PostgresHarness(_with_host(pg_url, proxy.host, proxy.port), pool_timeout=2)
         store = harness.open_sync()
         exe = Execution(id="cut", definition_id="d")
         store.save(exe)
@@ -791,9 +787,11 @@ async def test_cancelled_commit_in_flight_lands_and_says_so(
 ) -> None:
     """Cancelled while its statement is on the wire, a commit waits for the outcome: the step
     is stored, ``exe.version`` is bumped, and ``CancelledError`` is raised afterwards."""
+    harness = PostgresHarness(pg_url)
+    harness.open_sync().close()  # the layout, made without the slow proxy
     with CountingProxy(*_target(pg_url), delay=0.15) as proxy:
-        harness = PostgresHarness(_with_host(pg_url, proxy.host, proxy.port), reuse=False)
-        store = await harness.open_async()
+        slow = PostgresHarness(_with_host(pg_url, proxy.host, proxy.port), schema=harness.schema)
+        store = await slow.open_async()
         try:
             exe = Execution(id="x", definition_id="d")
             task = asyncio.ensure_future(store.commit(exe, [(None, Event(id="e", kind="K"))]))

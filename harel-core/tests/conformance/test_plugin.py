@@ -174,3 +174,62 @@ def test_run_conformance_reports_failures(tmp_path: Path) -> None:
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
+
+
+PLUGIN_MODULE = """
+{imports}
+from harel.registry import StoreBackend, hookimpl
+from harel.store.memory._capabilities import CAPABILITIES
+
+
+@hookimpl
+def harel_register_stores(register):
+    register(
+        StoreBackend(
+            name="fake",
+            schemes=("fake",),
+            store="harel.store.memory.sync:DictStore",
+            async_store="harel.store.memory.aio:AsyncDictStore",
+            capabilities=CAPABILITIES,
+            distribution="fake-dist",
+            version="1.0",
+        )
+    )
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "loaded"),
+    [
+        ("", None),
+        ("import harel.store.memory.sync", "harel.store.memory.sync"),
+        ("import harel.engine", "harel.engine"),
+    ],
+    ids=["clean", "imports-its-store", "imports-the-engine"],
+)
+def test_plugin_import_check_names_what_a_plugin_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, imports: str, loaded: str | None
+) -> None:
+    """The kit's plugin check (run on every registered backend) flags a plugin module that
+    imports its store modules or the engine; a clean one passes."""
+    from harel.conformance.suite._processes import plugin_problems
+    from harel.registry import StoreBackend
+    from harel.store.memory._capabilities import CAPABILITIES
+
+    (tmp_path / "fake_plugin.py").write_text(PLUGIN_MODULE.format(imports=imports))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    backend = StoreBackend(
+        name="fake",
+        schemes=("fake",),
+        store="harel.store.memory.sync:DictStore",
+        async_store="harel.store.memory.aio:AsyncDictStore",
+        capabilities=CAPABILITIES,
+        distribution="fake-dist",
+        version="1.0",
+    )
+    problems = plugin_problems(backend, "fake_plugin")
+    if loaded is None:
+        assert problems == []
+    else:
+        (problem,) = problems
+        assert f"importing fake_plugin loads ['{loaded}']" in problem

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from harel.conformance import backend_test_url_or_skip
-from harel.conformance.urls import in_ci
 from harel.registry import harness_for_url
 
 
@@ -15,7 +14,8 @@ from harel.registry import harness_for_url
 def isolated_url(tmp_path: Path) -> Iterator[Callable[[str], str]]:
     """``isolated_url(backend)``: a URL over a fresh, empty dataset of that backend, which
     another interpreter can open too (the backend's harness derives it from its test URL and
-    drops it afterwards), so a shared server never leaks data between runs."""
+    drops it afterwards), so a shared server never leaks data between runs.  Skips (naming the
+    reason) for a backend whose harness has no such URL (an in-process test double)."""
     harnesses = []
 
     def make(backend: str) -> str:
@@ -23,11 +23,9 @@ def isolated_url(tmp_path: Path) -> Iterator[Callable[[str], str]]:
         harness = harness_for_url(base, tmp_path / f"kit-{len(harnesses)}")
         harnesses.append(harness)
         url = harness.url()
-        if url is None:
-            message = f"the {backend} harness offers no URL another interpreter can open"
-            if in_ci():
-                pytest.fail(message)
-            pytest.skip(message)
+        if url is None:  # not an unreachable server: a backend tested through an in-process
+            # double (e.g. mongomock) cannot be opened by another interpreter at all
+            pytest.skip(f"the {backend} harness offers no URL another interpreter can open")
         return url
 
     yield make

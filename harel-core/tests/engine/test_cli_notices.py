@@ -95,7 +95,7 @@ def test_send_says_when_nothing_happened(
     # an event kind the machine does not declare: refused, nothing sent
     code, out, err = run(capsys, "send", "e", "Nope", *args)
     assert (code, out) == (2, "")
-    assert "declares no event 'Nope' (declared: Go); nothing was sent" in err
+    assert "declares no event 'Nope' (it knows: Go); nothing was sent" in err
     # the first Go finishes it; a retry with the same id is a safe no-op, said so
     code, out, err = run(capsys, "send", "e", "Go", "--event-id", "g1", *args)
     assert (code, err) == (0, "") and out.startswith("e: DONE/success")
@@ -110,8 +110,8 @@ def test_reused_event_id_says_nothing_happened(
 ) -> None:
     directory = tmp_path / "loop"
     directory.mkdir()
-    (directory / "loop.stm").write_text(
-        "event Ping {} event Pong {} machine loop { initial A  state A {}  state B {} "
+    (directory / "loop.stm").write_text(  # Pong is used without an `event Pong {}` line
+        "event Ping {} machine loop { initial A  state A {}  state B {} "
         "from A to B on Ping  from B to A on Pong }"
     )
     args = ("--store", url, "--definitions", str(directory))

@@ -281,3 +281,24 @@ def test_cli_lists_and_clears_dead_letters(
     assert main(["dead-letters", "--store", url]) == 0
     assert capsys.readouterr().out.strip() == "no dead letters"
     store.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_async_runner_quarantines_too() -> None:
+    from harel import AsyncDurableRunner
+    from harel.registry import open_async_store
+
+    store = await open_async_store("memory://")
+    runner = AsyncDurableRunner(store, DEFS, quarantine_after=2)
+    await runner.create("sink", execution_id="a")
+    await store.commit(Execution(definition_id="upstream"), [("a", Event(id="x", kind="Bad"))])
+    assert await runner.relay() == 0  # attempt 1: left
+    assert await runner.relay() == 1  # attempt 2: quarantined and acked
+    assert await store.pending_outbox() == []
+    [letter] = letters_of(await store.load(DEAD_LETTERS_ID))[0]
+    assert (letter.target_id, letter.event_id, letter.attempts) == ("a", "x", 2)

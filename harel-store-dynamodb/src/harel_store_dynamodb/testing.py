@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
@@ -23,7 +24,7 @@ from harel_store_dynamodb._client import endpoint_of
 from harel_store_dynamodb._items import read_relay_entries
 from harel_store_dynamodb._options import DynamoOptions, make_options, parse_dynamodb_url
 from harel_store_dynamodb._plugin import CAPABILITIES
-from harel_store_dynamodb._schema import EXE_SK, OUTBOX, SPAWNS
+from harel_store_dynamodb._schema import EXE_SK, OUTBOX, SPAWNS, exe_key
 from harel_store_dynamodb._values import opt_str
 from harel_store_dynamodb.aio import AsyncDynamoDBStore
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
@@ -169,6 +170,26 @@ class DynamoDBHarness(StoreHarness):
             elif kind == SPAWNS and opt_str(item, "pa") == execution_id:
                 labels.extend(f"spawn:{seq}" for seq, _slot, _entry in read_relay_entries(item))
         return labels
+
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """The benchmarks' raw write: one conditional ``UpdateItem`` of the execution item's
+        document and version, on a new client with the stores' settings."""
+        client = open_client(self.options, self.options.endpoint_url)
+
+        def write(execution_id: str, version: int, document: str) -> None:
+            client.update_item(
+                TableName=self.table,
+                Key=exe_key(execution_id),
+                UpdateExpression="SET d = :d, v = :n",
+                ConditionExpression="v = :v",
+                ExpressionAttributeValues={
+                    ":d": {"S": document},
+                    ":n": {"N": str(version + 1)},
+                    ":v": {"N": str(version)},
+                },
+            )
+
+        return write
 
     def destroy(self) -> None:
         """Close every sync store still open through this harness and delete the table."""

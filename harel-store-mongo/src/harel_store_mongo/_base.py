@@ -3,12 +3,21 @@ each contract method runs (so each driver method is one line).  Imports no drive
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common import PreparedCommit
-from harel.store.contract import Capabilities, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.common import PreparedCommit, committing
+from harel.store.contract import (
+    Capabilities,
+    DueTimer,
+    Emit,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+)
 from harel.store.errors import StoreError
 
 from harel_store_mongo import _plan as plan
@@ -36,6 +45,26 @@ class MongoStoreBase:
 
     def _closed(self) -> StoreError:
         return StoreError(f"the store over {self.where} is closed; open a new store")
+
+    def _prepare(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None,
+        timers: Sequence[TimerOp],
+        spawns: Sequence[Spawn],
+        trace: dict[str, Any] | None,
+    ) -> AbstractContextManager[PreparedCommit]:
+        """The commit envelope with this store's per-commit size limit."""
+        return committing(
+            exe,
+            emits,
+            processed_event_id,
+            timers,
+            spawns,
+            trace,
+            max_document_bytes=self.max_document_bytes,
+        )
 
     # -- the plan of each contract method ---------------------------------------------------
 

@@ -29,9 +29,7 @@ def issue(database: Any, request: Request) -> Any:
     Returns what the driver returns: the result itself (sync), an awaitable (async), or a
     cursor (``request.cursor``) for the caller to drain.
     """
-    target = (
-        database if not request.collection else database.get_collection(request.collection)
-    )
+    target = database if not request.collection else database.get_collection(request.collection)
     args = request.args
     if request.method == "create_indexes":
         args = (index_models(args[0]),)

@@ -89,7 +89,7 @@ def map_error(exc: BaseException, where: str) -> BaseException:
         return StoreConfigError(f"{where}: the MongoDB client is misconfigured ({_text(exc)})")
     if isinstance(exc, perr.InvalidOperation):
         return StoreError(f"{where}: {_text(exc)}; open a new store")
-    if isinstance(exc, perr.InvalidDocument):
+    if isinstance(exc, bson.errors.InvalidDocument):
         return InvalidPayload(f"{where}: a value cannot be stored as BSON ({_text(exc)})")
     if isinstance(exc, bson.errors.BSONError):
         return StoreCorrupted(f"{where}: a stored document cannot be read ({_text(exc)})")

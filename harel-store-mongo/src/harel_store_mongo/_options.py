@@ -54,7 +54,11 @@ def check_db(name: object) -> str:
             f"db {name!r} holds {''.join(bad)!r}; MongoDB database names cannot hold any of "
             '/ \\ . " $ * < > : | ? or a space'
         )
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_DB_BYTES:
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError(f"db {name!r} is not valid Unicode text") from None
+    if size > MAX_DB_BYTES:
         raise ValueError(f"db {name!r} is longer than {MAX_DB_BYTES} bytes")
     return name
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -60,6 +60,7 @@ from harel_store_mongo._schema import SCHEMA_VERSION, check_schema
 log = logging.getLogger("harel_store_mongo")
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 Plan: TypeAlias = Generator[Request, Any, T]
 """A sans-IO operation returning ``T``: yields requests, is sent each request's result."""
@@ -91,7 +92,7 @@ def _version(doc: Any) -> int | None:
         return None
     version = doc.get("version") if isinstance(doc, dict) else None
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise StoreCorrupted(f"the stored version {version!r} of document {doc!r:.80} is unreadable")
+        raise StoreCorrupted(f"the stored version {version!r} of document {doc!r:.80} is unusable")
     return version or None
 
 
@@ -344,9 +345,7 @@ def load_plan(execution_id: str) -> Plan[Execution | None]:
     return _execution(doc, execution_id)
 
 
-def load_for_event_plan(
-    execution_id: str, event_id: str
-) -> Plan[tuple[Execution | None, bool]]:
+def load_for_event_plan(execution_id: str, event_id: str) -> Plan[tuple[Execution | None, bool]]:
     """``(execution, processed)`` in one read; unknown execution: ``(None, False)``."""
     execution_id, event_id = check_event_ref(execution_id, event_id)
     doc = yield rq.load_request(execution_id, event_id)
@@ -360,40 +359,48 @@ def is_processed_plan(execution_id: str, event_id: str) -> Plan[bool]:
     return (yield rq.is_processed_request(execution_id, event_id)) is not None
 
 
+def _outbox_entry(doc: dict[str, Any], raw: dict[str, Any]) -> OutboxEntry:
+    seq = raw["seq"]
+    return OutboxEntry(seq, raw.get("target"), decode_event(raw["event"], what=f"outbox {seq}"))
+
+
+def _spawn_entry(doc: dict[str, Any], raw: dict[str, Any]) -> SpawnEntry:
+    seq = raw["seq"]
+    context = decode_payload(raw["context"], what=f"spawn {seq}")
+    if not isinstance(context, dict):
+        raise StoreCorrupted(f"the context of spawn {seq} is not an object")
+    return SpawnEntry(seq, doc["_id"], raw["child"], raw["root"], context)
+
+
+def _relay_entries(
+    docs: list[dict[str, Any]], array: str, entry: Callable[[dict[str, Any], dict[str, Any]], E]
+) -> list[E]:
+    """The entries of ``array`` of every document; an unreadable one is logged and skipped
+    (one damaged entry never stops the relay)."""
+    entries = []
+    for doc in docs:
+        for raw in doc.get(array) or []:
+            try:
+                entries.append(entry(doc, raw))
+            except (KeyError, TypeError, StoreCorrupted) as exc:
+                log.warning("skipping an unreadable %s entry of %r: %s", array, doc.get("_id"), exc)
+    return entries
+
+
 def pending_outbox_plan(limit: int | None) -> Plan[list[OutboxEntry]]:
     """Undelivered events, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(False, limit)
-    entries = []
-    for doc in docs:
-        for raw in doc.get("outbox") or []:
-            try:
-                seq = raw["seq"]
-                event = decode_event(raw["event"], what=f"outbox entry {seq}")
-                entries.append(OutboxEntry(seq, raw.get("target"), event))
-            except (KeyError, TypeError, StoreCorrupted) as exc:
-                log.warning("skipping an unreadable outbox entry of %r: %s", doc.get("_id"), exc)
-    entries.sort(key=lambda entry: entry.seq)
-    return entries if limit is None else entries[:limit]
+    entries = sorted(_relay_entries(docs, "outbox", _outbox_entry), key=lambda e: e.seq)
+    return entries[:limit]
 
 
 def pending_spawns_plan(limit: int | None) -> Plan[list[SpawnEntry]]:
     """Uncreated children, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(True, limit)
-    entries = []
-    for doc in docs:
-        for raw in doc.get("spawns") or []:
-            try:
-                seq = raw["seq"]
-                context = decode_payload(raw["context"], what=f"spawn {seq}")
-                if not isinstance(context, dict):
-                    raise StoreCorrupted(f"the context of spawn {seq} is not an object")
-                entries.append(SpawnEntry(seq, doc["_id"], raw["child"], raw["root"], context))
-            except (KeyError, TypeError, StoreCorrupted) as exc:
-                log.warning("skipping an unreadable spawn intent of %r: %s", doc.get("_id"), exc)
-    entries.sort(key=lambda entry: entry.seq)
-    return entries if limit is None else entries[:limit]
+    entries = sorted(_relay_entries(docs, "spawns", _spawn_entry), key=lambda e: e.seq)
+    return entries[:limit]
 
 
 def due_timers_plan(now: float, limit: int | None) -> Plan[list[DueTimer]]:
@@ -460,6 +467,8 @@ def summary_from(doc: Any) -> ExecutionSummary:
     """An :class:`ExecutionSummary` from a listed document's summary fields."""
     execution_id = doc.get("_id") if isinstance(doc, dict) else None
     try:
+        if not isinstance(execution_id, str):
+            raise TypeError("the id is not a str")
         return ExecutionSummary(
             id=execution_id,
             definition_id=doc["definition_id"],

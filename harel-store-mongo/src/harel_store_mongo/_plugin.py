@@ -11,10 +11,6 @@ from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._legacy import VARIABLES as LEGACY_VARIABLES
 
 DISTRIBUTION = "harel-store-mongo"
-LOCAL_URL = "mongodb://mongomock.invalid/?db=harel-local"
-"""The throwaway dataset of the all-backends tests: no MongoDB server can run on the test
-machines, so this URL (the reserved ``.invalid`` host) makes the harness use an in-process
-mongomock dataset; the store itself never treats it specially."""
 
 
 def _version() -> str:
@@ -38,7 +34,10 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution=DISTRIBUTION,
             version=_version(),
             harness="harel_store_mongo.testing:harness_from_url",
-            local_url=LOCAL_URL,
+            # No MongoDB server runs here: the reserved host mongomock.invalid makes the harness
+            # use mongomock (in-process, so its harness offers no url() and claims neither
+            # persistent nor multi_process); HAREL_TEST_MONGO_URL points at a real server.
+            local_url="mongodb://mongomock.invalid/",
             description="MongoDB (PyMongo; async over AsyncMongoClient or motor): one "
             "update_one per commit",
             legacy_env="harel_store_mongo._legacy:url_from_env",

@@ -64,6 +64,16 @@ def _appended(name: str, items: Sequence[Any]) -> dict[str, Any]:
     return {"$concatArrays": [_or_empty(name), lit(list(items))]}
 
 
+def _without(name: str, keep: dict[str, Any]) -> dict[str, Any]:
+    """The elements of array ``name`` for which ``keep`` holds (``$$this`` is the element)."""
+    return {"$filter": {"input": _or_empty(name), "cond": keep}}
+
+
+def _is_false(condition: dict[str, Any]) -> dict[str, Any]:
+    """``not condition`` (spelled with ``$eq``: mongomock misreads ``$not``'s argument list)."""
+    return {"$eq": [condition, False]}
+
+
 def _minimum(path: str) -> dict[str, Any]:
     """The smallest value under ``path`` of an array (null when the array is empty)."""
     return {"$min": f"${path}"}
@@ -110,7 +120,7 @@ def commit_pipeline(
         untouched = {
             "$filter": {
                 "input": _or_empty("timers"),
-                "cond": {"$not": [{"$in": ["$$this.path", lit(list(write.timer_paths))]}]},
+                "cond": _is_false({"$in": ["$$this.path", lit(list(write.timer_paths))]}),
             }
         }
         stage["timers"] = {"$concatArrays": [untouched, lit(list(write.schedules))]}
@@ -220,7 +230,7 @@ def ack_request(seq: int, *, spawns: bool) -> Request:
     array = "spawns" if spawns else "outbox"
     query = {f"{array}.seq": {**PRESENT, "$eq": seq}}
     pipeline = [
-        {"$set": {array: {"$filter": {"input": _or_empty(array), "cond": {"$ne": ["$$this.seq", lit(seq)]}}}}},
+        {"$set": {array: _without(array, {"$ne": ["$$this.seq", lit(seq)]})}},
         {"$set": {f"{array}_next": _minimum(f"{array}.seq")}},
     ]
     return Request(
@@ -292,12 +302,12 @@ def untarget(execution_ids: Sequence[str], target: str) -> Request:
 def aged_marks(older_than: float, batch_size: int) -> Request:
     """Up to ``batch_size`` documents holding marks recorded before ``older_than``, oldest
     first, each with (at most ``batch_size`` of) those marks and no other field."""
-    old = {"$filter": {"input": _or_empty("processed"), "cond": {"$lt": ["$$this.at", lit(older_than)]}}}
+    old = _without("processed", {"$lt": ["$$this.at", lit(older_than)]})
     pipeline = [
         {"$match": {"marks_since": {**NUMBER, "$lt": older_than}}},
         {"$sort": {"marks_since": 1}},
         {"$limit": batch_size},
-        {"$project": {"marks_since": 1, "old": {"$slice": [old, batch_size]}}},
+        {"$project": {"marks_since": 1, "old": {"$slice": [old, min(batch_size, INT32_MAX)]}}},
     ]
     return Request(EXECUTIONS, "aggregate", (pipeline,))
 
@@ -309,7 +319,7 @@ def drop_marks(execution_id: str, events: Sequence[str], older_than: float) -> R
     query = {"_id": execution_id, "processed": {"$all": still}}
     keep = {
         "$or": [
-            {"$not": [{"$in": ["$$this.event", lit(list(events))]}]},
+            _is_false({"$in": ["$$this.event", lit(list(events))]}),
             {"$gte": ["$$this.at", lit(older_than)]},
         ]
     }

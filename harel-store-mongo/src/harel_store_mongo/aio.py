@@ -16,29 +16,21 @@ stored nothing and restored it — ``exe.version`` tells which; a retry never du
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any, Self, TypeVar
 
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common import aconnect_with_retry, adrive, committing
-from harel.store.contract import (
-    DEFAULT_PRUNE_BATCH,
-    DEFAULT_TRACE_MAX,
-    DueTimer,
-    Emit,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
+from harel.store import contract
+from harel.store.common import aconnect_with_retry, adrive
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
 from harel_store_mongo._options import DEFAULT_DB, MongoOptions, describe_client, from_url_args
-from harel_store_mongo._plan import MAX_DOCUMENT_BYTES, Plan
+from harel_store_mongo._plan import Plan
 from harel_store_mongo._requests import Request
 
 T = TypeVar("T")
@@ -56,10 +48,8 @@ async def _call(database: Any, request: Request, where: str) -> Any:
 async def _finish(task: asyncio.Future[Any]) -> Any:
     """``task``'s outcome once it is done, however often the caller is cancelled meanwhile."""
     while not task.done():
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait((task,))
-        except asyncio.CancelledError:
-            pass
     return task.result()
 
 
@@ -105,7 +95,7 @@ class AsyncMongoStore(MongoStoreBase):
         client: Any,
         *,
         db: str = DEFAULT_DB,
-        trace_max: int | None = DEFAULT_TRACE_MAX,
+        trace_max: int | None = contract.DEFAULT_TRACE_MAX,
         owns_client: bool = False,
         where: str | None = None,
     ) -> None:
@@ -173,10 +163,10 @@ class AsyncMongoStore(MongoStoreBase):
     async def commit(
         self,
         exe: Execution,
-        emits: Sequence[Emit],
+        emits: Sequence[contract.Emit],
         processed_event_id: str | None = None,
-        timers: Sequence[TimerOp] = (),
-        spawns: Sequence[Spawn] = (),
+        timers: Sequence[contract.TimerOp] = (),
+        spawns: Sequence[contract.Spawn] = (),
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Write one step with one ``update_one``: all of it, or nothing and ``exe.version``
@@ -184,15 +174,7 @@ class AsyncMongoStore(MongoStoreBase):
         (``exe.version`` tells whether the step was stored)."""
         call = _Shielded(self)
         try:
-            with committing(
-                exe,
-                emits,
-                processed_event_id,
-                timers,
-                spawns,
-                trace,
-                max_document_bytes=MAX_DOCUMENT_BYTES,
-            ) as prepared:
+            with self._prepare(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
                 await adrive(self._commit(prepared), call.execute)
         finally:
             call.settle()
@@ -201,7 +183,7 @@ class AsyncMongoStore(MongoStoreBase):
         """Whether that execution already processed that event."""
         return await self._run(self._is_processed(execution_id, event_id))
 
-    async def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
+    async def pending_outbox(self, *, limit: int | None = None) -> list[contract.OutboxEntry]:
         """Undelivered events, oldest first (at most ``limit``)."""
         return await self._run(self._pending_outbox(limit))
 
@@ -209,7 +191,7 @@ class AsyncMongoStore(MongoStoreBase):
         """Forget a delivered event (unknown seq: no-op)."""
         await self._run(self._ack(seq, spawns=False))
 
-    async def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
+    async def pending_spawns(self, *, limit: int | None = None) -> list[contract.SpawnEntry]:
         """Uncreated children, oldest first (at most ``limit``)."""
         return await self._run(self._pending_spawns(limit))
 
@@ -217,7 +199,7 @@ class AsyncMongoStore(MongoStoreBase):
         """Forget a created child's intent (unknown seq: no-op)."""
         await self._run(self._ack(seq, spawns=True))
 
-    async def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
+    async def due_timers(self, now: float, *, limit: int | None = None) -> list[contract.DueTimer]:
         """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
         return await self._run(self._due_timers(now, limit))
 
@@ -250,7 +232,7 @@ class AsyncMongoStore(MongoStoreBase):
         return await self._run(self._purge(execution_id, force))
 
     async def prune_processed(
-        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+        self, older_than: float, *, batch_size: int = contract.DEFAULT_PRUNE_BATCH
     ) -> int:
         """Drop dedupe marks recorded before ``older_than``, in short single-document writes."""
         return await self._run(self._prune(older_than, batch_size))

@@ -14,13 +14,13 @@ from typing import Any, Self, TypeVar
 import pymongo
 from harel.model import Execution, ExecutionPage, Status
 from harel.store import contract
-from harel.store.common import committing, connect_with_retry, drive
+from harel.store.common import connect_with_retry, drive
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
 from harel_store_mongo._options import DEFAULT_DB, MongoOptions, describe_client, from_url_args
-from harel_store_mongo._plan import MAX_DOCUMENT_BYTES, Plan
+from harel_store_mongo._plan import Plan
 from harel_store_mongo._requests import Request
 
 T = TypeVar("T")
@@ -110,15 +110,7 @@ class MongoStore(MongoStoreBase):
     ) -> None:
         """Write one step with one ``update_one``: all of it, or nothing and ``exe.version``
         back."""
-        with committing(
-            exe,
-            emits,
-            processed_event_id,
-            timers,
-            spawns,
-            trace,
-            max_document_bytes=MAX_DOCUMENT_BYTES,
-        ) as prepared:
+        with self._prepare(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
             self._drive(self._commit(prepared))
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:

@@ -12,8 +12,9 @@
   calls are counted with PyMongo's command monitoring (real round trips, ``getMore``
   included), and the kit verifies ``persistent`` / ``multi_process`` through :meth:`url`.
 
-``harness_from_url`` picks one: the reserved host ``mongomock.invalid`` (the backend's
-``local_url``) means mongomock, anything else a real server.
+``harness_from_url`` picks one: the reserved host ``mongomock.invalid``
+(``harel conformance mongodb://mongomock.invalid/``) means mongomock, anything else a real
+server.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import inspect
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,6 +32,7 @@ from harel.store.contract import Capabilities
 from pymongo import monitoring
 
 from harel_store_mongo._capabilities import CAPABILITIES
+from harel_store_mongo._errors import translate
 from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._schema import EXECUTIONS
 from harel_store_mongo.aio import AsyncMongoStore
@@ -64,6 +66,21 @@ def footprint(database: Any, execution_id: str) -> list[str]:
             if entry.get("target") == execution_id
         ]
     return labels
+
+
+def raw_commit(client: Any, db: str) -> Callable[[str, int, str], None]:
+    """The benchmarks' raw write over ``client``: one ``update_one`` CAS of the document."""
+    executions = client.get_database(db).get_collection(EXECUTIONS)
+
+    def write(execution_id: str, version: int, document: str) -> None:
+        done = executions.update_one(
+            {"_id": execution_id, "version": version},
+            {"$set": {"data": document, "version": version + 1}},
+        )
+        if done.modified_count != 1:
+            raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+
+    return write
 
 
 # -- mongomock: one lock, counted calls ---------------------------------------------------------
@@ -144,9 +161,7 @@ class _LockedDatabase:
         )
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
-        return getattr(_LockedCollection(self._inner, "", self._log, self._async), "command")(
-            *args, **kwargs
-        )
+        return _LockedCollection(self._inner, "", self._log, self._async).command(*args, **kwargs)
 
 
 class LockedClient:
@@ -185,7 +200,7 @@ class MongomockHarness(StoreHarness):
         """A mongomock-motor client over the same dataset for ``AsyncMongoStore``."""
         from mongomock_motor import AsyncMongoMockClient
 
-        motor = AsyncMongoMockClient(mock_mongo_client=self.client)
+        motor: Any = AsyncMongoMockClient(mock_mongo_client=self.client)
         return LockedClient(motor, self.log, is_async=True)
 
     def open_sync(self) -> MongoStore:
@@ -213,6 +228,10 @@ class MongomockHarness(StoreHarness):
         with self.log.lock:
             return footprint(self.database(), execution_id)
 
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """One ``update_one`` through a new client of the dataset (see :func:`raw_commit`)."""
+        return raw_commit(self.sync_client(), self.db)
+
     def destroy(self) -> None:
         """Forget the dataset."""
         self.client.drop_database(self.db)
@@ -225,35 +244,22 @@ class MongomockHarness(StoreHarness):
 # -- a real server --------------------------------------------------------------------------------
 
 
-class CommandLog(monitoring.CommandListener):
+class CommandLog(CallLog, monitoring.CommandListener):
     """Commands sent to the server (PyMongo command monitoring): real round trips."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.calls: list[tuple[str, str]] = []
 
     def started(self, event: monitoring.CommandStartedEvent) -> None:
         if event.command_name in IGNORED_COMMANDS:
             return
         collection = event.command.get(event.command_name)
         with self.lock:
-            self.calls.append((collection if isinstance(collection, str) else "", event.command_name))
+            name = collection if isinstance(collection, str) else ""
+            self.calls.append((name, event.command_name))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         return None
 
     def failed(self, event: monitoring.CommandFailedEvent) -> None:
         return None
-
-    @contextmanager
-    def counting(self) -> Iterator[list[tuple[str, str]]]:
-        """The commands sent inside the block."""
-        start = len(self.calls)
-        seen: list[tuple[str, str]] = []
-        try:
-            yield seen
-        finally:
-            seen.extend(self.calls[start:])
 
 
 class MongoServerHarness(StoreHarness):
@@ -272,11 +278,15 @@ class MongoServerHarness(StoreHarness):
     def _client_kwargs(self) -> dict[str, Any]:
         return {**self.options.client_kwargs(), "event_listeners": [self.log]}
 
-    def open_sync(self) -> MongoStore:
-        """A new ``MongoStore`` (its own ``MongoClient``) over the harness database."""
+    def sync_client(self) -> Any:
+        """A new ``MongoClient`` of the server, its commands counted."""
         import pymongo
 
-        client = pymongo.MongoClient(self.options.driver_uri, **self._client_kwargs())
+        return pymongo.MongoClient(self.options.driver_uri, **self._client_kwargs())
+
+    def open_sync(self) -> MongoStore:
+        """A new ``MongoStore`` (its own ``MongoClient``) over the harness database."""
+        client = self.sync_client()
         return MongoStore(client, db=self.db, owns_client=True, where=self.options.where)
 
     async def open_async(self) -> AsyncMongoStore:
@@ -308,14 +318,25 @@ class MongoServerHarness(StoreHarness):
         """Everything the database stores for ``execution_id`` (see :func:`footprint`)."""
         return footprint(self.database(), execution_id)
 
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """One ``update_one`` through a new ``MongoClient`` (see :func:`raw_commit`)."""
+        client = self.sync_client()
+        self._opened.append(client)
+        return raw_commit(client, self.db)
+
     def destroy(self) -> None:
         """Drop the harness database and close the plain clients."""
         import pymongo
 
-        with pymongo.MongoClient(self.options.driver_uri, **self.options.client_kwargs()) as c:
-            c.drop_database(self.db)
-        for client in self._opened:
-            client.close()
+        try:
+            with (
+                translate(self.options.where),
+                pymongo.MongoClient(self.options.driver_uri, **self.options.client_kwargs()) as c,
+            ):
+                c.drop_database(self.db)
+        finally:
+            for client in self._opened:
+                client.close()
 
     def describe(self) -> str:
         """``mongo <servers> (database ...)``."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from harel.store.common import parse_store_url, redact_url
+from harel.store.common import parse_store_url
 from harel.store.common.urls import StoreURL, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL
@@ -133,7 +133,7 @@ def check_schema(schema: object) -> str:
             f"schema name {schema[:20]!r}... is {size} bytes; PostgreSQL names hold at most "
             f"{MAX_IDENTIFIER_BYTES} bytes"
         )
-    if schema.lower().startswith("pg_"):
+    if schema.startswith("pg_"):
         raise InvalidStoreURL(f"schema name {schema!r} is reserved (pg_ prefix); pick another")
     return schema
 
@@ -252,6 +252,5 @@ __all__ = [
     "check_schema",
     "make_options",
     "options_from_url",
-    "redact_url",
     "url_with_knobs",
 ]

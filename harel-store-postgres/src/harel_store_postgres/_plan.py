@@ -43,7 +43,6 @@ from harel.store.common import (
 )
 from harel.store.common.limits import MAX_INT
 from harel.store.common.sql.requests import Result, Statement
-from harel.store.common.validate import check_optional_id, check_text
 from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import ExecutionActive, ExecutionNotFound, StoreCorrupted
 
@@ -101,22 +100,13 @@ def _ring(trace_max: int | None) -> int:
     return min(trace_max or 0, MAX_INT)
 
 
-def _check_summary(p: PreparedCommit) -> None:
-    """The broken-out columns must be storable: key columns as ids, the others as text."""
-    check_id(p.definition_id, "definition_id")
-    check_optional_id(p.parent_id, "parent_id")
-    for name, value in (("outcome", p.outcome), ("active_path", p.active_path)):
-        if value is not None:
-            check_text(value, name)
-
-
 def commit(prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
     """The whole commit as one call of ``harel_commit``: CAS, outbox, dedupe mark, spawns,
     timers and trace in one statement; a lost CAS raises ``StoreConflict`` with the stored
-    version the function read, having written nothing."""
+    version the function read, having written nothing.  (``committing`` has already refused
+    every id, path and payload a column could not hold.)"""
     p = prepared
     ring = _ring(trace_max)
-    _check_summary(p)
     schedules, cancels = p.schedules, p.cancels
     params = (
         p.execution_id,

@@ -15,6 +15,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 from urllib.parse import parse_qsl, urlencode
@@ -125,6 +126,18 @@ class RedisHarness(StoreHarness):
         """Every key under the namespace (sorted)."""
         with self._raw() as client:
             return sorted(client.scan_iter(match=glob_escape(self.keys.prefix) + b"*", count=1000))
+
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """The benchmarks' raw write: one ``SET`` of the document on a scratch key of the
+        namespace (``<prefix>bench-raw:<id>``), on a new client with the stores' settings."""
+        client = self._raw()
+        prefix = self.prefix.encode("utf-8") + b"bench-raw:"
+
+        def write(execution_id: str, version: int, document: str) -> None:
+            del version  # a plain SET: Redis' cheapest write of one document
+            client.set(prefix + text(execution_id), document)
+
+        return write
 
     def destroy(self) -> None:
         """Close the stores the harness opened and delete every key of the namespace."""

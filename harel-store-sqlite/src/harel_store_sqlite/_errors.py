@@ -1,5 +1,10 @@
 """Every ``sqlite3`` failure as an error of :mod:`harel.store.errors`.
 
+SQLite's own failures are classified once for the SQL family
+(:func:`harel.store.common.sql.errors.engine_error`, shared with libSQL and rqlite); this
+module adds what is ``sqlite3``'s: its exception types, closed connections, Python values the
+module cannot bind.
+
 :func:`mapped` wraps every use of a connection; no driver exception leaves a contract method:
 
 ==================================================  ==========================================
@@ -24,19 +29,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harel.store.errors import (
-    InvalidPayload,
-    PayloadTooLarge,
-    StoreCorrupted,
-    StoreError,
-    StoreUnavailable,
-)
+from harel.store.common.sql.errors import engine_error
+from harel.store.errors import InvalidPayload, StoreError
 
 from harel_store_sqlite._options import SqliteOptions
-
-# primary result codes (the low byte of an extended code)
-_BUSY, _LOCKED, _NOMEM, _READONLY, _IOERR, _CORRUPT = 5, 6, 7, 8, 10, 11
-_FULL, _CANTOPEN, _TOOBIG, _NOTADB = 13, 14, 18, 26
 
 
 @contextmanager
@@ -64,53 +60,12 @@ def closed_error(options: SqliteOptions) -> StoreError:
 
 def driver_error(exc: sqlite3.Error, options: SqliteOptions) -> StoreError:
     """The :mod:`harel.store.errors` error for one ``sqlite3`` exception."""
-    where = options.where
-    code = _primary_code(exc)
-    if code in (_BUSY, _LOCKED):
-        return StoreUnavailable(
-            f"{where} stayed locked by another connection for {options.busy_timeout_ms} ms "
-            f"({exc}); retry the operation, raise busy_timeout_ms, or make sure no other "
-            "process holds a long write transaction on this file"
-        )
-    if code == _FULL:
-        return StoreUnavailable(
-            f"{where}: the database or disk is full ({exc}); free disk space (or raise the "
-            "file size limit), then retry"
-        )
-    if code in (_NOTADB, _CORRUPT):
-        return StoreCorrupted(
-            f"{where} is not a readable SQLite database ({exc}); point the store at the right "
-            "file, or restore this one from a backup"
-        )
-    if code == _TOOBIG:
-        return PayloadTooLarge(
-            f"a value is over {where}'s size limit ({exc}); keep large data outside the "
-            "execution and store a reference"
-        )
-    if code in (_CANTOPEN, _READONLY, _IOERR, _NOMEM):
-        return StoreUnavailable(
-            f"{where} cannot be used ({exc}); check that the file and its directory exist, are "
-            "writable, and that the disk is healthy, then retry"
-        )
+    code = getattr(exc, "sqlite_errorcode", None)  # errors raised by the module have none
+    error = engine_error(
+        code, str(exc), where=options.where, busy_timeout_ms=options.busy_timeout_ms
+    )
+    if error is not None:
+        return error
     if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc).lower():
         return closed_error(options)
-    return StoreError(f"{where} failed: {exc}")
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF
-    text = str(exc).lower()  # errors raised by the module itself carry no code
-    for needle, guess in (
-        ("database is locked", _BUSY),
-        ("database table is locked", _LOCKED),
-        ("disk is full", _FULL),
-        ("not a database", _NOTADB),
-        ("malformed", _CORRUPT),
-        ("too big", _TOOBIG),
-        ("unable to open", _CANTOPEN),
-    ):
-        if needle in text:
-            return guess
-    return None
+    return StoreError(f"{options.where} failed: {exc}")

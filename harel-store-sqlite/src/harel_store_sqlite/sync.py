@@ -6,33 +6,24 @@ is the plan's own ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any failure
 or join each other's transactions.  Several processes (or several stores) may use one file:
 SQLite's file lock admits one writer at a time and the version CAS detects lost updates.
 
-This module owns only the connection's lifecycle and the drive loop; what each operation
-runs is the SQL family's plan (``_plan.py``), and driver errors are mapped by ``_errors.py``.
+This module owns only the connection's lifecycle; the drive loop and the contract methods are
+the SQL family's (``harel.store.common.sql.SqlStore``), what each operation runs is the SQL
+family's plan (``_plan.py``), and driver errors are mapped by ``_errors.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any, ClassVar, Self, TypeVar, Unpack
+from typing import Any, ClassVar, Self, Unpack
 
-from harel.model import Execution, ExecutionPage, Status
-from harel.store.common import committing, connect_with_retry, drive, listing_query
-from harel.store.common.sql import Batch, Result, SqlOp, SqlPlan, Statement
-from harel.store.contract import (
-    DEFAULT_PRUNE_BATCH,
-    Capabilities,
-    DueTimer,
-    Emit,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
+from harel.store.common import connect_with_retry, drive
+from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement
+from harel.store.contract import Capabilities
+from harel.store.errors import StoreError
 
 from harel_store_sqlite._errors import closed_error, mapped
 from harel_store_sqlite._options import SqliteKnobs, SqliteOptions, from_url_args, make_options
@@ -40,10 +31,8 @@ from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 
-T = TypeVar("T")
 
-
-class SqliteStore:
+class SqliteStore(SqlStore[sqlite3.Connection]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` in one SQLite file.
 
     ``path`` is a file (created on first open) or ``":memory:"``; the knobs
@@ -75,125 +64,14 @@ class SqliteStore:
     def __repr__(self) -> str:
         return f"SqliteStore({self.options.path!r})"
 
-    def _run(self, operation: SqlOp[T]) -> T:
-        """Drive one plan operation on the connection, held exclusively; driver errors mapped,
-        and no transaction left open whatever happens (even a ``KeyboardInterrupt``)."""
-        with self._lock:
-            conn = self._conn
-            if conn is None:
-                operation.close()
-                raise closed_error(self.options)
-            try:
-                with mapped(self.options):
-                    return drive(operation, partial(_execute, conn))
-            finally:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.rollback()
+    def _execute(self, conn: sqlite3.Connection, request: Statement | Batch) -> Result:
+        return _execute(conn, request)
 
-    # -- the contract ---------------------------------------------------------------------------
+    def _closed_error(self) -> StoreError:
+        return closed_error(self.options)
 
-    def load(self, execution_id: str) -> Execution | None:
-        """A fresh copy of the stored execution, or ``None``."""
-        return self._run(self._plan.load(execution_id))
-
-    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        """``load`` plus whether ``event_id`` was already processed, in one statement."""
-        return self._run(self._plan.load_for_event(execution_id, event_id))
-
-    def save(self, exe: Execution) -> None:
-        """CAS-write the snapshot alone (``commit(exe, [])``)."""
-        self.commit(exe, [])
-
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None = None,
-        timers: Sequence[TimerOp] = (),
-        spawns: Sequence[Spawn] = (),
-        trace: dict[str, Any] | None = None,
-    ) -> None:
-        """Write one step in one transaction: all of it, or nothing and ``exe.version`` restored."""
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
-            self._run(self._plan.commit(prepared, self.trace_max))
-
-    def is_processed(self, execution_id: str, event_id: str) -> bool:
-        """Whether that execution already processed that event."""
-        return self._run(self._plan.is_processed(execution_id, event_id))
-
-    def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
-        """Undelivered events, oldest first (at most ``limit``)."""
-        return self._run(self._plan.pending_outbox(limit))
-
-    def ack_outbox(self, seq: int) -> None:
-        """Forget a delivered event (unknown seq: no-op)."""
-        self._run(self._plan.ack_outbox(seq))
-
-    def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
-        """Uncreated children, oldest first (at most ``limit``)."""
-        return self._run(self._plan.pending_spawns(limit))
-
-    def ack_spawn(self, seq: int) -> None:
-        """Forget a created child's intent (unknown seq: no-op)."""
-        self._run(self._plan.ack_spawn(seq))
-
-    def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
-        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
-        return self._run(self._plan.due_timers(now, limit))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Disarm a timer only if it still holds exactly ``fire_at``."""
-        self._run(self._plan.delete_timer(execution_id, path, fire_at))
-
-    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        """The retained trace steps, oldest first, each with its ``index``."""
-        return self._run(self._plan.read_trace(execution_id))
-
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        """Append a step in its own transaction; unknown execution raises ``ExecutionNotFound``."""
-        self._run(self._plan.append_trace(execution_id, entry, self.trace_max))
-
-    def list_executions(
-        self,
-        *,
-        status: Iterable[Status] | None = None,
-        definition_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """One page of summaries ordered by id, served by an index with a keyset cursor."""
-        query = listing_query(
-            status=status,
-            definition_id=definition_id,
-            roots_only=roots_only,
-            limit=limit,
-            cursor=cursor,
-        )
-        return self._run(self._plan.list_executions(query))
-
-    def purge(self, execution_id: str, *, force: bool = False) -> bool:
-        """Delete the execution and all it owns in one transaction (``ExecutionActive`` while
-        it is not finished, unless ``force``); whether it existed."""
-        return self._run(self._plan.purge(execution_id, force))
-
-    def prune_processed(self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH) -> int:
-        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per transaction."""
-        return self._run(self._plan.prune_processed(older_than, batch_size))
-
-    def close(self) -> None:
-        """Close the connection (idempotent); later calls raise ``StoreError``."""
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def _driver_errors(self) -> AbstractContextManager[None]:
+        return mapped(self.options)
 
 
 def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 import uuid
 import weakref
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +25,7 @@ from harel.store.contract import Capabilities
 from harel_store_sqlite._options import DEFAULT_BUSY_TIMEOUT_MS, make_options, parse_sqlite_url
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
+from harel_store_sqlite._schema import pragmas
 from harel_store_sqlite.aio import AsyncSqliteStore
 from harel_store_sqlite.sync import SqliteStore, _execute
 
@@ -89,6 +91,25 @@ class SqliteHarness(StoreHarness):
             return drive(plan.footprint(execution_id), partial(_execute, conn))
         finally:
             conn.close()
+
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """The benchmarks' raw write: one CAS ``UPDATE`` of the document, its own (implicit)
+        transaction, on a new connection with the stores' PRAGMAs."""
+        conn = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        for pragma in pragmas(self.options):
+            conn.execute(pragma).fetchall()
+
+        def write(execution_id: str, version: int, document: str) -> None:
+            cursor = conn.execute(
+                "UPDATE executions SET data = ?, version = ? WHERE id = ? AND version = ?",
+                (document, version + 1, execution_id, version),
+            )
+            if cursor.rowcount != 1:
+                raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+
+        return write
 
     def destroy(self) -> None:
         """Close every store still open through this harness and delete the database files."""

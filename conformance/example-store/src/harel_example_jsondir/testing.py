@@ -10,8 +10,10 @@ already there.  The URL's ``fsync`` and ``lock_timeout`` apply; its ``trace_max`
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -86,6 +88,27 @@ class JsonDirHarness(StoreHarness):
             ring = json.loads(trace_file.read_text("utf-8"))
             labels += [f"trace:{index}" for index, _ in ring["steps"]] or ["trace-file"]
         return labels
+
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """The benchmarks' raw write: the document replaces a scratch file of the directory
+        (``bench-raw/``) atomically (a temp file, flushed to disk when ``fsync`` is on, then
+        renamed); no lock, no CAS: a file system's cheapest durable write of one document."""
+        folder = self.directory / "bench-raw"
+        folder.mkdir(parents=True, exist_ok=True)
+        fsync = self.options.fsync
+
+        def write(execution_id: str, version: int, document: str) -> None:
+            del version
+            target = folder / f"{_schema.name_of(execution_id)}.json"
+            temp = target.with_suffix(".tmp")
+            with open(temp, "w", encoding="utf-8") as handle:
+                handle.write(document)
+                if fsync:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(temp, target)
+
+        return write
 
     def destroy(self) -> None:
         """Delete the directory and everything in it."""

@@ -5,10 +5,11 @@ The store comes from ``--store URL`` or else :func:`harel.registry.store_from_en
 variable is set).  ``STM_TRACE``/``STM_TRACE_MAX`` and ``STM_DEFINITIONS_DIR`` are read here,
 never by the runners.
 
-``harel send`` says when nothing happened: an event kind the machine does not declare is
-refused before anything is sent (exit 2); an event to a finished execution is not sent
-(notice on stderr, exit 1); an event id the execution already processed changes nothing
-(notice on stderr, exit 0: re-sending the same event is the safe way to retry).
+``harel send`` says when nothing happened: an event kind the machine does not know (neither
+declared nor used by a transition) is refused before anything is sent (exit 2); an event to
+a finished execution is not sent (notice on stderr, exit 1); an event id the execution
+already processed changes nothing (notice on stderr, exit 0: re-sending the same event is
+the safe way to retry).
 """
 
 from __future__ import annotations
@@ -311,14 +312,25 @@ def _definition_of(exe: Execution, definitions: Mapping[str, Definition], where:
     return defn
 
 
+def _known_kinds(defn: Definition) -> set[str]:
+    """The event kinds the machine knows: declared (``event X {}``) or used by a transition."""
+    kinds = set(defn.events)
+    for node in [defn.root, *defn.index.values()]:
+        for transition in node.transitions:
+            if transition.trigger is not None:
+                kinds |= transition.trigger.kinds
+    return kinds
+
+
 def _check_declared(defn: Definition, kind: str) -> None:
     from harel.engine.core import RESERVED_KINDS
 
-    if kind in defn.events or kind in RESERVED_KINDS:
+    known = _known_kinds(defn)
+    if kind in known or kind in RESERVED_KINDS:
         return
-    declared = ", ".join(sorted(defn.events)) or "none"
     raise CommandError(
-        f"machine {defn.id!r} declares no event {kind!r} (declared: {declared}); nothing was sent"
+        f"machine {defn.id!r} declares no event {kind!r} (it knows: "
+        f"{', '.join(sorted(known)) or 'none'}); nothing was sent"
     )
 
 

@@ -71,9 +71,14 @@ def register(subparsers: Any) -> None:
             "--older-than (the age of the last commit). Unfinished executions need --force."
         ),
     )
-    parser.add_argument("--store", help="store URL (default: STM_STORE_URL)")
+    parser.add_argument("--store", metavar="URL", help="store URL (default: STM_STORE_URL)")
     parser.add_argument(
-        "--id", dest="ids", action="append", default=[], metavar="ID", help="repeatable"
+        "--id",
+        dest="ids",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="an execution to purge (repeatable)",
     )
     parser.add_argument(
         "--status",

@@ -42,7 +42,9 @@ Three ways to run it
 
 3. **By URL from Python or the CLI**: ``run_conformance(URL, pytest_args)`` (and
    ``harel conformance URL``) runs the bundled suite module against the backend registered
-   for the URL's scheme and returns pytest's exit code.  It works from any directory.
+   for the URL's scheme and returns pytest's exit code.  It works from any directory.  The
+   URL is validated before pytest starts and never printed unredacted (not on pytest's
+   command line, in test ids, tracebacks or captured output).
 
 Options: ``--harel-strict`` turns capability skips into failures (first-party CI runs
 strict); ``HYPOTHESIS_PROFILE=fast|thorough`` sizes the stateful test (default ``fast``).

@@ -9,6 +9,7 @@ which is how restart ("reopen") and two-writer tests are written.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 from harel.store.contract import AsyncExecutionStore, Capabilities, ExecutionStore
@@ -49,6 +50,20 @@ class StoreHarness(ABC):
         starts with it.  The kit asserts it is empty after ``purge`` and that a purge, a refused
         commit or another id's purge leaves it unchanged otherwise.
         """
+
+    def raw_commit(self) -> Callable[[str, int, str], None] | None:
+        """The driver's cheapest equivalent of a state-only commit, for the benchmarks.
+
+        The callable, given ``(execution_id, expected_version, document_json)``, does ONE
+        compare-and-set write in its own transaction on a connection of its own (SQL: one
+        ``UPDATE ... WHERE id = ? AND version = ?``; Redis: one ``SET``; rqlite: one
+        ``/db/execute``; DynamoDB: one conditional ``UpdateItem``/``PutItem``; Mongo: one
+        ``update_one``), with the same connection settings as the harness's stores.  The bench
+        first commits the execution through a store (version 1), then calls it with versions
+        1, 2, ...; the write may go to the store's own record or to a scratch record that
+        :meth:`destroy` removes.  ``None`` (the default): the backend has no raw equivalent.
+        """
+        return None
 
     def destroy(self) -> None:  # noqa: B027 - optional hook
         """Drop the dataset (a temp file, schema, key prefix or table); called after the test."""

@@ -289,11 +289,11 @@ class RunnerPlan:
             try:
                 yield from self.relay()
             except Exception as err:
-                log.warning("relay after committing %s deferred: %s", execution_id, err)
+                log.warning("relay after committing %s deferred: %s", execution_id, error_text(err))
         try:
             return (yield from self.load(execution_id))
         except Exception as err:
-            log.warning("reload of %s after its commit failed: %s", execution_id, err)
+            log.warning("reload of %s after its commit failed: %s", execution_id, error_text(err))
             return committed
 
     def process(self, execution_id: str, event: Event, relay: bool = True) -> Plan[Execution]:

@@ -108,12 +108,15 @@ def legacy_url(backend: StoreBackend, env: Mapping[str, str]) -> str | None:
     return url
 
 
+def _legacy_text(backend: StoreBackend) -> str:
+    names = backend.legacy_vars
+    return f"legacy variable{'s' if len(names) > 1 else ''} {' / '.join(names)}"
+
+
 def _nothing_configured(backend: StoreBackend | None) -> NoStoreConfigured:
     legacy = ""
     if backend is not None and backend.legacy_vars:
-        legacy = (
-            f" (or the {backend.name} backend's legacy variable {' / '.join(backend.legacy_vars)})"
-        )
+        legacy = f" (or the {backend.name} backend's {_legacy_text(backend)})"
     return NoStoreConfigured(
         f"no store is configured: set {URL_VAR} to a store URL, e.g. {URL_VAR}={EXAMPLE_URL}"
         f"{legacy}; `harel stores` lists the installed backends"
@@ -163,7 +166,7 @@ def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSe
     if found is None:
         legacy = ""
         if backend.legacy_vars:
-            legacy = f" (or its legacy variable {' / '.join(backend.legacy_vars)})"
+            legacy = f" (or its {_legacy_text(backend)})"
         example = backend.schemes[0] + "://..."
         raise StoreConfigError(
             f"{BACKEND_VAR}={name} but {URL_VAR} is not set: set {URL_VAR} to a {example} URL"

@@ -1,7 +1,9 @@
 """The first-party backends: which distribution provides which name, schemes and classes.
 
-Used only for messages (what to ``pip install``) and for ``from harel import SqliteStore``;
-an installed backend's own registration always wins over this table.
+Only what the ``pip install`` hint needs (``from harel import SqliteStore`` and an unknown
+scheme name the distribution to install), and which names and schemes a third-party plugin
+may not take over unless the user prefers it (``HAREL_PREFER_PLUGINS``).  Everything else
+about a backend (classes, capabilities, legacy variables) comes from its own plugin.
 """
 
 from __future__ import annotations

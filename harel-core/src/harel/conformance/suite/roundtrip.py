@@ -414,7 +414,10 @@ def explicit_inputs(slot: str | None) -> list[CommitInput]:
         return [_base(), at_limit]
     if slot in ID_SLOTS:
         start = ID_SLOTS.index(slot)
-        return [_poisoned(slot, BAD_ID_NAMES[(start + k) % len(BAD_ID_NAMES)]) for k in range(2)]
+        count = len(BAD_ID_NAMES) if slot == "id" else 2  # every read takes the execution id
+        return [
+            _poisoned(slot, BAD_ID_NAMES[(start + k) % len(BAD_ID_NAMES)]) for k in range(count)
+        ]
     if slot in ("timer_path", "root_path"):
         return [_poisoned(slot, bad) for bad in BAD_PATH_TEXTS]
     if slot in ("kind", "summary"):

@@ -5,6 +5,8 @@ style, interactive ``BEGIN IMMEDIATE`` transactions or single-request batches, u
 builds a :class:`SqlPlan` for its database, and drives the plan's generators with a loop that
 executes :class:`Statement` / :class:`Batch` requests and sends back :class:`Result` values.
 It writes no SQL of its own beyond its connection settings (PRAGMAs, URLs, timeouts).
+A backend with one DB-API-style connection subclasses :class:`SqlStore` (the contract methods
+and the drive loop); :mod:`harel.store.common.sql.errors` maps SQLite's own failures.
 """
 
 from harel.store.common.sql.dialect import RQLITE, SQLITE, Dialect, Rendered, render
@@ -12,6 +14,7 @@ from harel.store.common.sql.plan import SqlOp, SqlPlan
 from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 from harel.store.common.sql.statements import SqlStatements, statements_for
+from harel.store.common.sql.store import SqlStore
 
 __all__ = [
     "DDL",
@@ -26,6 +29,7 @@ __all__ = [
     "SqlOp",
     "SqlPlan",
     "SqlStatements",
+    "SqlStore",
     "Statement",
     "render",
     "schema_action",

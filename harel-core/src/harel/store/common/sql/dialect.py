@@ -11,7 +11,10 @@ statement texts.  What differs is how a statement reaches it:
   ``/db/execute?transaction``): side writes then carry a guard instead of a decision between
   statements (see :mod:`harel.store.common.sql.statements`);
 * ``upsert``: ``"on_conflict"`` (``INSERT ... ON CONFLICT ... DO UPDATE/NOTHING``, SQLite 3.24+)
-  or ``"or_replace"`` (``INSERT OR REPLACE/IGNORE`` for older engines).
+  or ``"or_replace"`` (``INSERT OR REPLACE/IGNORE`` for older engines);
+* ``batch_reads`` (single-request dialects): a :class:`Batch` may hold ``SELECT`` statements whose
+  rows come back in its results (rqlite's unified ``/db/request`` endpoint), so a lost CAS's
+  found version and purge's status check travel in the operation's own request.
 
 Statement texts are written once with named slots (``:id``); :func:`render` turns a text into
 the dialect's placeholders plus the order in which :meth:`Rendered.bind` takes the values.
@@ -43,6 +46,7 @@ class Dialect:
     commit: str = "COMMIT"
     rollback: str = "ROLLBACK"
     upsert: Upsert = "on_conflict"
+    batch_reads: bool = False
 
     @property
     def single_request(self) -> bool:
@@ -53,8 +57,9 @@ class Dialect:
 SQLITE = Dialect("SQLite")
 """SQLite through a DB-API driver (stdlib ``sqlite3``; libSQL's driver speaks the same)."""
 
-RQLITE = Dialect("rqlite", paramstyle="qmark", begin=None)
-"""rqlite's HTTP API: every write transaction is one ``/db/execute?transaction`` request."""
+RQLITE = Dialect("rqlite", paramstyle="qmark", begin=None, batch_reads=True)
+"""rqlite's HTTP API: every write transaction is one request (``/db/request?transaction``, reads
+included; ``replace(RQLITE, batch_reads=False)`` for servers with ``/db/execute`` only)."""
 
 
 @dataclass(frozen=True, slots=True)

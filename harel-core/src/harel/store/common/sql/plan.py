@@ -160,12 +160,18 @@ class SqlPlan:
             expected=p.expected_version,
         )
         effects = list(self._side_writes(p, token, trace_max))
-        if self.dialect.single_request:
-            applied = (yield Batch((cas, *effects)))[0].rowcount == 1
+        found = self.sql.found_version.bind(id=p.execution_id)
+        row: Sequence[Any] | None
+        if self.dialect.batch_reads:  # the found version rides in the commit's own request
+            results = yield Batch((cas, *effects, found))
+            applied, row = results[0].rowcount == 1, results[-1].first
+        elif self.dialect.single_request:
+            applied, row = (yield Batch((cas, *effects)))[0].rowcount == 1, None
         else:
-            applied = yield from self._transaction(_cas_then(cas, effects))
+            applied, row = (yield from self._transaction(_cas_then(cas, effects))), None
         if not applied:
-            row = (yield self.sql.found_version.bind(id=p.execution_id)).first
+            if not self.dialect.batch_reads:
+                row = (yield found).first
             raise conflict(p, None if row is None else int(row[0]))
 
     def _side_writes(
@@ -229,10 +235,17 @@ class SqlPlan:
         :class:`ExecutionActive` unless ``force``."""
         execution_id = check_id(execution_id)
         values = {"id": execution_id, "force": int(check_flag(force, "force")), **_FINISHED}
-        results = yield from self._atomic([s.bind(**values) for s in self.sql.purge])
+        deletes = [s.bind(**values) for s in self.sql.purge]
+        status = self.sql.execution_status.bind(id=execution_id)
+        if self.dialect.batch_reads:  # the status (read before the deletes) in the same request
+            results = list((yield Batch((status, *deletes))))
+            row = results[0].first
+        else:
+            results = yield from self._atomic(deletes)
         if results[-1].rowcount > 0:
             return True
-        row = (yield self.sql.execution_status.bind(id=execution_id)).first
+        if not self.dialect.batch_reads:
+            row = (yield status).first
         if row is not None:
             raise ExecutionActive(execution_id, str(row[0]))
         return False

@@ -1,0 +1,116 @@
+"""The memory backend's sans-IO plan, stepped by hand: no tables, no lock (the template's
+``test_plan.py``: what each operation asks for, and what it decides from the answers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harel.model import Event, Execution, ExecutionSummary, Status
+from harel.store.common import committing
+from harel.store.errors import ExecutionActive, StoreConflict
+from harel.store.memory._plan import (
+    OWNED_TABLES,
+    PLAN,
+    AddRelay,
+    DeleteOwned,
+    DropMarks,
+    GetExecution,
+    OldMarks,
+    Plan,
+    PutExecution,
+    PutMark,
+    PutTraceStep,
+    ReadTraceRows,
+    StoredExecution,
+    Transaction,
+)
+
+
+def _inner(plan: Plan[Any]) -> Plan[Any]:
+    """The nested plan of the one Transaction ``plan`` opens with."""
+    request = next(plan)
+    assert isinstance(request, Transaction)
+    return request.plan
+
+
+def _row(version: int, status: Status = Status.DONE) -> StoredExecution:
+    summary = ExecutionSummary(id="x", definition_id="d", status=status, version=version)
+    return StoredExecution(version, "{}", summary)
+
+
+def test_commit_reads_the_version_then_writes_every_effect() -> None:
+    exe = Execution(id="x", definition_id="d")
+    with committing(exe, [(None, _event())], "in-1", (), (), {"event_kind": "Go"}) as prepared:
+        plan = _inner(PLAN.commit(prepared, 5))
+        assert next(plan) == GetExecution("x")
+        put = plan.send(None)  # no row: an insert
+        assert isinstance(put, PutExecution) and put.row.version == 1
+        assert put.row.summary.updated_at == prepared.committed_at
+        assert isinstance(plan.send(None), AddRelay)
+        assert plan.send(None) == PutMark("x", "in-1", prepared.committed_at)
+        assert plan.send(None) == ReadTraceRows("x")
+        step = plan.send((None, []))
+        assert isinstance(step, PutTraceStep) and (step.index, step.keep_from) == (0, -4)
+        with pytest.raises(StopIteration):
+            plan.send(None)
+
+
+def test_commit_raises_the_conflict_before_any_write() -> None:
+    exe = Execution(id="x", definition_id="d", version=1)
+    with pytest.raises(StoreConflict), committing(exe, [(None, _event())]) as prepared:
+        plan = _inner(PLAN.commit(prepared, None))
+        assert next(plan) == GetExecution("x")
+        plan.send(_row(3))
+    assert exe.version == 1
+
+
+def test_purge_refuses_an_unfinished_execution_before_deleting() -> None:
+    plan = _inner(PLAN.purge("x", False))
+    assert next(plan) == GetExecution("x")
+    with pytest.raises(ExecutionActive):
+        plan.send(_row(2, Status.RUNNING))
+
+
+@pytest.mark.parametrize(("row", "existed"), [(_row(2), True), (None, False)])
+def test_purge_deletes_every_owned_table(row: StoredExecution | None, existed: bool) -> None:
+    plan = _inner(PLAN.purge("x", False))
+    next(plan)
+    deletes = [plan.send(row)]
+    with pytest.raises(StopIteration) as done:
+        while True:
+            deletes.append(plan.send(None))
+    assert deletes == [DeleteOwned(table, "x") for table in OWNED_TABLES]
+    assert done.value.value is existed
+
+
+def test_prune_runs_short_batches_until_one_comes_back_short() -> None:
+    plan = PLAN.prune_processed(100.0, 2)
+    batches = 0
+    answers = [[("a", "1"), ("a", "2")], [("b", "1"), ("b", "2")], [("c", "1")]]
+    request = next(plan)
+    try:
+        while True:
+            assert isinstance(request, Transaction)
+            inner = request.plan
+            assert next(inner) == OldMarks(100.0, 2)
+            keys = answers[batches]
+            drop = inner.send(keys)
+            assert drop == DropMarks(tuple(keys))
+            with pytest.raises(StopIteration) as batch:
+                inner.send(len(keys))
+            batches += 1
+            request = plan.send(batch.value.value)
+    except StopIteration as done:
+        assert done.value == 5
+    assert batches == 3
+
+
+@pytest.mark.parametrize(("older_than", "batch_size"), [(float("nan"), 1), (1.0, 0), ("1", 1)])
+def test_prune_arguments_fail_before_any_request(older_than: Any, batch_size: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        next(PLAN.prune_processed(older_than, batch_size))
+
+
+def _event() -> Event:
+    return Event(id="e-1", kind="Go")

@@ -1,0 +1,125 @@
+"""The one module that calls the ``libsql`` driver: connect, run one plan request, refresh a
+replica.
+
+What the driver needs that ``sqlite3`` does not (each verified against libsql 0.1.11 by
+``tests/test_libsql_specific.py``):
+
+* **Binding.** The driver binds a Python ``int`` outside the signed 32-bit range as a REAL
+  (``2**53 + 1`` would come back as ``2**53``), and truncates text at a NUL.  So such ints
+  travel as their decimal text, which SQLite converts back exactly wherever the plan uses
+  them (INTEGER columns, comparisons with them, ``LIMIT``, arithmetic); a str holding NUL is
+  refused (the shared validation refuses NUL in ids and summary fields first, and documents
+  are JSON, which escapes it).
+* **Lock waits.** The driver holds the GIL while a statement runs, including SQLite's own
+  busy waits, which would freeze every other thread (and the async twin's event loop) for up
+  to the busy timeout.  So the connection's busy timeout is 0 and :func:`execute` waits for a
+  locked database itself, sleeping between attempts (``busy_timeout_ms`` in all).  Only a
+  statement outside a transaction (``BEGIN IMMEDIATE`` included) is retried: it did nothing.
+* **Errors.** Everything is a ``ValueError`` with SQLite's text; :mod:`._errors` maps it.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any
+
+import libsql  # type: ignore[import-untyped]
+from harel.store.common import drive
+from harel.store.common.sql import Batch, Result, SqlPlan, Statement
+from harel.store.errors import InvalidPayload
+
+from harel_store_libsql._errors import driver_error, is_locked, is_panic
+from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._plan import libsql_plan
+from harel_store_libsql._schema import pragmas
+
+_INT32 = range(-(2**31), 2**31)
+_FIRST_PAUSE = 0.001
+_LONGEST_PAUSE = 0.05
+
+
+def bindable(value: Any) -> Any:
+    """``value`` as the driver must receive it to store it exactly (see the module docstring)."""
+    if type(value) is int and value not in _INT32:
+        return str(value)
+    if type(value) is str and "\x00" in value:
+        raise InvalidPayload(
+            f"a text value holds NUL (U+0000) at index {value.index(chr(0))}, which the libsql "
+            "driver cannot store; remove it"
+        )
+    return value
+
+
+def connect(options: LibsqlOptions) -> Any:
+    """A new driver connection for ``options`` (the server's or primary's errors mapped)."""
+    try:
+        return libsql.connect(options.database, **options.connect_kwargs())
+    except BaseException as exc:
+        if _driver_failure(exc):
+            raise driver_error(exc, options) from None
+        raise
+
+
+def open_database(options: LibsqlOptions) -> tuple[Any, SqlPlan]:
+    """Connect, apply the PRAGMAs, and run the plan's schema check (create / upgrade)."""
+    conn = connect(options)
+    try:
+        run = partial(execute, conn, options)
+        for pragma in pragmas(options):
+            run(Statement(pragma))
+        plan = libsql_plan(options)
+        drive(plan.open_schema(time.time()), run)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, plan
+
+
+def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Result:
+    """Run one statement of a plan and return its rows and rowcount (``-1`` for a query).
+
+    A locked database is waited for (up to ``options.busy_timeout_ms``, sleeping without the
+    GIL) when the statement runs outside a transaction; driver failures are raised as
+    :mod:`harel.store.errors` errors.
+    """
+    if not isinstance(request, Statement):
+        raise TypeError("the libSQL dialect runs statements, not batches")
+    params = tuple(bindable(value) for value in request.params)
+    deadline: float | None = None
+    pause = _FIRST_PAUSE
+    while True:
+        try:
+            cursor = conn.execute(request.sql, params)
+            rows = cursor.fetchall()
+            rowcount = -1 if cursor.description else cursor.rowcount  # () for a write
+            return Result(rows or (), rowcount)
+        except BaseException as exc:
+            if not _driver_failure(exc):
+                raise
+            if not (options.local and is_locked(exc) and not conn.in_transaction):
+                raise driver_error(exc, options) from None
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + options.busy_timeout_ms / 1000
+            if now >= deadline:
+                raise driver_error(exc, options) from None
+        time.sleep(min(pause, max(deadline - now, 0.0)))
+        pause = min(pause * 2, _LONGEST_PAUSE)
+
+
+def refresh(conn: Any, options: LibsqlOptions) -> None:
+    """Pull the primary's latest changes into an embedded replica (a no-op otherwise); a
+    failure is ignored (the next refresh or the background sync catches up)."""
+    if options.mode != "replica":
+        return
+    try:
+        conn.sync()
+    except BaseException as exc:
+        if not _driver_failure(exc):
+            raise
+
+
+def _driver_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by the driver (not an interrupt or a bug of ours)."""
+    return isinstance(exc, ValueError | libsql.Error) or is_panic(exc)

@@ -1,0 +1,538 @@
+"""The MongoDB store's plan without a server: the requests each operation sends, that a real
+server accepts them (what mongomock does not check), how replies are decided, and the URL
+options."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from harel.model import Event, Execution
+from harel.store.common import collapse_timer_ops, committing
+from harel.store.contract import TimerOp
+from harel.store.errors import (
+    ExecutionNotFound,
+    InvalidStoreURL,
+    SchemaVersionError,
+    StoreConfigError,
+    StoreConflict,
+    StoreCorrupted,
+    StoreUnavailable,
+)
+from harel_store_mongo import _plan, _requests
+from harel_store_mongo._legacy import url_from_env
+from harel_store_mongo._options import parse_mongo_url, with_db
+from harel_store_mongo._plan import DuplicateKey
+from harel_store_mongo._requests import Request
+from harel_store_mongo._schema import INDEXES, check_schema
+from harel_store_mongo._server_rules import violations
+
+HOSTILE = (
+    "$where",
+    "$$ROOT",
+    "a.b",
+    "$a.$b",
+    "x:y",
+    "{tag}",
+    "100%",
+    'it\'s "quoted"',
+    "\U0001f600\U000e0001\U0010fffd",
+    "$" * 1024,
+)
+
+
+@dataclass
+class Result:
+    """What PyMongo's UpdateResult says (the plan reads only these)."""
+
+    matched_count: int = 1
+    upserted_id: Any = None
+
+
+def run(
+    plan: Generator[Request, Any, Any], answer: Callable[[Request], Any] = lambda r: Result()
+) -> tuple[Any, list[Request]]:
+    """Drive a plan with canned replies; its value and every request it sent (each checked
+    against the server rules)."""
+    sent: list[Request] = []
+    try:
+        request = next(plan)
+        while True:
+            sent.append(request)
+            assert violations(request) == [], (request, violations(request))
+            try:
+                reply = answer(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(reply)
+    except StopIteration as stop:
+        return stop.value, sent
+
+
+def commit(exe: Execution, answer: Callable[[Request], Any] = lambda r: Result(), **effects: Any):
+    emits = effects.pop("emits", [])
+    with committing(exe, emits, **effects) as prepared:
+        return run(_plan.commit_plan(prepared, 200, "test"), answer)
+
+
+def counter(reply: Any = None) -> Callable[[Request], Any]:
+    """Replies: the seq counter answers ``reply`` (default: n=100), updates succeed."""
+
+    def answer(request: Request) -> Any:
+        if request.method == "find_one_and_update":
+            return {"n": 100} if reply is None else reply
+        return Result()
+
+    return answer
+
+
+def exe(execution_id: str = "x", version: int = 0) -> Execution:
+    return Execution(id=execution_id, definition_id="d", version=version)
+
+
+# -- round trips per commit --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("effects", "requests"),
+    [
+        ({}, ["update_one"]),
+        ({"processed_event_id": "e"}, ["update_one"]),
+        ({"timers": [TimerOp.schedule("/a", 1.0), TimerOp.cancel("/b")]}, ["update_one"]),
+        ({"trace": {"k": 1}}, ["update_one"]),
+        ({"emits": [(None, Event(id="e", kind="k"))]}, ["find_one_and_update", "update_one"]),
+        ({"spawns": [("c", "/r", {})]}, ["find_one_and_update", "update_one"]),
+    ],
+)
+@pytest.mark.parametrize("version", [0, 3])
+def test_requests_per_commit(effects: dict[str, Any], requests: list[str], version: int) -> None:
+    """State-only (and timers, marks, trace): ONE update; emits/spawns add one seq reservation."""
+    _, sent = commit(exe(version=version), counter(), **effects)
+    assert [r.method for r in sent] == requests
+    update = sent[-1]
+    assert update.args[0] == {"_id": "x", "version": version}
+    assert update.kwargs == ({"upsert": True} if version == 0 else {})
+
+
+def test_a_whole_step_is_two_requests_and_one_update() -> None:
+    _, sent = commit(
+        exe(),
+        counter({"n": 7}),
+        emits=[(None, Event(id="e1", kind="k")), ("t", Event(id="e2", kind="k"))],
+        processed_event_id="in",
+        timers=[TimerOp.schedule("/a", 2.0)],
+        spawns=[("c1", "/r", {"k": 1})],
+        trace={"step": 1},
+    )
+    reserve, update = sent
+    assert reserve.args[1] == {"$inc": {"n": 3}}
+    stage = update.args[1][0]["$set"]
+    outbox = stage["outbox"]["$concatArrays"][1]["$literal"]
+    assert [(e["seq"], e["target"]) for e in outbox] == [(5, None), (6, "t")]
+    assert [s["seq"] for s in stage["spawns"]["$concatArrays"][1]["$literal"]] == [7]
+    assert set(update.args[1][1]["$set"]) == {
+        "outbox_next",
+        "spawns_next",
+        "timers_next",
+        "marks_since",
+    }
+
+
+def test_cancel_and_rearm_of_one_timer_is_one_assignment_a_server_accepts() -> None:
+    """Real MongoDB refuses an update that both sets and unsets a field (mongomock applies it
+    and loses the timer): the timers array is rebuilt in one expression instead."""
+    for ops in (
+        [TimerOp.cancel("/a"), TimerOp.schedule("/a", 5.0)],
+        [TimerOp.schedule("/a", 5.0), TimerOp.cancel("/a")],
+        [TimerOp.schedule("/a", 1.0), TimerOp.schedule("/a", 5.0), TimerOp.cancel("/b")],
+    ):
+        _, (update,) = commit(exe(version=1), timers=ops)
+        stage = update.args[1][0]["$set"]
+        kept, added = stage["timers"]["$concatArrays"]
+        collapsed = collapse_timer_ops(ops)
+        assert kept["$filter"]["cond"]["$eq"][0]["$in"][1] == {
+            "$literal": [op.path for op in collapsed]
+        }
+        expected = [
+            {"path": op.path, "at": op.fire_at} for op in collapsed if op.action == "schedule"
+        ]
+        assert added == {"$literal": expected}
+        assert len([name for name in stage if name.startswith("timers")]) == 1
+
+
+def test_the_classic_validator_catches_a_set_and_unset_of_one_field() -> None:
+    bad = Request(
+        "executions",
+        "update_one",
+        ({"_id": "x"}, {"$set": {"timers.a": 1.0}, "$unset": {"timers.a": ""}}),
+    )
+    assert any("conflict" in problem for problem in violations(bad))
+    nested = Request("executions", "update_one", ({"_id": "x"}, {"$set": {"a": 1, "a.b": 2}}))
+    assert violations(nested)
+
+
+def test_the_pipeline_validator_catches_unwrapped_data() -> None:
+    unwrapped = Request("executions", "update_one", ({"_id": "x"}, [{"$set": {"data": "$x"}}]))
+    assert violations(unwrapped)
+    computed = Request(
+        "executions",
+        "update_one",
+        ({"_id": "x"}, [{"$set": {"trace": [{"i": "$trace_next"}]}}]),
+    )
+    assert violations(computed)
+    negation = Request(
+        "executions",
+        "update_one",
+        ({"_id": "x"}, [{"$set": {"trace": {"$not": [{"$eq": [1, 1]}]}}}]),
+    )
+    assert violations(negation)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_hostile_values_are_only_values(hostile: str) -> None:
+    """Ids, paths, event ids and targets holding ``$``, ``.``, quotes or any plane travel as
+    values (filters) or inside ``$literal`` (pipelines) in every request of every plan."""
+    e = exe(hostile)
+    _, sent = commit(
+        e,
+        counter(),
+        emits=[(hostile, Event(id=hostile, kind="k"))],
+        processed_event_id=hostile,
+        timers=[TimerOp.cancel(hostile), TimerOp.schedule(hostile, 1.0)],
+        spawns=[(hostile, hostile, {})],
+        trace={"k": hostile},
+    )
+    answers: dict[str, Any] = {
+        "find_one": None,
+        "find": [],
+        "aggregate": [],
+        "find_one_and_update": None,
+        "update_one": Result(),
+        "update_many": Result(),
+        "delete_many": None,
+    }
+    plans = [
+        _plan.load_plan(hostile),
+        _plan.load_for_event_plan(hostile, hostile),
+        _plan.is_processed_plan(hostile, hostile),
+        _plan.delete_timer_plan(hostile, hostile, 1.0),
+        _plan.read_trace_plan(hostile),
+        _plan.append_trace_plan(hostile, {"k": hostile}, 3),
+        _plan.purge_plan(hostile, False),
+        _plan.purge_plan(hostile, True),
+        _plan.listing_plan(
+            status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None
+        ),
+    ]
+    for plan in plans:
+        run(plan, lambda r: answers[r.method])
+    for request in sent:
+        assert hostile not in _keys(request.args), "a caller's string became a field name"
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | set().union(*(_keys(v) for v in value.values()))
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_keys(v) for v in value)) if value else set()
+    return set()
+
+
+def test_every_plan_sends_only_what_a_server_accepts() -> None:
+    """One pass over every plan with ordinary values (``run`` checks each request)."""
+    docs = [{"_id": "x", "version": 0, "old": [{"event": "e", "at": 1.0}], "marks_since": 1.0}]
+    answers: dict[str, Any] = {
+        "command": {"ok": 1},
+        "find_one": {"_id": "x", "version": 2, "status": "DONE"},
+        "find": [],
+        "aggregate": docs,
+        "find_one_and_update": {"_id": "x", "version": 0, "outbox_next": None},
+        "update_one": Result(),
+        "update_many": Result(),
+        "delete_many": None,
+        "create_indexes": None,
+    }
+    plans: list[Generator[Request, Any, Any]] = [
+        _plan.ack_plan(5, spawns=False),
+        _plan.ack_plan(5, spawns=True),
+        _plan.pending_outbox_plan(3),
+        _plan.pending_spawns_plan(None),
+        _plan.due_timers_plan(10.0, 2),
+    ]
+    for plan in plans:
+        run(plan, lambda r: answers[r.method])
+    schema = dict(answers, find_one_and_update={"_id": "schema", "version": 1})
+    run(_plan.open_plan("test"), lambda r: schema[r.method])
+    calls = itertools.count()
+    pruned = dict(answers, aggregate=docs)
+    run(
+        _plan.prune_plan(2.0, 10),
+        lambda r: (
+            (pruned[r.method] if next(calls) < 2 else [])
+            if r.method == "aggregate"
+            else pruned[r.method]
+        ),
+    )
+
+
+# -- deciding replies ---------------------------------------------------------------------------
+
+
+def test_lost_cas_reads_the_stored_version_once() -> None:
+    def answer(request: Request) -> Any:
+        if request.method == "find_one":
+            return {"_id": "x", "version": 4, "token": "other"}
+        return Result(matched_count=0)
+
+    e = exe(version=2)
+    with pytest.raises(StoreConflict) as info:
+        commit(e, answer)
+    assert (info.value.expected, info.value.found) == (2, 4)
+    assert e.version == 2
+
+
+def test_a_create_over_an_existing_id_is_a_conflict() -> None:
+    def answer(request: Request) -> Any:
+        if request.method == "update_one":
+            raise DuplicateKey("E11000")
+        return {"_id": "x", "version": 1, "token": "other"}
+
+    with pytest.raises(StoreConflict) as info:
+        commit(exe(), answer)
+    assert (info.value.expected, info.value.found) == (0, 1)
+
+
+def test_a_relay_only_document_counts_as_absent() -> None:
+    def answer(request: Request) -> Any:
+        if request.method == "find_one":
+            return {"_id": "x", "version": 0}
+        return Result(matched_count=0)
+
+    with pytest.raises(StoreConflict) as info:
+        commit(exe(version=2), answer)
+    assert info.value.found is None
+
+
+def test_a_lost_reply_is_resent_and_recognised_by_its_token() -> None:
+    """The first update's reply is lost; the re-sent update matches nothing (the first one
+    landed), and the stored token is this commit's: success, nothing written twice."""
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        if request.method == "update_one" and len(sent) == 1:
+            raise StoreUnavailable("connection reset")
+        if request.method == "update_one":
+            return Result(matched_count=0)
+        token = sent[0].args[1][0]["$set"]["token"]["$literal"]
+        return {"_id": "x", "version": 3, "token": token}
+
+    e = exe(version=2)
+    commit(e, answer)
+    assert e.version == 3
+    assert sent[0] == sent[1], "the very same update is re-sent"
+
+
+def test_two_lost_replies_say_the_outcome_is_unknown() -> None:
+    def answer(request: Request) -> Any:
+        raise StoreUnavailable("connection reset")
+
+    e = exe(version=2)
+    with pytest.raises(StoreUnavailable, match="may or may not be stored"):
+        commit(e, answer)
+    assert e.version == 2
+
+
+@pytest.mark.parametrize(
+    "reply", [{}, {"n": None}, {"n": "7"}, {"n": 0}, {"n": True}, {"n": 2**63}]
+)
+def test_a_damaged_seq_counter_is_reported(reply: Any) -> None:
+    with pytest.raises(StoreCorrupted, match="seq counter"):
+        commit(exe(), counter(reply), spawns=[("c", "/r", {})])
+
+
+def test_append_trace_to_an_unknown_execution_writes_nothing() -> None:
+    with pytest.raises(ExecutionNotFound):
+        run(_plan.append_trace_plan("nobody", {"k": 1}, 3), lambda r: Result(matched_count=0))
+
+
+def test_trace_indices_come_from_the_step_count() -> None:
+    doc = {"_id": "x", "version": 3, "trace": ['{"a":1}', '{"a":2}'], "trace_next": 9}
+    steps, _ = run(_plan.read_trace_plan("x"), lambda r: doc)
+    assert steps == [{"a": 1, "index": 7}, {"a": 2, "index": 8}]
+    with pytest.raises(StoreCorrupted):
+        run(_plan.read_trace_plan("x"), lambda r: {**doc, "trace_next": 1})
+
+
+@pytest.mark.parametrize("trace_max", [0, None, 2**31])
+def test_an_unbounded_ring_sends_no_slice(trace_max: int | None) -> None:
+    fields = _requests.append_trace_request("x", "{}", trace_max).args[1][0]["$set"]
+    assert "$slice" not in fields["trace"]
+
+
+def test_ring_slice_keeps_the_last_trace_max() -> None:
+    fields = _requests.append_trace_request("x", "{}", 3).args[1][0]["$set"]
+    assert fields["trace"]["$slice"][1] == -3
+
+
+def test_due_timers_sorted_and_limited_across_documents() -> None:
+    docs = [
+        {"_id": "b", "timers": [{"path": "/z", "at": 2.0}, {"path": "/y", "at": 9.0}]},
+        {"_id": "a", "timers": [{"path": "/x", "at": 2.0}, {"path": "/w", "at": 1.0}]},
+        {"_id": "c", "timers": [{"path": "/v", "at": "broken"}]},
+    ]
+    due, (request,) = run(_plan.due_timers_plan(5.0, 2), lambda r: docs)
+    assert due == [("a", "/w", 1.0), ("a", "/x", 2.0)]
+    assert request.kwargs == {"sort": [("timers_next", 1), ("_id", 1)], "limit": 2}
+
+
+def test_unreadable_relay_entries_are_skipped_not_fatal() -> None:
+    docs = [
+        {"_id": "a", "outbox": [{"seq": 2, "target": None, "event": "{broken"}]},
+        {
+            "_id": "b",
+            "outbox": [
+                {"seq": 1, "target": "t", "event": Event(id="e", kind="k").model_dump_json()}
+            ],
+        },
+    ]
+    entries, _ = run(_plan.pending_outbox_plan(None), lambda r: docs)
+    assert [(e.seq, e.target_id, e.event.id) for e in entries] == [(1, "t", "e")]
+
+
+def test_purge_refuses_an_unfinished_execution() -> None:
+    def answer(request: Request) -> Any:
+        if request.method == "find_one_and_update":
+            return None
+        return {"_id": "x", "version": 2, "status": "RUNNING"}
+
+    from harel.store.errors import ExecutionActive
+
+    with pytest.raises(ExecutionActive):
+        run(_plan.purge_plan("x", False), answer)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2**31, 2**63 - 1])
+def test_prune_requests_fit_any_batch_size(batch_size: int) -> None:
+    run(_plan.prune_plan(1.0, batch_size), lambda r: [])
+
+
+def test_prune_counts_only_what_it_dropped() -> None:
+    rounds = iter(
+        [
+            [
+                {"_id": "a", "marks_since": 1.0, "old": [{"event": "e1", "at": 1.0}]},
+                {"_id": "b", "marks_since": 1.5, "old": [{"event": "e2", "at": 1.5}]},
+            ],
+            [],
+        ]
+    )
+
+    def answer(request: Request) -> Any:
+        if request.method == "aggregate":
+            return next(rounds)
+        # "b" changed under us (another pruner took it): no match, not counted
+        return Result(matched_count=0 if request.args[0]["_id"] == "b" else 1)
+
+    dropped, _ = run(_plan.prune_plan(2.0, 10), answer)
+    assert dropped == 1
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_schema_decision() -> None:
+    check_schema({"_id": "schema", "version": 1}, "here")
+    for found in ({"version": 2}, {"version": 0}, {"version": "1"}, None):
+        with pytest.raises(SchemaVersionError):
+            check_schema(found, "here")
+
+
+def test_indexes_cover_every_sweep() -> None:
+    names = {spec.name: spec for spec in INDEXES}
+    for request, index in (
+        (_requests.pending_request(False, 1), "outbox_next"),
+        (_requests.pending_request(True, 1), "spawns_next"),
+        (_requests.due_request(1.0, 1), "timers_next"),
+    ):
+        spec = names[index]
+        key = spec.keys[0][0]
+        assert key in request.args[0]
+        assert request.args[0][key] == {**spec.partial[key], **request.args[0][key]}
+        assert [k for k, _ in request.kwargs["sort"]] == [k for k, _ in spec.keys]
+
+
+# -- options -----------------------------------------------------------------------------------
+
+
+def test_url_knobs_are_harel_s_and_the_rest_goes_to_the_driver() -> None:
+    options, connect = parse_mongo_url(
+        "mongodb://u:p%40ss@h1:27017,h2:27018/admin?db=app&w=majority&trace_max=5"
+        "&connect_retries=2&retry_delay=0.5&replicaSet=rs0",
+        {},
+    )
+    assert options.db == "app" and options.trace_max == 5
+    assert connect == {"connect_retries": 2, "retry_delay": 0.5}
+    assert (
+        options.driver_uri == "mongodb://u:p%40ss@h1:27017,h2:27018/admin?w=majority&replicaSet=rs0"
+    )
+    assert "p%40ss" not in options.where and "p@ss" not in repr(options)
+    assert options.client_kwargs() == {"serverSelectionTimeoutMS": 5000, "appname": "harel"}
+
+
+def test_srv_and_defaults() -> None:
+    options, _ = parse_mongo_url(
+        "mongodb+srv://cluster.example.net/?serverSelectionTimeoutMS=9", {}
+    )
+    assert options.db == "harel"
+    assert options.driver_uri == "mongodb+srv://cluster.example.net/?serverSelectionTimeoutMS=9"
+    assert "serverSelectionTimeoutMS" not in options.client_kwargs()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://h/",
+        "mongodb://h?db=x",
+        "mongodb:///?db=x",
+        "mongodb://h/?db=a.b",
+        "mongodb://h/?db=",
+        "mongodb://h/?db=x&db=y",
+        "mongodb://h/?trace_max=-1",
+        "mongodb://h/#frag",
+        "mongodb-h/",
+    ],
+)
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(InvalidStoreURL):
+        parse_mongo_url(url, {})
+
+
+def test_keywords_win_and_unknown_keywords_are_refused() -> None:
+    options, connect = parse_mongo_url("mongodb://h/?db=a", {"db": "b", "connect_retries": 0})
+    assert options.db == "b" and connect == {"connect_retries": 0}
+    with pytest.raises(InvalidStoreURL, match="unknown option"):
+        parse_mongo_url("mongodb://h/", {"prefix": "x"})
+
+
+def test_secrets_never_shown_in_errors() -> None:
+    with pytest.raises(InvalidStoreURL) as info:
+        parse_mongo_url("mongodb://user:s3cr3t@h/?db=a.b", {})
+    assert "s3cr3t" not in str(info.value)
+
+
+def test_with_db_and_legacy_variables() -> None:
+    assert with_db("mongodb://h:1/?w=1&db=old", "new") == "mongodb://h:1/?w=1&db=new"
+    assert url_from_env({}) is None
+    assert url_from_env({"STM_MONGO_URL": "mongodb://h/"}) == "mongodb://h/"
+    assert url_from_env({"STM_MONGO_URL": "mongodb://h/", "STM_MONGO_DB": "app"}) == (
+        "mongodb://h/?db=app"
+    )
+    with pytest.raises(StoreConfigError, match="STM_MONGO_URL"):
+        url_from_env({"STM_MONGO_DB": "app"})
+    with pytest.raises(StoreConfigError, match="STM_MONGO_DB"):
+        url_from_env({"STM_MONGO_URL": "mongodb://h/", "STM_MONGO_DB": "a/b"})

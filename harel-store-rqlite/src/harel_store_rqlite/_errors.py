@@ -1,0 +1,131 @@
+"""Every rqlite failure as an error of :mod:`harel.store.errors`, for both drivers.
+
+No httpx exception leaves a contract method, and no message holds the password (the node is
+named by its base URL, which carries no credentials; server texts are redacted and cut):
+
+==============================================  ===========================================
+failure                                         raised
+==============================================  ===========================================
+cannot connect, TLS handshake failed            ``StoreUnavailable`` (nothing was sent)
+timeout, connection dropped mid-request         ``StoreUnavailable``; for a write the message
+                                                says its outcome is unknown (it may have
+                                                been applied: reload before retrying)
+HTTP 503 (no leader yet), 408, 429, 500,        ``StoreUnavailable`` (retryable)
+502, 504; a per-statement error saying
+"leader", "locked", "busy", "timeout", "disk"
+HTTP 401 / 403                                  ``StoreConfigError`` (check the URL's user
+                                                and password, never shown)
+HTTP 413; "string or blob too big"              ``PayloadTooLarge``
+"not a database", "malformed"; missing table    ``StoreCorrupted``
+or column (the harel tables were altered)
+anything else (another status, a reply that     ``StoreError`` naming the node
+is not rqlite's JSON, another SQL error)
+a call on a closed store                        ``StoreError`` ("the store is closed")
+==============================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import httpx
+from harel.store.common.urls import redact_text
+from harel.store.errors import (
+    PayloadTooLarge,
+    StoreConfigError,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+)
+
+from harel_store_rqlite._options import RqliteOptions
+
+_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_UNAVAILABLE_TEXT = ("leader", "locked", "busy", "timeout", "deadline", "disk", "shutdown")
+_CORRUPT_TEXT = ("not a database", "malformed", "no such table", "no such column", "no column")
+_UNKNOWN_OUTCOME = (
+    "; the write may or may not have been applied: reload before retrying (a commit that "
+    "landed makes the retry a StoreConflict, never a duplicate)"
+)
+
+
+def shown(text: str, limit: int = 300) -> str:
+    """A server or driver text fit for a message: secrets redacted, cut at ``limit``."""
+    text = redact_text(" ".join(text.split()))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def closed_error(options: RqliteOptions) -> StoreError:
+    """The error raised by any call on a closed store."""
+    return StoreError(f"the store over {options.where} is closed; open a new store")
+
+
+def transport_error(exc: Exception, options: RqliteOptions, *, write: bool) -> StoreError:
+    """The error for an httpx exception raised while sending one request."""
+    where, detail = options.where, shown(str(exc)) or type(exc).__name__
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return StoreUnavailable(
+            f"cannot connect to {where} ({detail}); check that the node runs and is reachable "
+            "(and its TLS settings for rqlites://), then retry"
+        )
+    unknown = _UNKNOWN_OUTCOME if write else ""
+    if isinstance(exc, httpx.TimeoutException):
+        return StoreUnavailable(
+            f"{where} did not answer within {options.timeout:g} s ({detail}){unknown}; "
+            "raise the timeout knob if the cluster is slow"
+        )
+    if isinstance(exc, httpx.TransportError):
+        return StoreUnavailable(f"the connection to {where} failed mid-request ({detail}){unknown}")
+    if isinstance(exc, RuntimeError) and "closed" in str(exc).lower():
+        return closed_error(options)
+    return StoreError(f"a request to {where} failed ({type(exc).__name__}: {detail})")
+
+
+def status_error(status: int, body: bytes, options: RqliteOptions) -> StoreError:
+    """The error for an HTTP status other than 200 (redirects are followed before this)."""
+    where, text = options.where, shown(body.decode("utf-8", "replace")) or "no details"
+    if status in (401, 403):
+        return StoreConfigError(
+            f"{where} refused the request (HTTP {status}: {text}); check the user and "
+            "password in the store URL (not shown) and that the user may execute, query "
+            "and check readiness"
+        )
+    if status == 503:
+        return StoreUnavailable(
+            f"{where} cannot serve the request yet (HTTP 503: {text}): the cluster has no "
+            "leader, or the node is not ready; retry in a moment"
+        )
+    if status == 413:
+        return PayloadTooLarge(
+            f"{where} refused a request as too large (HTTP 413); keep large data outside the "
+            "execution and store a reference"
+        )
+    if status in _RETRYABLE_STATUS:
+        return StoreUnavailable(f"{where} answered HTTP {status} ({text}); retry the operation")
+    return StoreError(f"{where} answered HTTP {status} ({text}); is this an rqlite node?")
+
+
+def statement_error(index: int, message: object, options: RqliteOptions) -> StoreError:
+    """The error for a per-statement ``error`` in an HTTP 200 reply (``index`` 0-based)."""
+    where, text = options.where, shown(str(message))
+    lowered = text.lower()
+    if "too big" in lowered:
+        return PayloadTooLarge(
+            f"{where}: statement {index + 1} holds a value over the size limit ({text}); keep "
+            "large data outside the execution and store a reference"
+        )
+    if any(needle in lowered for needle in _CORRUPT_TEXT):
+        return StoreCorrupted(
+            f"{where}: statement {index + 1} failed on the stored data ({text}); the harel "
+            "tables are damaged or were altered by something else: restore the database from "
+            "a backup or point the store at a new one"
+        )
+    if any(needle in lowered for needle in _UNAVAILABLE_TEXT):
+        return StoreUnavailable(f"{where}: statement {index + 1} failed ({text}); retry")
+    return StoreError(f"{where} rejected statement {index + 1} ({text})")
+
+
+def reply_error(problem: str, options: RqliteOptions) -> StoreError:
+    """The error for an HTTP 200 reply that is not what rqlite sends."""
+    return StoreError(
+        f"{options.where} sent a reply this store cannot read ({problem}); is the URL an rqlite "
+        "node (not a proxy or another service)?"
+    )

@@ -1,0 +1,329 @@
+"""rqlite's plan and wire without a server: the shared SQL plan in rqlite's dialect stepped by
+hand, the HTTP calls each request becomes, redirects, the error mapping, options and URLs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from harel.model import Event, Execution
+from harel.store import TimerOp
+from harel.store.common import committing
+from harel.store.common.sql import RQLITE, Batch, Result, Statement
+from harel.store.errors import (
+    ExecutionActive,
+    InvalidPayload,
+    InvalidStoreURL,
+    PayloadTooLarge,
+    StoreConfigError,
+    StoreConflict,
+    StoreCorrupted,
+    StoreError,
+    StoreUnavailable,
+)
+from harel_store_rqlite._legacy import url_from_env
+from harel_store_rqlite._options import from_url_args, make_options
+from harel_store_rqlite._plan import DIALECT, EXECUTE_ONLY, open_store, rqlite_plan
+from harel_store_rqlite._wire import READY, HttpCall, HttpReply, Wire
+
+OPTIONS = make_options("rqlite://node:4001")
+
+# -- the plan: one request per commit and per purge ----------------------------------------------
+
+
+def prepared(version: int = 0) -> Any:
+    exe = Execution(id="e", definition_id="d", version=version)
+    with committing(
+        exe,
+        [(None, Event(kind="K"))],
+        "ev",
+        [TimerOp.schedule("/t", 1.5), TimerOp.cancel("/u")],
+        [("child", "/r", {"n": 1})],
+        {"step": 1},
+    ) as commit:
+        return commit
+
+
+def test_the_dialect_batches_reads_and_writes() -> None:
+    assert DIALECT is RQLITE and RQLITE.single_request and RQLITE.batch_reads
+    assert EXECUTE_ONLY.single_request and not EXECUTE_ONLY.batch_reads
+    assert rqlite_plan(OPTIONS).dialect is DIALECT
+    assert rqlite_plan(make_options("rqlite://n?unified=false")).dialect is EXECUTE_ONLY
+
+
+def test_a_commit_is_one_batch_cas_first_found_version_last() -> None:
+    op = rqlite_plan(OPTIONS).commit(prepared(), 10)
+    batch = next(op)
+    assert isinstance(batch, Batch)
+    sqls = [s.sql for s in batch.statements]
+    assert sqls[0].startswith("INSERT INTO executions") and "DO NOTHING" in sqls[0]
+    assert sqls[-1] == "SELECT version FROM executions WHERE id = ?"
+    token = batch.statements[0].params[-1]
+    assert isinstance(token, str) and len(token) == 32
+    document = batch.statements[0].params[7]
+    for side in batch.statements[1:-1]:  # guarded on the token, the document never repeated
+        assert "commit_token = ?" in side.sql, side.sql
+        assert token in side.params and document not in side.params
+    replies = [Result(rowcount=1), *(Result(rowcount=1) for _ in sqls[1:-1]), Result(rows=[(1,)])]
+    with pytest.raises(StopIteration):
+        op.send(replies)
+
+
+def test_a_lost_cas_reads_found_from_the_same_reply() -> None:
+    op = rqlite_plan(OPTIONS).commit(prepared(version=4), 10)
+    batch = next(op)
+    assert batch.statements[0].sql.startswith("UPDATE executions")  # never an upsert at v > 0
+    replies = [Result(rowcount=0), *(Result() for _ in batch.statements[1:-1]), Result(rows=[])]
+    with pytest.raises(StoreConflict) as lost:
+        op.send(replies)
+    assert (lost.value.expected, lost.value.found) == (4, None)
+
+
+def test_without_the_unified_endpoint_a_conflict_takes_a_second_read() -> None:
+    plan = rqlite_plan(make_options("rqlite://n?unified=false"))
+    op = plan.commit(prepared(version=2), None)
+    batch = next(op)
+    assert not any(s.sql.startswith("SELECT") for s in batch.statements)
+    read = op.send([Result(rowcount=0)] * len(batch.statements))
+    assert read == Statement("SELECT version FROM executions WHERE id = ?", ("e",))
+    with pytest.raises(StoreConflict) as lost:
+        op.send(Result(rows=[(7,)]))
+    assert lost.value.found == 7
+
+
+def test_purge_is_one_batch_with_the_status_read_first() -> None:
+    op = rqlite_plan(OPTIONS).purge("e", False)
+    batch = next(op)
+    assert batch.statements[0].sql == "SELECT status FROM executions WHERE id = ?"
+    assert all(s.sql.startswith("DELETE") for s in batch.statements[1:])
+    with pytest.raises(ExecutionActive):
+        op.send([Result(rows=[("RUNNING",)]), *[Result()] * (len(batch.statements) - 1)])
+
+
+def test_opening_asks_readyz_then_checks_the_schema() -> None:
+    op = open_store(rqlite_plan(OPTIONS), 0.0)
+    assert next(op) is READY
+    probe = op.send(None)
+    assert isinstance(probe, Statement) and probe.sql.startswith("SELECT name FROM sqlite_master")
+
+
+# -- the wire ------------------------------------------------------------------------------------
+
+Exchange = Generator[HttpCall, HttpReply, Any]
+
+
+def reply(status: int = 200, document: Any = None, location: str | None = None) -> HttpReply:
+    body = b"" if document is None else json.dumps(document).encode()
+    return HttpReply(status, body, location)
+
+
+def finish(exchange: Exchange, answer: HttpReply) -> Any:
+    with pytest.raises(StopIteration) as done:
+        exchange.send(answer)
+    return done.value.value
+
+
+def test_reads_go_to_query_with_the_level() -> None:
+    exchange = Wire(OPTIONS).run(
+        Statement("SELECT data FROM executions WHERE id = ?", ("x",)), "weak"
+    )
+    call = next(exchange)
+    assert (call.method, call.url, call.write) == (
+        "POST",
+        "http://node:4001/db/query?level=weak",
+        False,
+    )
+    assert json.loads(call.body or b"") == [["SELECT data FROM executions WHERE id = ?", "x"]]
+    result = finish(
+        exchange, reply(document={"results": [{"columns": ["data"], "values": [["d"]]}]})
+    )
+    assert result == Result(rows=[["d"]], rowcount=0)
+
+
+def test_writes_go_to_execute_and_batches_in_one_transaction() -> None:
+    wire = Wire(OPTIONS)
+    single = wire.run(Statement("DELETE FROM outbox WHERE seq = ?", (3,)), "strong")
+    call = next(single)
+    assert call.url == "http://node:4001/db/execute" and call.write
+    assert finish(single, reply(document={"results": [{"rows_affected": 1}]})).rowcount == 1
+    writes = Batch((Statement("DELETE FROM a"), Statement("DELETE FROM b")))
+    call = next(wire.run(writes, "strong"))
+    assert call.url == "http://node:4001/db/execute?transaction"
+    mixed = Batch((Statement("DELETE FROM a"), Statement("SELECT 1")))
+    exchange = wire.run(mixed, "linearizable")
+    call = next(exchange)
+    assert call.url == "http://node:4001/db/request?transaction&level=linearizable"
+    results = finish(exchange, reply(document={"results": [{}, {"values": [[1]]}]}))
+    assert results == [Result(rows=(), rowcount=0), Result(rows=[[1]], rowcount=0)]
+
+
+def test_leader_redirects_are_followed_with_method_and_body() -> None:
+    exchange = Wire(OPTIONS).run(Statement("DELETE FROM t"), "strong")
+    first = next(exchange)
+    second = exchange.send(reply(301, location="http://leader:4001/db/execute"))
+    assert (second.method, second.url, second.body) == (
+        "POST",
+        "http://leader:4001/db/execute",
+        first.body,
+    )
+    third = exchange.send(reply(307, location="/db/execute?x"))  # relative: same node
+    assert third.url == "http://leader:4001/db/execute?x"
+    assert finish(exchange, reply(document={"results": [{}]})) == Result(rows=(), rowcount=0)
+
+
+def test_too_many_redirects_and_https_downgrades_are_refused() -> None:
+    exchange = Wire(make_options("rqlite://n?redirects=1")).run(
+        Statement("DELETE FROM t"), "strong"
+    )
+    next(exchange)
+    exchange.send(reply(301, location="http://a/db/execute"))
+    with pytest.raises(StoreUnavailable, match="more than 1"):
+        exchange.send(reply(301, location="http://b/db/execute"))
+    secure = Wire(make_options("rqlites://n")).run(Statement("DELETE FROM t"), "strong")
+    assert next(secure).url.startswith("https://n:4001/")
+    with pytest.raises(StoreConfigError, match="plain-HTTP"):
+        secure.send(reply(301, location="http://n:4001/db/execute"))
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, StoreConfigError),
+        (403, StoreConfigError),
+        (503, StoreUnavailable),
+        (502, StoreUnavailable),
+        (413, PayloadTooLarge),
+        (404, StoreError),
+        (400, StoreError),
+    ],
+)
+def test_http_statuses_become_typed_errors(status: int, error: type[Exception]) -> None:
+    exchange = Wire(OPTIONS).run(Statement("SELECT 1"), "strong")
+    next(exchange)
+    with pytest.raises(error) as raised:
+        exchange.send(HttpReply(status, b"leader not found"))
+    assert "node:4001" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ("no such table: outbox", StoreCorrupted),
+        ("database disk image is malformed", StoreCorrupted),
+        ("string or blob too big", PayloadTooLarge),
+        ("database is locked", StoreUnavailable),
+        ("leader not found", StoreUnavailable),
+        ('near "x": syntax error', StoreError),
+    ],
+)
+def test_per_statement_errors_become_typed_errors(message: str, error: type[Exception]) -> None:
+    exchange = Wire(OPTIONS).run(
+        Batch((Statement("DELETE FROM a"), Statement("DELETE FROM b"))), "strong"
+    )
+    next(exchange)
+    with pytest.raises(error, match="statement 2"):
+        exchange.send(reply(document={"results": [{}, {"error": message}]}))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html>",
+        b"[1]",
+        b'{"results": 5}',
+        b'{"results": [{}]}',
+        b'{"results": [{"rows_affected": "x"}, {}]}',
+    ],
+)
+def test_replies_that_are_not_rqlites_are_typed_errors(body: bytes) -> None:
+    exchange = Wire(OPTIONS).run(
+        Batch((Statement("DELETE FROM a"), Statement("DELETE FROM b"))), "strong"
+    )
+    next(exchange)
+    with pytest.raises(StoreError, match="cannot read"):
+        exchange.send(HttpReply(200, body))
+
+
+def test_readyz_answers() -> None:
+    wire = Wire(OPTIONS)
+    for status in (200, 404):  # 404: a server without /readyz is taken as ready
+        exchange = wire.run(READY, "strong")
+        assert next(exchange) == HttpCall("GET", "http://node:4001/readyz")
+        assert finish(exchange, HttpReply(status, b"")) is None
+    exchange = wire.run(READY, "strong")
+    next(exchange)
+    with pytest.raises(StoreUnavailable, match="no leader"):
+        exchange.send(HttpReply(503, b"[+]node ok\n[+]leader not ok"))
+
+
+def test_values_that_json_cannot_carry_are_refused_before_sending() -> None:
+    for bad in (float("nan"), "lone \ud800", object()):
+        with pytest.raises(InvalidPayload):
+            next(Wire(OPTIONS).run(Statement("SELECT ?", (bad,)), "strong"))
+
+
+# -- options and URLs ----------------------------------------------------------------------------
+
+
+def test_url_forms() -> None:
+    assert make_options("rqlite://h").base_url == "http://h:4001"
+    assert make_options("rqlites://h:443/rqlite/").base_url == "https://h:443/rqlite"
+    assert make_options("rqlite://[::1]:4001").base_url == "http://[::1]:4001"
+    options = make_options("rqlite://ann:s3cr%2Fet@h:1?level=weak&timeout=2.5&sweep_level=none")
+    assert options.auth == ("ann", "s3cr/et")
+    assert (options.level, options.sweep_level, options.timeout) == ("weak", "none", 2.5)
+    assert "s3cr" not in repr(options) and "s3cr" not in options.where
+    assert make_options("rqlite://h?level=linearizable").sweep_level == "linearizable"
+    assert make_options("rqlite://h", trace_max=0, unified=False).unified is False
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgres://h",
+        "rqlite://",
+        "rqlite://local-fake",
+        "rqlite://h?level=eventual",
+        "rqlite://h?nope=1",
+        "rqlite://h?timeout=x",
+        "rqlite://u:s3cret@h:12x/x",
+        "rqlite://u:s3cret@local-fake",
+        "rqlites://u:s3cret@h?level=eventual",
+    ],
+)
+def test_bad_urls_are_refused_without_their_secrets(url: str) -> None:
+    with pytest.raises(InvalidStoreURL) as refused:
+        make_options(url)
+    assert "s3cret" not in str(refused.value)
+
+
+def test_bad_keyword_knobs() -> None:
+    with pytest.raises(TypeError):
+        make_options("rqlite://h", bogus=1)
+    with pytest.raises(ValueError):
+        make_options("rqlite://h", timeout=0)
+    with pytest.raises(ValueError):
+        make_options("rqlite://h", level="eventual")
+    with pytest.raises(InvalidStoreURL):
+        from_url_args("rqlite://h", {"bogus": 1})
+    with pytest.raises(ValueError):
+        from_url_args("rqlite://h", {"connect_retries": -1})
+    _url, knobs, retry = from_url_args("rqlite://h", {"connect_retries": 2, "level": "weak"})
+    assert knobs == {"level": "weak"} and retry["retries"] == 2
+
+
+def test_tls_settings() -> None:
+    assert make_options("rqlite://h").tls() is False  # plain HTTP: nothing to set up
+    assert make_options("rqlites://h?verify=false").tls() is False
+    context = make_options("rqlites://h").tls()
+    assert context is make_options("rqlites://other").tls()  # shared, built once
+
+
+def test_legacy_variable() -> None:
+    assert url_from_env({}) is None
+    assert url_from_env({"STM_RQLITE_URL": " "}) is None
+    assert url_from_env({"STM_RQLITE_URL": "http://n:4001"}) == "rqlite://n:4001"
+    assert url_from_env({"STM_RQLITE_URL": "https://u:p@n"}) == "rqlites://u:p@n"
+    assert url_from_env({"STM_RQLITE_URL": "rqlite://n"}) == "rqlite://n"
