@@ -51,7 +51,7 @@ demo: install
 	$(BIN)/python -m harel.demo
 
 bench: install
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .uv build dist .pytest_cache .mypy_cache .ruff_cache

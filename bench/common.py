@@ -7,7 +7,6 @@ figure gets an isolated dataset from the backend's own harness (:func:`open_harn
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode
 
 from harel.conformance import backend_test_url, usable_backend_names
 from harel.conformance.harness import StoreHarness
@@ -70,10 +69,10 @@ class Target:
 
 def with_query(url: str, setting: str) -> str:
     """``url`` with the ``key=value`` pairs of ``setting`` set in its query."""
-    parts = urlsplit(url)
+    base, _, query = url.partition("?")  # not urlsplit: ``sqlite:///path`` must keep ``///``
     extra = dict(parse_qsl(setting))
-    pairs = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in extra]
-    return urlunsplit(parts._replace(query=urlencode([*pairs, *extra.items()])))
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in extra]
+    return f"{base}?{urlencode([*pairs, *extra.items()])}"
 
 
 def targets(workdir: Path, only: list[str] | None = None, *, every_setting: bool) -> list[Target]:
@@ -147,11 +146,6 @@ def timed_ms(call: Callable[[], object]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def run_async(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[Any]) -> Any:
-    """Run ``awaitable`` to completion on ``loop`` (which no other thread runs)."""
-    return loop.run_until_complete(awaitable)
-
-
 # -- workloads --------------------------------------------------------------------------------
 
 
@@ -186,8 +180,8 @@ def ten_spawns(exe: Execution, i: int) -> dict[str, Any]:
 
 
 def ratio_mark(value: float | None, target: float, *, at_most: bool = False) -> str:
-    """✓ when ``value`` meets ``target`` (>=, or <= with ``at_most``), ✗ when not, – unknown."""
+    """✓ when ``value`` meets ``target`` (>=, or <= with ``at_most``), ✗ when not, n/a unknown."""
     if value is None:
-        return "–"
+        return "n/a"
     ok = value <= target if at_most else value >= target
     return "✓" if ok else "✗"

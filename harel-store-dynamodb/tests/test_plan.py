@@ -437,3 +437,53 @@ def test_urls_keep_the_table_case_and_never_show_the_secret() -> None:
     with pytest.raises(InvalidStoreURL) as info:
         split_from_url_knobs("dynamodb://AK:topsecret@table", {"bogus": 1})
     assert "topsecret" not in str(info.value)
+
+
+# -- opening --------------------------------------------------------------------------------
+
+
+def _described(status: str, index_status: str = "ACTIVE") -> dict[str, Any]:
+    from harel_store_dynamodb._schema import table_definition
+
+    definition = table_definition(TABLE)
+    return {
+        "Table": {
+            "TableStatus": status,
+            "KeySchema": definition["KeySchema"],
+            "GlobalSecondaryIndexes": [
+                {**gsi, "IndexStatus": index_status} for gsi in definition["GlobalSecondaryIndexes"]
+            ],
+        }
+    }
+
+
+def test_a_created_table_is_waited_for_until_it_and_its_indexes_are_active() -> None:
+    from harel_store_dynamodb._requests import TableNotFound
+
+    plan = ops().open(True, "plan-endpoint-1", poll=0.25)
+    assert first_request(plan).operation == "describe_table"
+    create = plan.throw(TableNotFound("missing"))
+    assert create.operation == "create_table"
+    assert create.params["BillingMode"] == "PAY_PER_REQUEST"
+    assert plan.send({}).operation == "describe_table"
+    assert plan.send(_described("CREATING")) == Pause(0.25)
+    assert plan.send(None).operation == "describe_table"
+    assert plan.send(_described("ACTIVE", "CREATING")) == Pause(0.25)
+    plan.send(None)
+    meta = plan.send(_described("ACTIVE"))
+    assert meta.operation == "get_item" and meta.params["ConsistentRead"] is True
+    put = plan.send({})
+    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "1"}
+    assert finish(plan, {}) is None
+    # checked once per process: the next store over it sends nothing
+    with pytest.raises(StopIteration):
+        next(ops().open(True, "plan-endpoint-1"))
+
+
+def test_a_missing_table_without_create_table_is_a_config_error() -> None:
+    from harel_store_dynamodb._requests import TableNotFound
+
+    plan = ops().open(False, "plan-endpoint-2")
+    first_request(plan)
+    with pytest.raises(StoreConfigError, match="create_table=true"):
+        plan.throw(TableNotFound("missing"))

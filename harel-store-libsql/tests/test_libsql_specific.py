@@ -25,7 +25,12 @@ from typing import Any
 import libsql  # type: ignore[import-untyped]
 import pytest
 from harel.model import Event, Execution, Status
-from harel.registry import open_async_store, open_store
+from harel.registry import (
+    open_async_store,
+    open_store,
+    store_from_env,
+    store_settings_from_env,
+)
 from harel.store import TimerOp
 from harel.store.common import MAX_INT
 from harel.store.common.sql import SCHEMA_VERSION, Statement
@@ -674,6 +679,16 @@ def test_legacy_variables(env: dict[str, str], url: str | None) -> None:
     assert found == url
     if found is not None:
         parse_libsql_url(found)  # a URL the backend opens
+
+
+def test_legacy_variables_reach_the_registry(tmp_path: Path) -> None:
+    env = {"STM_STORE_BACKEND": "libsql", "STM_LIBSQL_DB": str(tmp_path / "legacy.db")}
+    settings = store_settings_from_env(env)
+    assert settings.backend == "libsql" and settings.source == "STM_LIBSQL_DB"
+    with store_from_env(environ=env) as store:  # type: ignore[attr-defined]
+        assert isinstance(store, LibsqlStore) and store.options.mode == "file"
+    replica = {**env, "STM_LIBSQL_SYNC_URL": "https://h", "STM_LIBSQL_AUTH_TOKEN": TOKEN}
+    assert TOKEN not in repr(store_settings_from_env(replica))
 
 
 def test_legacy_variables_refuse_half_configurations() -> None:

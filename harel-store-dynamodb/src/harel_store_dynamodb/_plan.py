@@ -13,10 +13,8 @@ more steps than the transaction holds); ``pending_*``/``due_timers``: 1 GSI quer
 from __future__ import annotations
 
 import contextlib
-import random
-import threading
 import uuid
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary
@@ -26,7 +24,6 @@ from harel.store.common import (
     check_id,
     check_limit,
     check_now,
-    check_prune,
     check_seq,
     check_timer_ref,
     conflict,
@@ -34,16 +31,11 @@ from harel.store.common import (
     page_from_probe,
 )
 from harel.store.common.listing import ListingQuery
-from harel.store.common.validate import check_flag
-from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.contract import DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import (
-    ExecutionActive,
     ExecutionNotFound,
     InvalidCursor,
     InvalidIdentifier,
-    InvalidPayload,
-    PayloadTooLarge,
-    StoreConfigError,
     StoreError,
     StoreUnavailable,
 )
@@ -63,16 +55,14 @@ from harel_store_dynamodb._items import (
     step_item,
     step_key,
 )
+from harel_store_dynamodb._open import open_table
 from harel_store_dynamodb._requests import (
     Call,
     ConditionFailed,
-    Pause,
-    Request,
     RequestInDoubt,
-    TableInUse,
-    TableNotFound,
     TransactionCancelled,
 )
+from harel_store_dynamodb._retention import prune_processed, purge
 from harel_store_dynamodb._schema import (
     EXE_SK,
     G1P,
@@ -82,65 +72,30 @@ from harel_store_dynamodb._schema import (
     GSI1,
     GSI2,
     LISTING,
-    MARKS,
-    META_KEY,
     OUTBOX,
     PK,
-    SCHEMA_VERSION,
     SK,
-    SPAWNS,
     TIMERS,
     TRACE_RANGE,
-    check_schema_version,
     definition_partition,
     exe_key,
     exe_pk,
-    is_active,
-    layout_problems,
     mark_key,
     path_is_hashed,
-    table_definition,
     timer_key,
 )
 from harel_store_dynamodb._seq import CLOCK, BaseClock, locate, relay_pk
-from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
-
-Plan = Generator[Request, Any, Any]
-
-_CHECKED: set[tuple[str, str]] = set()
-"""``(endpoint, table)`` pairs this process has found ready and laid out for this release."""
-_CHECKED_LOCK = threading.Lock()
-ATTEMPTS = 6
-"""Bound on optimistic retries inside one operation (cursor races, base collisions, busy items)."""
-TABLE_WAIT_SECONDS = 300.0
-BUSY_CODES = frozenset(
-    {
-        "TransactionConflict",
-        "ThrottlingError",
-        "ProvisionedThroughputExceeded",
-        "RequestLimitExceeded",
-    }
+from harel_store_dynamodb._support import (
+    ATTEMPTS,
+    BUSY_CODES,
+    Plan,
+    backoff,
+    cancellation_error,
+    gsi1_query,
+    page,
+    query_all,
 )
-
-
-def _backoff(attempt: int) -> Pause:
-    return Pause(min(0.02 * 2**attempt, 0.5) * random.uniform(0.5, 1.0))
-
-
-def cancellation_error(exc: TransactionCancelled, what: str) -> StoreError:
-    """The typed error for a cancelled transaction whose reasons are not a lost CAS."""
-    codes = sorted(set(exc.codes()) - {"None"})
-    reasons = ", ".join(codes) or "no reason given"
-    if set(codes) & BUSY_CODES:
-        return StoreUnavailable(f"DynamoDB cancelled {what} ({reasons}); retry with backoff")
-    messages = " ".join(str(r.get("Message", "")) for r in exc.reasons if r.get("Code") != "None")
-    if "ItemCollectionSizeLimitExceeded" in codes or (
-        "ValidationError" in codes and "size" in messages.lower()
-    ):
-        return PayloadTooLarge(f"DynamoDB refused {what}: a size limit was exceeded ({messages})")
-    if "ValidationError" in codes:
-        return InvalidPayload(f"DynamoDB refused {what}: {messages or reasons}")
-    return StoreError(f"DynamoDB cancelled {what} ({reasons})")
+from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
 
 
 class Operations:
@@ -153,75 +108,9 @@ class Operations:
         self.cache = cache if cache is not None else CursorCache()
         self.clock = clock
 
-    # -- opening ---------------------------------------------------------------------------
-
     def open(self, create_table: bool, where: str, poll: float = 1.0) -> Plan:
-        """Find (or create and wait for) the table, check its layout and schema version.
-
-        Done once per table and endpoint (``where``) per process: later stores opened over a
-        table this process has checked send nothing.
-        """
-        table = self.table
-        if (where, table) in _CHECKED:
-            return
-        yield from self._check_table(create_table, poll)
-        with _CHECKED_LOCK:
-            _CHECKED.add((where, table))
-
-    def _check_table(self, create_table: bool, poll: float) -> Plan:
-        table = self.table
-        description: dict[str, Any] = {}
-        try:
-            description = (yield Call("describe_table", {"TableName": table}))["Table"]
-        except TableNotFound:
-            if not create_table:
-                raise StoreConfigError(
-                    f"DynamoDB table {table!r} does not exist: create it (see the README for the "
-                    "layout) or open the store with create_table=true"
-                ) from None
-            with contextlib.suppress(TableInUse):
-                yield Call("create_table", table_definition(table))
-        waited = 0.0
-        while not is_active(description):
-            if waited >= TABLE_WAIT_SECONDS:
-                raise StoreUnavailable(
-                    f"DynamoDB table {table!r} is not ACTIVE after {TABLE_WAIT_SECONDS:.0f} s"
-                )
-            if description:
-                yield Pause(poll)
-                waited += poll
-            try:
-                description = (yield Call("describe_table", {"TableName": table}))["Table"]
-            except TableNotFound:
-                description = {}
-                yield Pause(poll)
-                waited += poll
-        problems = layout_problems(description)
-        if problems:
-            raise StoreConfigError(
-                f"DynamoDB table {table!r} is not laid out for harel: {'; '.join(problems)}; "
-                "use another table name (create_table=true creates it)"
-            )
-        reply = yield Call(
-            "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
-        )
-        if check_schema_version(table, reply.get("Item")):
-            e = Expr()
-            try:
-                yield Call(
-                    "put_item",
-                    {
-                        "TableName": table,
-                        "Item": {**META_KEY, "schema": n(SCHEMA_VERSION)},
-                        "ConditionExpression": f"attribute_not_exists({e.name(PK)})",
-                        **e.args(),
-                    },
-                )
-            except ConditionFailed:
-                again = yield Call(
-                    "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
-                )
-                check_schema_version(table, again.get("Item"))
+        """Check the table once per process (see :func:`._open.open_table`)."""
+        return open_table(self.table, create_table, where, poll)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -254,7 +143,7 @@ class Operations:
             request = reply.get("UnprocessedKeys") or {}
             if not request:
                 break
-            yield _backoff(attempt)
+            yield backoff(attempt)
         else:
             raise StoreUnavailable(
                 f"DynamoDB kept throttling load_for_event on table {self.table!r}; retry later"
@@ -299,44 +188,19 @@ class Operations:
             e.name(a) for a in (SK, "tn", "tl", "i", "s", "sz")
         )
         params.update(e.args())
-        items = yield from self._query_all(params)
+        items = yield from query_all(params)
         return read_steps(execution_id, items)
 
-    def _query_all(self, params: dict[str, Any]) -> Plan:
-        items: list[Item] = []
-        while True:
-            reply = yield Call("query", params)
-            items.extend(reply.get("Items", []))
-            start = reply.get("LastEvaluatedKey")
-            if not start:
-                return items
-            params = {**params, "ExclusiveStartKey": start}
-
     # -- relays and timers -----------------------------------------------------------------
-
-    def _gsi1_query(
-        self, partition: str, limit: int | None, e: Expr | None = None, extra: str = ""
-    ) -> dict[str, Any]:
-        """A GSI1 query of one partition; ``extra`` adds key/filter terms built on ``e``."""
-        e = e if e is not None else Expr()
-        params: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": GSI1,
-            "KeyConditionExpression": f"{e.name(G1P)} = {e.value(s(partition))}" + extra,
-        }
-        if limit is not None:
-            params["Limit"] = limit
-        params.update(e.args())
-        return params
 
     def pending(self, kind: str, limit: int | None) -> Plan:
         """Pending outbox entries (``kind`` OUTBOX) or spawn intents (SPAWNS), ascending seq."""
         limit = check_limit(limit)
-        params = self._gsi1_query(kind, limit)
+        params = gsi1_query(self.table, kind, limit)
         out: list[OutboxEntry | SpawnEntry] = []
         while True:
             if limit is not None:
-                params["Limit"] = max(limit - len(out), 1)
+                params["Limit"] = page(limit - len(out))
             reply = yield Call("query", params)
             for item in reply.get("Items", []):
                 parent = None if kind == OUTBOX else as_str(item, "pa", "a spawn item")
@@ -398,7 +262,9 @@ class Operations:
         cut = float_key(check_now(now))
         limit = check_limit(limit)
         e = Expr()
-        params = self._gsi1_query(TIMERS, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}")
+        params = gsi1_query(
+            self.table, TIMERS, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}"
+        )
         timers: list[DueTimer] = []
         last: str | None = None
         while True:
@@ -413,9 +279,11 @@ class Operations:
             if limit is not None and len(timers) >= limit and last is not None:
                 # finish the group of timers sharing the last fire_at: ties sort by id, path
                 t = Expr()
-                tie = self._gsi1_query(TIMERS, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}")
+                tie = gsi1_query(
+                    self.table, TIMERS, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}"
+                )
                 tie["ExclusiveStartKey"] = start
-                rest = yield from self._query_all(tie)
+                rest = yield from query_all(tie)
                 timers.extend(read_timer(item) for item in rest)
                 break
             params = {**params, "ExclusiveStartKey": start}
@@ -517,7 +385,7 @@ class Operations:
                 if any(codes[i] == "ConditionalCheckFailed" for i in write.relay_actions):
                     continue  # another process drew the same relay base: draw again
                 if set(codes) & BUSY_CODES and attempt + 1 < ATTEMPTS:
-                    yield _backoff(attempt)
+                    yield backoff(attempt)
                     continue
                 raise cancellation_error(exc, f"the commit of {commit.execution_id!r}") from exc
             except RequestInDoubt:
@@ -569,7 +437,7 @@ class Operations:
             if unprocessed:
                 pending = unprocessed + pending
                 attempt += 1
-                yield _backoff(attempt)
+                yield backoff(attempt)
 
     # -- trace outside commits ---------------------------------------------------------------
 
@@ -621,7 +489,7 @@ class Operations:
                     cursor = cursor_of(old, f"execution {execution_id!r}")
                     continue
                 if set(exc.codes()) & BUSY_CODES and attempt + 1 < ATTEMPTS:
-                    yield _backoff(attempt)
+                    yield backoff(attempt)
                     continue
                 raise cancellation_error(exc, f"append_trace of {execution_id!r}") from exc
             self.cache.put(execution_id, after)
@@ -664,7 +532,7 @@ class Operations:
             "TableName": self.table,
             "IndexName": index,
             "KeyConditionExpression": condition,
-            "Limit": query.limit + 1,
+            "Limit": page(query.limit + 1),
         }
         if filters:
             params["FilterExpression"] = " AND ".join(filters)
@@ -680,168 +548,19 @@ class Operations:
             params = {
                 **params,
                 "ExclusiveStartKey": start,
-                "Limit": max(step, 100) if filters else max(step, 1),
+                "Limit": page(max(step, 100) if filters else step),
             }
         return page_from_probe(query, rows[: query.limit + 1])
 
     # -- retention ---------------------------------------------------------------------------
 
     def purge(self, execution_id: str, force: bool) -> Plan:
-        """Remove the execution and everything it owns; ExecutionActive unless finished/forced."""
-        execution_id = check_id(execution_id)
-        force = check_flag(force, "force")
-        existed = False
-        for _attempt in range(ATTEMPTS):
-            e = Expr()
-            owned = yield from self._query_all(
-                {
-                    "TableName": self.table,
-                    "KeyConditionExpression": f"{e.name(PK)} = {e.value(exe_pk(execution_id))}",
-                    "ConsistentRead": True,
-                    "ProjectionExpression": ", ".join(e.name(a) for a in (PK, SK, "v", "st")),
-                    **e.args(),
-                }
-            )
-            exe = next((i for i in owned if i[SK]["S"] == EXE_SK), None)
-            if exe is not None and not force:
-                status = as_str(exe, "st", f"execution {execution_id!r}")
-                if status not in {value.value for value in FINISHED}:
-                    raise ExecutionActive(execution_id, status)
-            relay_actions = yield from self._relay_purge_actions(execution_id)
-            actions: list[Action] = []
-            if exe is not None:
-                e = Expr()
-                actions.append(
-                    {
-                        "Delete": {
-                            "TableName": self.table,
-                            "Key": exe_key(execution_id),
-                            "ConditionExpression": f"{e.name('v')} = {e.value(exe['v'])}",
-                            **e.args(),
-                        }
-                    }
-                )
-            actions.extend(
-                {"Delete": {"TableName": self.table, "Key": {PK: i[PK], SK: i[SK]}}}
-                for i in owned
-                if i[SK]["S"] != EXE_SK
-            )
-            actions.extend(relay_actions)
-            try:
-                for start in range(0, len(actions), MAX_ACTIONS):
-                    yield Call(
-                        "transact_write_items",
-                        {"TransactItems": actions[start : start + MAX_ACTIONS]},
-                    )
-                    if start == 0 and exe is not None:
-                        existed = True
-            except TransactionCancelled as exc:
-                if "ConditionalCheckFailed" in exc.codes():
-                    continue  # a commit or an ack raced the purge: read again
-                raise cancellation_error(exc, f"the purge of {execution_id!r}") from exc
-            self.cache.drop(execution_id)
-            return existed
-        raise StoreUnavailable(f"the purge of {execution_id!r} kept racing other writers; retry")
-
-    def _relay_purge_actions(self, execution_id: str) -> Plan:
-        """Actions removing the outbox entries targeted at ``execution_id`` and its spawns."""
-        actions: list[Action] = []
-        for kind, attribute in ((OUTBOX, "tg"), (SPAWNS, "pa")):
-            e = Expr()
-            name, value = e.name(attribute), e.value(s(execution_id))
-            params = self._gsi1_query(kind, None, e)
-            params["FilterExpression"] = (
-                f"contains({name}, {value})" if kind == OUTBOX else f"{name} = {value}"
-            )
-            items = yield from self._query_all(params)
-            for item in items:
-                key = {PK: item[PK], SK: item[SK]}
-                entries = read_relay_entries(item)
-                mine = [
-                    slot
-                    for _seq, slot, entry in entries
-                    if kind == SPAWNS or opt_str(entry, "t") == execution_id
-                ]
-                if not mine:
-                    continue
-                if len(mine) == len(entries):
-                    actions.append({"Delete": {"TableName": self.table, "Key": key}})
-                    continue
-                u = Expr()
-                removes = ", ".join(f"{u.name('e')}.{u.name(slot)}" for slot in mine)
-                targets = u.value({"SS": [execution_id]})
-                actions.append(
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": key,
-                            "UpdateExpression": f"REMOVE {removes} DELETE {u.name('tg')} {targets}",
-                            "ConditionExpression": f"attribute_exists({u.name(PK)})",
-                            **u.args(),
-                        }
-                    }
-                )
-        return actions
+        """See :func:`._retention.purge`."""
+        return purge(self.table, self.cache, execution_id, force)
 
     def prune_processed(self, older_than: object, batch_size: object) -> Plan:
-        """Drop dedupe marks recorded before ``older_than`` (batches of conditional deletes)."""
-        threshold, batch = check_prune(older_than, batch_size)
-        cut = s(float_key(threshold))
-        total = 0
-        while True:
-            e = Expr()
-            params: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": GSI1,
-                "KeyConditionExpression": (
-                    f"{e.name(G1P)} = {e.value(s(MARKS))} AND {e.name(G1S)} < {e.value(cut)}"
-                ),
-                "Limit": batch,
-            }
-            params.update(e.args())
-            reply = yield Call("query", params)
-            keys = [{PK: item[PK], SK: item[SK]} for item in reply.get("Items", [])]
-            deleted = 0
-            for start in range(0, len(keys), MAX_ACTIONS):
-                deleted += yield from self._delete_marks(keys[start : start + MAX_ACTIONS], cut)
-            total += deleted
-            if deleted == 0 or (len(keys) < batch and not reply.get("LastEvaluatedKey")):
-                return total
-
-    def _delete_marks(self, keys: list[Item], cut: dict[str, str]) -> Plan:
-        for attempt in range(ATTEMPTS):
-            if not keys:
-                return 0
-            e = Expr()
-            condition = f"{e.name(G1S)} < {e.value(cut)}"
-            actions = [
-                {
-                    "Delete": {
-                        "TableName": self.table,
-                        "Key": key,
-                        "ConditionExpression": condition,
-                        **e.args(),
-                    }
-                }
-                for key in keys
-            ]
-            try:
-                yield Call("transact_write_items", {"TransactItems": actions})
-            except TransactionCancelled as exc:
-                codes = exc.codes()
-                if "ConditionalCheckFailed" in codes:
-                    keys = [
-                        k
-                        for k, code in zip(keys, codes, strict=True)
-                        if code != "ConditionalCheckFailed"
-                    ]
-                    continue
-                if set(codes) & BUSY_CODES and attempt + 1 < ATTEMPTS:
-                    yield _backoff(attempt)
-                    continue
-                raise cancellation_error(exc, "prune_processed") from exc
-            return len(keys)
-        return 0
+        """See :func:`._retention.prune_processed`."""
+        return prune_processed(self.table, older_than, batch_size)
 
 
 def _applied(item: Item, commit: PreparedCommit, write: CommitWrite) -> bool:
@@ -850,4 +569,4 @@ def _applied(item: Item, commit: PreparedCommit, write: CommitWrite) -> bool:
     return version == str(commit.new_version) and opt_str(item, "ct") == write.token
 
 
-__all__ = ["Operations", "Plan", "cancellation_error"]
+__all__ = ["Operations", "Plan"]

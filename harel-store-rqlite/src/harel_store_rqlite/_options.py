@@ -32,8 +32,8 @@ DEFAULT_URL = "rqlite://localhost:4001"
 LEVELS = ("none", "weak", "linearizable", "strong")
 """rqlite's read consistency levels (``linearizable`` needs rqlite 8.33 or newer)."""
 DEFAULT_TIMEOUT = 10.0
-DEFAULT_CONNECT_RETRIES = 8
-DEFAULT_RETRY_DELAY = 0.5
+DEFAULT_CONNECT_RETRIES = 6
+DEFAULT_RETRY_DELAY = 0.25
 LOCAL_FAKE_HOST = "local-fake"
 """The host of ``rqlite://local-fake``: the test harness's placeholder for a fake node it
 starts itself (see ``harel_store_rqlite.testing``); never a store URL."""

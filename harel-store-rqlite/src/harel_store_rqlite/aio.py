@@ -241,8 +241,11 @@ class AsyncRqliteStore:
     async def prune_processed(
         self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
     ) -> int:
-        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per request."""
-        return await self._write(self._plan.prune_processed(older_than, batch_size))
+        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per request.
+
+        Not shielded: each batch is atomic on the node, so a cancelled prune just stops (its
+        current batch applied or not); a later prune drops what is left."""
+        return await self._run(self._plan.prune_processed(older_than, batch_size))
 
     async def close(self) -> None:
         """Wait for writes in flight, then close the HTTP client (idempotent); later calls

@@ -1,0 +1,134 @@
+"""Figure 4: what the durable runner costs on top of the store, and the engine on its own.
+
+``DurableRunner.process`` (load_for_event, the engine step, one commit with the dedupe mark,
+the relay's two sweeps and the reload) against a bare ``store.commit`` of the same write (the
+snapshot and the dedupe mark) on the same store, taking turns round after round; and the pure
+engine (``harel.engine.core.process`` on an in-memory execution, no store at all).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from common import Mode, Target, interleaved, open_harness, rate
+from harel.engine import DurableRunner, core, definition_from_dsl
+from harel.model import Event, Execution
+
+RUNNER_VS_COMMIT = 0.7
+BACKENDS = ("memory", "sqlite")
+TOGGLE = """
+event Go {}
+machine toggle {
+  initial A
+  state A {}
+  state B {}
+  from A to B on Go
+  from B to A on Go
+}
+"""
+
+
+@dataclass
+class Overhead:
+    """Events (or commits) per second by loop: ``runner``, ``bare commit``, ``engine``; and
+    the share of the runner's time spent inside store calls."""
+
+    target: Target
+    rates: dict[str, float] = field(default_factory=dict)
+    store_share: float | None = None
+    calls: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """Runner events/s over bare commits/s."""
+        runner, bare = self.rates.get("runner"), self.rates.get("bare commit")
+        return runner / bare if runner and bare else None
+
+
+class TimedStore:
+    """Forwards to a store, adding up the seconds spent inside its methods and the calls."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.seconds = store, 0.0
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+        if not callable(method):
+            return method
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        return timed
+
+
+def _store_share(
+    store: Any, definitions: dict[str, Any], seconds: float
+) -> tuple[float, dict[str, float]]:
+    """The share of ``runner.process`` time spent inside store calls, and the store calls
+    made per event (by method)."""
+    timed = TimedStore(store)
+    runner = DurableRunner(cast(Any, timed), definitions)
+    events = 0
+
+    def step(i: int) -> None:
+        nonlocal events
+        runner.process("ov-runner", Event(kind="Go"))
+        events += 1
+
+    started = time.perf_counter()
+    rate(step, seconds)
+    share = timed.seconds / (time.perf_counter() - started)
+    return share, {name: count / events for name, count in timed.calls.items()}
+
+
+def measure(target: Target, workdir: Path, mode: Mode) -> Overhead:
+    """Figure 4 for one backend (an error is reported, not raised)."""
+    result = Overhead(target)
+    try:
+        defn = definition_from_dsl(TOGGLE)
+        with open_harness(target, workdir) as harness:
+            store = harness.open_sync()
+            try:
+                runner = DurableRunner(store, {defn.id: defn})
+                runner.create(defn.id, execution_id="ov-runner")
+                bare = Execution(id="ov-bare", definition_id=defn.id)
+                store.commit(bare, [])
+                pure = Execution(id="ov-engine", definition_id=defn.id)
+                core.run_to_completion(core.start(defn, pure), lambda effect: None)
+
+                def commit(i: int) -> None:
+                    bare.active_path = "toggle.B" if i % 2 else "toggle.A"
+                    store.commit(bare, [], f"bare-{i}")
+
+                loops = {
+                    "runner": lambda: rate(
+                        lambda i: runner.process("ov-runner", Event(kind="Go")), mode.seconds
+                    ),
+                    "bare commit": lambda: rate(commit, mode.seconds),
+                    "engine": lambda: rate(
+                        lambda i: core.run_to_completion(
+                            core.process(defn, pure, Event(kind="Go")), lambda effect: None
+                        ),
+                        mode.seconds,
+                    ),
+                }
+                result.rates = interleaved(loops, mode.rounds)
+                result.store_share, result.calls = _store_share(
+                    store, {defn.id: defn}, mode.seconds
+                )
+            finally:
+                store.close()
+    except Exception as exc:  # a benchmark reports a broken backend and goes on
+        result.error = f"{type(exc).__name__}: {exc}"[:300]
+    return result

@@ -1,0 +1,376 @@
+"""RESULTS.md and the growth plot: one table per figure, each figure with its target and marks."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import concurrency
+import growth
+import overhead
+import roundtrips
+import throughput
+from common import Mode, ratio_mark
+
+FINDINGS = Path(__file__).resolve().parent / "FINDINGS.md"
+
+
+@dataclass
+class Results:
+    """Everything one run measured, by figure, plus the run's context."""
+
+    mode: Mode
+    command: str
+    started: str
+    seconds: float = 0.0
+    load: list[tuple[float, float, float]] = field(default_factory=list)
+    roundtrips: list[roundtrips.RoundTrips] = field(default_factory=list)
+    throughput: list[throughput.Throughput] = field(default_factory=list)
+    growth: list[growth.Growth] = field(default_factory=list)
+    overhead: list[overhead.Overhead] = field(default_factory=list)
+    concurrency: list[concurrency.Concurrency] = field(default_factory=list)
+    misses: list[str] = field(default_factory=list)
+
+    def errors(self) -> list[str]:
+        """``label: error`` of every figure that could not be measured."""
+        figures: list[
+            list[roundtrips.RoundTrips]
+            | list[throughput.Throughput]
+            | list[growth.Growth]
+            | list[overhead.Overhead]
+            | list[concurrency.Concurrency]
+        ] = [self.roundtrips, self.throughput, self.growth, self.overhead, self.concurrency]
+        return [f"{r.target.label}: {r.error}" for rows in figures for r in rows if r.error]
+
+
+def machine() -> str:
+    """Cores, CPU model, memory, OS and Python of this machine."""
+    model, memory = platform.processor() or platform.machine(), "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                memory = f"{int(line.split()[1]) / 1024**2:.1f} GiB"
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} cores ({model}), {memory} memory, {platform.system()} "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def _n(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _roundtrips(results: Results) -> list[str]:
+    out = [
+        "## 1. Round trips per operation",
+        "",
+        "Counted by a loopback proxy between store and server (`CountingProxy`), on the",
+        "second of two passes.  **Target:** every commit shape = 1 round trip on Redis,",
+        "PostgreSQL, rqlite and DynamoDB; ≤ 2 on MongoDB (mongomock has no wire: its",
+        "harness's driver calls are counted instead).",
+        "",
+    ]
+    head = ["backend", "counted", "flavour", *roundtrips.OPERATIONS, "commit target", "✓/✗"]
+    rows: list[list[str]] = []
+    for r in results.roundtrips:
+        if r.error or not r.counts:
+            rows.append([r.target.label, r.error or r.how, *[""] * (len(head) - 2)])
+            continue
+        limit = roundtrips.COMMIT_TARGETS.get(r.target.backend)
+        for flavour, counts in r.counts.items():
+            worst = max(counts.get(op, 0) for op in roundtrips.COMMITS)
+            mark = "n/a" if limit is None else ratio_mark(worst, limit, at_most=True)
+            if mark == "✗":
+                results.misses.append(
+                    f"round trips: {r.target.label} {flavour} commit takes {worst} (> {limit})"
+                )
+            rows.append(
+                [
+                    r.target.label,
+                    r.how,
+                    flavour,
+                    *[str(counts.get(op, "")) for op in roundtrips.OPERATIONS],
+                    "n/a" if limit is None else f"≤ {limit}",
+                    mark,
+                ]
+            )
+    return [*out, *_table(head, rows), ""]
+
+
+def _throughput(results: Results) -> list[str]:
+    t = throughput
+    out = [
+        "## 2. Commit throughput against the raw driver",
+        "",
+        "Commits per second, one process, one dataset, loops taking turns (median of "
+        f"{results.mode.rounds} rounds of {results.mode.seconds} s).  *raw* = encode the "
+        "execution + the harness's `raw_commit()` (one CAS write in its own transaction); "
+        "*side* = commit with one emit, a dedupe mark, a timer and a trace step; *async* = the "
+        "async store, one task.  **Targets:** state-only ≥ "
+        f"{t.STATE_VS_RAW}x raw (CPU-bound setting: SQLite/libSQL `synchronous=NORMAL`), "
+        f"side ≥ {t.SIDE_VS_RAW}x raw, async ≥ {t.ASYNC_VS_SYNC}x sync.",
+        "",
+    ]
+    head = [
+        "backend",
+        "raw/s",
+        "commit/s",
+        "side/s",
+        "async/s",
+        "async side/s",
+        "commit÷raw",
+        "✓/✗",
+        "side÷raw",
+        "✓/✗",
+        "async÷sync",
+        "✓/✗",
+        "async side÷side",
+        "✓/✗",
+    ]
+    rows: list[list[str]] = []
+    for r in results.throughput:
+        if r.error:
+            rows.append([r.target.label, r.error, *[""] * (len(head) - 2)])
+            continue
+        checks = [
+            ("commit÷raw", r.ratio("commit", "raw"), t.STATE_VS_RAW),
+            ("side÷raw", r.ratio("commit+side", "raw"), t.SIDE_VS_RAW),
+            ("async÷sync", r.ratio("async commit", "commit"), t.ASYNC_VS_SYNC),
+            ("async side÷side", r.ratio("async commit+side", "commit+side"), t.ASYNC_VS_SYNC),
+        ]
+        cells: list[str] = []
+        for name, value, target in checks:
+            mark = ratio_mark(value, target)
+            if mark == "✗":
+                results.misses.append(
+                    f"throughput: {r.target.label} {name} = {_x(value)} (target ≥ {target}x)"
+                )
+            cells += [_x(value), mark]
+        rates = [
+            _n(r.rates.get(k))
+            for k in ("raw", "commit", "commit+side", "async commit", "async commit+side")
+        ]
+        rows.append([r.target.label, *rates, *cells])
+    out += [*_table(head, rows), ""]
+    profiled = [r for r in results.throughput if r.profile]
+    if profiled:
+        out += [
+            "Where a state-only commit's time goes when it misses the raw target (cProfile, "
+            "own time summed per module; `C:` = a C function, e.g. the driver's `execute`):",
+            "",
+        ]
+        for r in profiled:
+            shares = ", ".join(f"{name} {share:.0%}" for name, share in r.profile)
+            out.append(f"* **{r.target.label}**: {shares}")
+        out.append("")
+    return out
+
+
+def _growth(results: Results) -> list[str]:
+    sizes = list(results.mode.sizes)
+    out = [
+        "## 3. Cost as the data grows",
+        "",
+        "Median ms of each call on the sync store (over "
+        f"{results.mode.reps} calls) with that many stored executions, each with a dedupe "
+        "mark, a far timer, a trace step and an acknowledged outbox entry; only a handful due "
+        "or pending.  `prune_processed` finds nothing old enough to drop (the cost of looking). "
+        f"**Target:** cost at {sizes[-1]:,} ≤ {growth.GROWTH_LIMIT:g}x cost at {sizes[0]:,} "
+        "(the ratio column: largest measured size ÷ smallest).",
+        "",
+        "![cost versus stored executions](growth.png)",
+        "",
+    ]
+    head = ["backend", "operation", *[f"{s:,} ms" for s in sizes], "ratio", "✓/✗"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    for r in results.growth:
+        if r.error:
+            rows.append([r.target.label, r.error, *[""] * (len(head) - 2)])
+            continue
+        rate = f" (populated at {_n(r.populate_rate)} executions/s)" if r.populate_rate else ""
+        notes += [f"* {r.target.label}{rate}: skipped {why}" for why in r.skipped]
+        for op in growth.OPERATIONS:
+            ratio = r.ratio(op)
+            full = max(r.cost, default=0) == sizes[-1]
+            mark = ratio_mark(ratio, growth.GROWTH_LIMIT, at_most=True)
+            if mark == "✗":
+                results.misses.append(f"growth: {r.target.label} {op} grows {_x(ratio)}")
+            cost = [_n(r.cost.get(s, {}).get(op), 3) for s in sizes]
+            rows.append([r.target.label, op, *cost, _x(ratio), mark if full else f"({mark})"])
+    out += _table(head, rows)
+    if notes:
+        out += ["", "Sizes left out (a mark in parentheses: the largest size was not reached):"]
+        out += ["", *notes]
+    return [*out, ""]
+
+
+def _overhead(results: Results) -> list[str]:
+    out = [
+        "## 4. Runner overhead",
+        "",
+        "`DurableRunner.process` (a two-state toggle machine) against a bare `store.commit` of "
+        "the same write (snapshot + dedupe mark) on the same store, taking turns.  **Target:** "
+        f"runner ≥ {overhead.RUNNER_VS_COMMIT}x bare commits.  *store share* = the part of the "
+        "runner's time spent inside store calls; *calls/event* = the store calls it makes per "
+        "event.",
+        "",
+    ]
+    head = [
+        "store",
+        "runner events/s",
+        "bare commits/s",
+        "runner÷bare",
+        "✓/✗",
+        "store share",
+        "calls/event",
+    ]
+    rows: list[list[str]] = []
+    engine: list[str] = []
+    for r in results.overhead:
+        if r.error:
+            rows.append([r.target.label, r.error, *[""] * (len(head) - 2)])
+            continue
+        mark = ratio_mark(r.ratio, overhead.RUNNER_VS_COMMIT)
+        if mark == "✗":
+            results.misses.append(f"runner: {r.target.label} runner÷bare = {_x(r.ratio)}")
+        calls = ", ".join(f"{name} {count:g}" for name, count in r.calls.items())
+        share = "n/a" if r.store_share is None else f"{r.store_share:.0%}"
+        rows.append(
+            [
+                r.target.label,
+                _n(r.rates.get("runner")),
+                _n(r.rates.get("bare commit")),
+                _x(r.ratio),
+                mark,
+                share,
+                calls,
+            ]
+        )
+        engine.append(f"{_n(r.rates.get('engine'))} events/s (measured beside {r.target.label})")
+    out += _table(head, rows)
+    if engine:
+        out += [
+            "",
+            "The engine on its own (`harel.engine.core.process` on an in-memory execution, no "
+            "store): " + "; ".join(engine) + ".",
+        ]
+    return [*out, ""]
+
+
+def _concurrency(results: Results) -> list[str]:
+    out = [
+        "## 5. Concurrency",
+        "",
+        "Async store, N tasks each committing to an execution of its own: commits/s in all "
+        "(conflicts in parentheses, none expected).",
+        "",
+    ]
+    head = ["backend", *[f"{n} task{'s' if n > 1 else ''}" for n in concurrency.TASKS]]
+    rows: list[list[str]] = []
+    for r in results.concurrency:
+        if r.error and not r.tasks:
+            rows.append([r.target.label, r.error, *[""] * (len(head) - 2)])
+            continue
+        rows.append([r.target.label, *[_pair(r.tasks.get(n)) for n in concurrency.TASKS]])
+    out += [*_table(head, rows), ""]
+    out += [
+        f"Worker processes over one dataset, load + commit on {concurrency.SHARED} shared "
+        "executions picked at random: commits/s in all (share of attempts refused with "
+        "`StoreConflict`).",
+        "",
+    ]
+    head = ["backend", *[f"{n} process{'es' if n > 1 else ''}" for n in concurrency.PROCESSES]]
+    rows = [
+        [r.target.label, *[_pair(r.processes.get(n)) for n in concurrency.PROCESSES]]
+        for r in results.concurrency
+        if r.processes
+    ]
+    return [*out, *_table(head, rows), ""]
+
+
+def _pair(value: tuple[float, float] | None) -> str:
+    return "n/a" if value is None else f"{value[0]:,.0f} ({value[1]:.1%})"
+
+
+def render(results: Results) -> str:
+    """The whole RESULTS.md."""
+    load = results.load
+    lines = [
+        "# Benchmark results",
+        "",
+        f"* Command: `{results.command}` ({results.mode.name} mode), {results.seconds:.0f} s.",
+        f"* Machine: {machine()}.",
+        f"* Date: {results.started}.",
+    ]
+    if len(load) == 2:
+        lines.append(
+            f"* Load average (1 min) at the start {load[0][0]:.1f}, at the end {load[1][0]:.1f}: "
+            "other work shared the machine, so absolute figures are noisy; the ratios, measured "
+            "side by side in one run, are what the targets judge."
+        )
+    lines.append("")
+    for section in (_roundtrips, _throughput, _growth, _overhead, _concurrency):
+        lines += section(results)
+    lines += ["## Targets missed", ""]
+    lines += [f"* {miss}" for miss in results.misses] or ["None."]
+    errors = results.errors()
+    if errors:
+        lines += ["", "Figures that could not be measured:", ""]
+        lines += [f"* {error}" for error in errors]
+    if FINDINGS.exists():
+        lines += ["", FINDINGS.read_text().strip()]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: Results, path: Path) -> bool:
+    """Cost versus stored executions, one panel per operation, one line per backend."""
+    measured = [r for r in results.growth if len(r.cost) >= 1]
+    if not measured:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = growth.OPERATIONS
+    columns = 4
+    fig, axes = plt.subplots(
+        (len(ops) + columns - 1) // columns, columns, figsize=(16, 8), squeeze=False
+    )
+    for index, op in enumerate(ops):
+        ax = axes[index // columns][index % columns]
+        for r in measured:
+            sizes = sorted(r.cost)
+            ax.plot(sizes, [r.cost[s][op] for s in sizes], marker="o", label=r.target.label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(op)
+        ax.set_xlabel("stored executions")
+        ax.set_ylabel("ms per call")
+        ax.grid(True, which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6))
+    fig.suptitle(f"Cost versus stored executions ({results.mode.name} mode, {results.started})")
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True

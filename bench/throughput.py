@@ -1,0 +1,146 @@
+"""Figure 2: commit throughput against the driver's raw equivalent, sync and async.
+
+Side by side in one process, one dataset, taking turns round after round: the harness's
+``raw_commit()`` (encode the execution + one CAS write, see
+:meth:`~harel.conformance.harness.StoreHarness.raw_commit`), ``store.commit`` state-only and
+with emit + dedupe mark + timer + trace step, and the same two on the async store (one task,
+each call awaited before the next).  Every loop commits to an execution of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import pstats
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from common import Mode, Target, arate, execution, interleaved, open_harness, rate, side_writes
+from harel.store.common import encode_execution
+
+STATE_VS_RAW = 0.8
+SIDE_VS_RAW = 0.6
+ASYNC_VS_SYNC = 0.8
+
+
+@dataclass
+class Throughput:
+    """Commits per second by loop name (``raw``, ``commit``, ``commit+side``, ``async commit``,
+    ``async commit+side``), and where a state-only commit spends its time when it misses."""
+
+    target: Target
+    rates: dict[str, float] = field(default_factory=dict)
+    profile: list[tuple[str, float]] = field(default_factory=list)
+    error: str | None = None
+
+    def ratio(self, top: str, bottom: str) -> float | None:
+        """``rates[top] / rates[bottom]`` when both were measured."""
+        a, b = self.rates.get(top), self.rates.get(bottom)
+        return a / b if a and b else None
+
+
+def _sync_loops(store: Any, raw: Callable[[str, int, str], None] | None) -> dict[str, Any]:
+    plain, busy, direct = execution("tp-commit"), execution("tp-side"), execution("tp-raw")
+    for exe in (plain, busy, direct):
+        store.commit(exe, [])
+
+    def commit(i: int) -> None:
+        plain.context["n"] = i
+        store.commit(plain, [])
+
+    def side(i: int) -> None:
+        busy.context["n"] = i
+        store.commit(busy, **side_writes(busy, i))
+
+    def raw_write(i: int) -> None:
+        assert raw is not None
+        direct.context["n"] = i
+        expected = direct.version
+        direct.version = expected + 1
+        raw(direct.id, expected, encode_execution(direct))
+
+    loops: dict[str, Any] = {"commit": commit, "commit+side": side}
+    if raw is not None:
+        loops["raw"] = raw_write
+    return loops
+
+
+async def _async_loops(store: Any) -> dict[str, Any]:
+    plain, busy = execution("tp-acommit"), execution("tp-aside")
+    for exe in (plain, busy):
+        await store.commit(exe, [])
+
+    async def commit(i: int) -> None:
+        plain.context["n"] = i
+        await store.commit(plain, [])
+
+    async def side(i: int) -> None:
+        busy.context["n"] = i
+        await store.commit(busy, **side_writes(busy, i))
+
+    return {"async commit": commit, "async commit+side": side}
+
+
+def _on(runner: asyncio.Runner, step: Any, seconds: float) -> float:
+    """:func:`arate` of ``step`` on ``runner``'s event loop."""
+    rate_: float = runner.run(arate(step, seconds))
+    return rate_
+
+
+def profile_commits(step: Callable[[int], None], seconds: float) -> list[tuple[str, float]]:
+    """Where ``seconds`` of state-only commits spend their time: the share of the total by
+    package (own time of each function, summed per top-level module), largest first."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    rate(step, seconds)
+    profiler.disable()
+    stats: dict[Any, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    shares: dict[str, float] = {}
+    total = 0.0
+    for (filename, _line, function), (_cc, _nc, own, _cum, _callers) in stats.items():
+        total += own
+        shares[_package(filename, function)] = shares.get(_package(filename, function), 0) + own
+    ranked = sorted(shares.items(), key=lambda item: -item[1])
+    return [(name, own / total) for name, own in ranked[:6] if total]
+
+
+def _package(filename: str, function: str) -> str:
+    """``harel.store.common.codec``-like label of a profiled function's file."""
+    if filename == "~":  # a C function: name it by itself (e.g. sqlite3 execute, json)
+        return function.strip("<>").replace("built-in method ", "C: ")
+    parts = Path(filename).with_suffix("").parts
+    for anchor in ("site-packages", "src", "lib"):
+        if anchor in parts:
+            tail = parts[len(parts) - parts[::-1].index(anchor) :]
+            return ".".join(tail[:4])
+    return ".".join(parts[-2:])
+
+
+def measure(target: Target, workdir: Path, mode: Mode, *, profile: bool = True) -> Throughput:
+    """Figure 2 for one backend setting (an error is reported, not raised)."""
+    result = Throughput(target)
+    try:
+        with open_harness(target, workdir) as harness, asyncio.Runner() as runner:
+            store = harness.open_sync()
+            astore = runner.run(harness.open_async())
+            try:
+                sync_loops = _sync_loops(store, harness.raw_commit())
+                async_loops = runner.run(_async_loops(astore))
+                loops: dict[str, Callable[[], float]] = {
+                    name: partial(rate, step, mode.seconds) for name, step in sync_loops.items()
+                }
+                for name, astep in async_loops.items():
+                    loops[name] = partial(_on, runner, astep, mode.seconds)
+                result.rates = interleaved(loops, mode.rounds)
+                short = (result.ratio("commit", "raw") or 1) < STATE_VS_RAW
+                if profile and short:
+                    result.profile = profile_commits(sync_loops["commit"], mode.seconds * 2)
+            finally:
+                store.close()
+                runner.run(astore.close())
+    except Exception as exc:  # a benchmark reports a broken backend and goes on
+        result.error = f"{type(exc).__name__}: {exc}"[:300]
+    return result

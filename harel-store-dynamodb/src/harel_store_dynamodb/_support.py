@@ -1,0 +1,84 @@
+"""What every plan shares: the plan type, retry bounds, query paging, cancellation mapping."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Generator
+from typing import Any
+
+from harel.store.errors import InvalidPayload, PayloadTooLarge, StoreError, StoreUnavailable
+
+from harel_store_dynamodb._requests import Call, Pause, Request, TransactionCancelled
+from harel_store_dynamodb._schema import G1P, GSI1
+from harel_store_dynamodb._values import Expr, Item, s
+
+Plan = Generator[Request, Any, Any]
+"""A sans-IO operation: yields :class:`Call`/:class:`Pause`, is sent each reply."""
+
+ATTEMPTS = 6
+"""Bound on optimistic retries inside one operation (cursor races, base collisions, busy items)."""
+BUSY_CODES = frozenset(
+    {
+        "TransactionConflict",
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "RequestLimitExceeded",
+    }
+)
+"""Cancellation reasons that go away with a retry."""
+QUERY_PAGE = 1000
+"""The most items one ``Query`` asks for (larger limits page on with ``ExclusiveStartKey``)."""
+
+
+def page(wanted: int) -> int:
+    """A ``Limit`` DynamoDB accepts: between 1 and :data:`QUERY_PAGE`."""
+    return max(1, min(wanted, QUERY_PAGE))
+
+
+def backoff(attempt: int) -> Pause:
+    """The pause before retry ``attempt`` (exponential, capped at 0.5 s, jittered)."""
+    return Pause(min(0.02 * 2**attempt, 0.5) * random.uniform(0.5, 1.0))
+
+
+def cancellation_error(exc: TransactionCancelled, what: str) -> StoreError:
+    """The typed error for a cancelled transaction whose reasons are not a lost CAS."""
+    codes = sorted(set(exc.codes()) - {"None"})
+    reasons = ", ".join(codes) or "no reason given"
+    if set(codes) & BUSY_CODES:
+        return StoreUnavailable(f"DynamoDB cancelled {what} ({reasons}); retry with backoff")
+    messages = " ".join(str(r.get("Message", "")) for r in exc.reasons if r.get("Code") != "None")
+    if "ItemCollectionSizeLimitExceeded" in codes or (
+        "ValidationError" in codes and "size" in messages.lower()
+    ):
+        return PayloadTooLarge(f"DynamoDB refused {what}: a size limit was exceeded ({messages})")
+    if "ValidationError" in codes:
+        return InvalidPayload(f"DynamoDB refused {what}: {messages or reasons}")
+    return StoreError(f"DynamoDB cancelled {what} ({reasons})")
+
+
+def query_all(params: dict[str, Any]) -> Plan:
+    """Every item of a ``Query``, following ``LastEvaluatedKey``."""
+    items: list[Item] = []
+    while True:
+        reply = yield Call("query", params)
+        items.extend(reply.get("Items", []))
+        start = reply.get("LastEvaluatedKey")
+        if not start:
+            return items
+        params = {**params, "ExclusiveStartKey": start}
+
+
+def gsi1_query(
+    table: str, partition: str, limit: int | None, e: Expr | None = None, extra: str = ""
+) -> dict[str, Any]:
+    """A GSI1 query of one partition; ``extra`` adds key/filter terms built on ``e``."""
+    e = e if e is not None else Expr()
+    params: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": GSI1,
+        "KeyConditionExpression": f"{e.name(G1P)} = {e.value(s(partition))}" + extra,
+    }
+    if limit is not None:
+        params["Limit"] = page(limit)
+    params.update(e.args())
+    return params
