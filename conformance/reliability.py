@@ -31,12 +31,20 @@ from pathlib import Path
 from harel.conformance import attacks, backend_test_url, usable_backend_names
 from harel.conformance.attacks import AttackResult
 from harel.conformance.harness import StoreHarness
-from harel.conformance.profiles import RELIABILITY, RELIABILITY_EXAMPLES
+from harel.conformance.profiles import (
+    RELIABILITY,
+    RELIABILITY_CANCELLATIONS,
+    RELIABILITY_EXAMPLES,
+)
 from harel.registry import get_backend, harness_for_url
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "RELIABILITY.md"
-KIT_SELECTION = "RoundTrip or Cancel"
+KIT_PARTS = (
+    ("round-trip law (kit)", "hostile_input", RELIABILITY_EXAMPLES),
+    ("cancellation storm (kit)", "Cancellation", RELIABILITY_CANCELLATIONS),
+)
+"""(attack, pytest -k selection of kit tests, inputs each passed test tried)."""
 
 
 @dataclass(frozen=True)
@@ -75,16 +83,16 @@ def _attacks(
     return plan
 
 
-def run_kit_part(url: str, workdir: Path) -> AttackResult:
-    """The kit's round-trip law and cancellation storm with the ``reliability`` profile."""
-    result = AttackResult("round-trip law + cancellation storm (kit)")
+def run_kit_part(url: str, workdir: Path, attack: str, selection: str, each: int) -> AttackResult:
+    """Kit tests selected by ``selection`` with the ``reliability`` hypothesis profile."""
+    result = AttackResult(attack)
     started = time.perf_counter()
     code = (
         "import json, sys\n"
         "from harel.conformance import run_conformance\n"
         "raise SystemExit(run_conformance(sys.argv[1], json.loads(sys.argv[2])))\n"
     )
-    args = f'["-q", "-p", "no:cacheprovider", "--harel-strict", "-k", "{KIT_SELECTION}"]'
+    args = f'["-q", "-p", "no:cacheprovider", "--harel-strict", "-k", "{selection}"]'
     env = {**os.environ, "HYPOTHESIS_PROFILE": RELIABILITY}
     proc = subprocess.run(
         [sys.executable, "-c", code, url, args],
@@ -97,7 +105,7 @@ def run_kit_part(url: str, workdir: Path) -> AttackResult:
     tail = proc.stdout.strip().splitlines()[-1:] or [""]
     passed = _count(tail[0], "passed")
     result.runs = passed
-    result.inputs = passed * RELIABILITY_EXAMPLES
+    result.inputs = passed * each
     if proc.returncode != 0:
         result.failures.append(f"kit exited {proc.returncode}: {tail[0]}")
     result.seconds = time.perf_counter() - started
@@ -135,7 +143,8 @@ def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
             harness.destroy()
     if sizes.kit:
         (workdir / "kit").mkdir(parents=True, exist_ok=True)
-        results.append(run_kit_part(url, workdir / "kit"))
+        for label, selection, each in KIT_PARTS:
+            results.append(run_kit_part(url, workdir / "kit", label, selection, each))
     return results
 
 
@@ -152,7 +161,8 @@ def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float) -
         f"Sizes: {sizes.writers} racing threads/processes, {sizes.writers * 2} tasks, "
         f"{sizes.wins} won commits each; {sizes.kill_runs} SIGKILLed writers; "
         f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; kit part with the "
-        f"`{RELIABILITY}` hypothesis profile ({RELIABILITY_EXAMPLES} examples per test).",
+        f"`{RELIABILITY}` profile ({RELIABILITY_EXAMPLES} generated inputs per flavour of the "
+        f"round-trip law, {RELIABILITY_CANCELLATIONS} cancellations per cancellation test).",
         "",
         "| backend | attack | runs | inputs | failures | data lost | seconds |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",

@@ -271,6 +271,24 @@ def test_fan_out_packs_and_acks_empty_the_partition(harness: DynamoDBHarness) ->
     store.close()
 
 
+def test_purge_takes_its_entries_out_of_packed_items(harness: DynamoDBHarness) -> None:
+    store = harness.open_sync()
+    store.commit(exe("A", status=Status.DONE), [])
+    targets = ["A" if n % 2 else "B" for n in range(120)]
+    emits = [(t, Event(id=f"e{n}", kind="Hi")) for n, t in enumerate(targets)]
+    store.commit(exe("sender"), emits)  # 121 actions: the outbox entries are packed
+    assert store.purge("A") is True
+    assert harness.footprint("A") == []
+    left = store.pending_outbox()
+    assert [(e.target_id, e.event.id) for e in left] == [
+        (t, f"e{n}") for n, t in enumerate(targets) if t == "B"
+    ]
+    for entry in left:
+        store.ack_outbox(entry.seq)
+    assert [i for i in harness.scan() if i["pk"]["S"].startswith("q:")] == []
+    store.close()
+
+
 def test_a_large_but_compressible_context_and_an_oversized_one(harness: DynamoDBHarness) -> None:
     store = harness.open_sync()
     big = exe("big", context={"blob": "y" * 3_000_000})

@@ -4,6 +4,8 @@ hand, the HTTP calls each request becomes, redirects, the error mapping, options
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Generator
 from typing import Any
 
@@ -327,3 +329,13 @@ def test_legacy_variable() -> None:
     assert url_from_env({"STM_RQLITE_URL": "http://n:4001"}) == "rqlite://n:4001"
     assert url_from_env({"STM_RQLITE_URL": "https://u:p@n"}) == "rqlites://u:p@n"
     assert url_from_env({"STM_RQLITE_URL": "rqlite://n"}) == "rqlite://n"
+
+
+def test_the_sans_io_modules_import_no_http_client() -> None:
+    code = (
+        "import sys, harel_store_rqlite._plan, harel_store_rqlite._wire\n"
+        "import harel_store_rqlite._plugin\n"
+        "assert 'httpx' not in sys.modules, 'httpx imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

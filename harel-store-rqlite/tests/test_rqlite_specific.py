@@ -400,6 +400,8 @@ def test_placeholder_and_foreign_urls_are_refused() -> None:
         RqliteStore("rqlite://local-fake")
     with pytest.raises(InvalidStoreURL):
         RqliteStore("sqlite:///x.db")
+    with pytest.raises(InvalidStoreURL, match="cannot be addressed"):  # idna fails: no DNS asked
+        RqliteStore("rqlite://exa_mple..invalid", timeout=1)
 
 
 def test_the_registry_opens_both_schemes(node: FakeRqlite) -> None:

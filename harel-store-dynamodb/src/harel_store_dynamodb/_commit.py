@@ -109,6 +109,7 @@ def _relay_item(
         PK: s(relay_pk(base)),
         SK: s(sk),
         "e": {"M": entries},
+        "n": {"N": str(len(entries))},
         G1P: s(kind),
         G1S: s(relay_label(first)),
         **extra,

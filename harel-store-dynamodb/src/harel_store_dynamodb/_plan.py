@@ -228,31 +228,31 @@ class Operations:
             return
         key = {PK: s(relay_pk(where.base)), SK: s(f"{letter.upper()}:{where.index:02x}")}
         e = Expr()
-        slot = f"{e.name('e')}.{e.name(str(where.slot))}"
+        slot, count = f"{e.name('e')}.{e.name(str(where.slot))}", e.name("n")
         try:
             reply = yield Call(
                 "update_item",
                 {
                     "TableName": self.table,
                     "Key": key,
-                    "UpdateExpression": f"REMOVE {slot}",
+                    "UpdateExpression": f"REMOVE {slot} SET {count} = {count} - {e.value(n(1))}",
                     "ConditionExpression": f"attribute_exists({slot})",
-                    "ReturnValues": "ALL_NEW",
+                    "ReturnValues": "UPDATED_NEW",
                     **e.args(),
                 },
             )
         except ConditionFailed:
             return
-        if reply.get("Attributes", {}).get("e", {}).get("M"):
+        if int(reply.get("Attributes", {}).get("n", {}).get("N", "0")) > 0:
             return
         e = Expr()
-        with contextlib.suppress(ConditionFailed):
+        with contextlib.suppress(ConditionFailed):  # the last slot is gone: drop the item
             yield Call(
                 "delete_item",
                 {
                     "TableName": self.table,
                     "Key": key,
-                    "ConditionExpression": f"size({e.name('e')}) = {e.value(n(0))}",
+                    "ConditionExpression": f"{e.name('n')} <= {e.value(n(0))}",
                     **e.args(),
                 },
             )

@@ -123,12 +123,15 @@ def _relay_purge_actions(table: str, execution_id: str) -> Plan:
             u = Expr()
             removes = ", ".join(f"{u.name('e')}.{u.name(slot)}" for slot in mine)
             targets = u.value({"SS": [execution_id]})
+            count = f"{u.name('n')} = {u.name('n')} - {u.value({'N': str(len(mine))})}"
             actions.append(
                 {
                     "Update": {
                         "TableName": table,
                         "Key": key,
-                        "UpdateExpression": f"REMOVE {removes} DELETE {u.name('tg')} {targets}",
+                        "UpdateExpression": (
+                            f"REMOVE {removes} SET {count} DELETE {u.name('tg')} {targets}"
+                        ),
                         "ConditionExpression": f"attribute_exists({u.name(PK)})",
                         **u.args(),
                     }

@@ -16,6 +16,7 @@ HTTP 503 (no leader yet), 408, 429, 500,        ``StoreUnavailable`` (retryable)
 HTTP 401 / 403                                  ``StoreConfigError`` (check the URL's user
                                                 and password, never shown)
 HTTP 413; "string or blob too big"              ``PayloadTooLarge``
+a host name that cannot be encoded              ``InvalidStoreURL``
 "not a database", "malformed"; missing table    ``StoreCorrupted``
 or column (the harel tables were altered)
 anything else (another status, a reply that     ``StoreError`` naming the node
@@ -26,9 +27,9 @@ a call on a closed store                        ``StoreError`` ("the store is cl
 
 from __future__ import annotations
 
-import httpx
 from harel.store.common.urls import redact_text
 from harel.store.errors import (
+    InvalidStoreURL,
     PayloadTooLarge,
     StoreConfigError,
     StoreCorrupted,
@@ -59,7 +60,9 @@ def closed_error(options: RqliteOptions) -> StoreError:
 
 
 def transport_error(exc: Exception, options: RqliteOptions, *, write: bool) -> StoreError:
-    """The error for an httpx exception raised while sending one request."""
+    """The error for an exception the HTTP client raised while sending one request."""
+    import httpx  # here, not at the top: the sans-IO modules use this module without httpx
+
     where, detail = options.where, shown(str(exc)) or type(exc).__name__
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
         return StoreUnavailable(
@@ -76,6 +79,10 @@ def transport_error(exc: Exception, options: RqliteOptions, *, write: bool) -> S
         return StoreUnavailable(f"the connection to {where} failed mid-request ({detail}){unknown}")
     if isinstance(exc, RuntimeError) and "closed" in str(exc).lower():
         return closed_error(options)
+    if isinstance(exc, (httpx.InvalidURL, UnicodeError)):
+        return InvalidStoreURL(
+            f"{where} cannot be addressed ({detail}); check the host and path of the store URL"
+        )
     return StoreError(f"a request to {where} failed ({type(exc).__name__}: {detail})")
 
 

@@ -6,15 +6,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
-from harel_store_rqlite._errors import transport_error
+from harel_store_rqlite._errors import closed_error, transport_error
 from harel_store_rqlite._options import RqliteOptions
 from harel_store_rqlite._wire import JSON_HEADERS, HttpCall, HttpReply
+
+C = TypeVar("C")
+
+
+def live(client: C | None, operation: Generator[Any, Any, Any], options: RqliteOptions) -> C:
+    """The store's client, or (closing the unstarted ``operation``) the "store is closed"
+    error."""
+    if client is None:
+        operation.close()
+        raise closed_error(options)
+    return client
 
 
 def client_settings(options: RqliteOptions) -> dict[str, Any]:
@@ -37,11 +48,12 @@ def client_settings(options: RqliteOptions) -> dict[str, Any]:
 
 @contextmanager
 def sending(options: RqliteOptions, call: HttpCall) -> Iterator[None]:
-    """Map an httpx failure while sending ``call`` to the typed error of ``_errors``
-    (``RuntimeError``: httpx's "the client has been closed")."""
+    """Map any failure of the HTTP client while sending ``call`` to the typed error of
+    ``_errors`` (httpx's own errors, its "the client has been closed" ``RuntimeError``, a host
+    name the resolver cannot encode...)."""
     try:
         yield
-    except (httpx.HTTPError, RuntimeError) as exc:
+    except Exception as exc:
         raise transport_error(exc, options, write=call.write) from exc
 
 

@@ -94,9 +94,11 @@ class Wire:
         self.options = options
         self.base = options.base_url
 
-    def run(self, request: Request, level: str) -> Exchange[Any]:
-        """Send ``request`` (reads at consistency ``level``); a :class:`Result` for a
-        statement, a list of them for a batch, ``None`` for :data:`READY`."""
+    def run(self, request: Request, level: str | None = None) -> Exchange[Any]:
+        """Send ``request`` (reads at consistency ``level``, default: the ``level`` knob); a
+        :class:`Result` for a statement, a list of them for a batch, ``None`` for
+        :data:`READY`."""
+        level = level or self.options.level
         if isinstance(request, _Ready):
             reply = yield from self._follow(HttpCall("GET", f"{self.base}/readyz"))
             if reply.status not in (200, 404):

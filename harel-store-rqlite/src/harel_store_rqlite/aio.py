@@ -27,36 +27,21 @@ from typing import Any, ClassVar, Self, TypeVar, Unpack
 
 import httpx
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common import aconnect_with_retry, adrive, committing, listing_query
-from harel.store.contract import (
-    DEFAULT_PRUNE_BATCH,
-    Capabilities,
-    DueTimer,
-    Emit,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
+from harel.store import contract
+from harel.store.common import aconnect_with_retry, adrive, committing
 
-from harel_store_rqlite._errors import closed_error
-from harel_store_rqlite._http import client_settings, reply_of, sending
-from harel_store_rqlite._options import (
-    DEFAULT_URL,
-    RqliteKnobs,
-    RqliteOptions,
-    from_url_args,
-    make_options,
-)
-from harel_store_rqlite._plan import open_store, rqlite_plan
+from harel_store_rqlite import _options
+from harel_store_rqlite._http import client_settings, live, reply_of, sending
+from harel_store_rqlite._options import RqliteKnobs, RqliteOptions, from_url_args, make_options
+from harel_store_rqlite._plan import PlanHolder, list_page, open_store
 from harel_store_rqlite._plugin import CAPABILITIES
-from harel_store_rqlite._wire import HttpCall, HttpReply, Request, Wire
+from harel_store_rqlite._wire import HttpCall, HttpReply, Request
 
 T = TypeVar("T")
 Operation = Generator[Request, Any, T]
 
 
-class AsyncRqliteStore:
+class AsyncRqliteStore(PlanHolder):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` on an rqlite cluster.
 
     Build it with ``await AsyncRqliteStore.open(url, **knobs)`` (one attempt) or
@@ -66,19 +51,16 @@ class AsyncRqliteStore:
     exiting).
     """
 
-    capabilities: ClassVar[Capabilities] = CAPABILITIES
+    capabilities: ClassVar[contract.Capabilities] = CAPABILITIES
 
     def __init__(self, options: RqliteOptions) -> None:
         """An unopened store over validated ``options``: use :meth:`open` or :meth:`from_url`."""
-        self.options = options
-        self.trace_max = options.trace_max
-        self._wire = Wire(options)
-        self._plan = rqlite_plan(options)
+        self._hold(options)
         self._client: httpx.AsyncClient | None = httpx.AsyncClient(**client_settings(options))
         self._writes: set[asyncio.Task[Any]] = set()
 
     @classmethod
-    async def open(cls, url: str = DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> Self:
+    async def open(cls, url: str = _options.DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> Self:
         """Reach the node once and check (create, upgrade) the schema."""
         store = cls(make_options(url, **knobs))
         try:
@@ -100,15 +82,10 @@ class AsyncRqliteStore:
 
     async def _run(self, operation: Operation[T], level: str | None = None) -> T:
         """Drive one plan operation, its reads at ``level`` (default: the ``level`` knob)."""
-        client = self._client
-        if client is None:
-            operation.close()
-            raise closed_error(self.options)
-        send = partial(_send, client, self.options)
-        at = level or self.options.level
+        send = partial(_send, live(self._client, operation, self.options), self.options)
 
         async def execute(request: Request) -> Any:
-            return await adrive(self._wire.run(request, at), send)
+            return await adrive(self._wire.run(request, level), send)
 
         return await adrive(operation, execute)
 
@@ -165,10 +142,10 @@ class AsyncRqliteStore:
     async def commit(
         self,
         exe: Execution,
-        emits: Sequence[Emit],
+        emits: Sequence[contract.Emit],
         processed_event_id: str | None = None,
-        timers: Sequence[TimerOp] = (),
-        spawns: Sequence[Spawn] = (),
+        timers: Sequence[contract.TimerOp] = (),
+        spawns: Sequence[contract.Spawn] = (),
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Write one step in ONE request: all of it, or nothing and ``exe.version`` restored
@@ -182,7 +159,7 @@ class AsyncRqliteStore:
         """Whether that execution already processed that event."""
         return await self._run(self._plan.is_processed(execution_id, event_id))
 
-    async def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
+    async def pending_outbox(self, *, limit: int | None = None) -> list[contract.OutboxEntry]:
         """Undelivered events, oldest first (at most ``limit``; read at ``sweep_level``)."""
         return await self._run(self._plan.pending_outbox(limit), self.options.sweep_level)
 
@@ -190,7 +167,7 @@ class AsyncRqliteStore:
         """Forget a delivered event (unknown seq: no-op)."""
         await self._write(self._plan.ack_outbox(seq))
 
-    async def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
+    async def pending_spawns(self, *, limit: int | None = None) -> list[contract.SpawnEntry]:
         """Uncreated children, oldest first (at most ``limit``; read at ``sweep_level``)."""
         return await self._run(self._plan.pending_spawns(limit), self.options.sweep_level)
 
@@ -198,7 +175,7 @@ class AsyncRqliteStore:
         """Forget a created child's intent (unknown seq: no-op)."""
         await self._write(self._plan.ack_spawn(seq))
 
-    async def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
+    async def due_timers(self, now: float, *, limit: int | None = None) -> list[contract.DueTimer]:
         """Armed timers with ``fire_at <= now``, ascending (read at ``sweep_level``)."""
         return await self._run(self._plan.due_timers(now, limit), self.options.sweep_level)
 
@@ -217,21 +194,16 @@ class AsyncRqliteStore:
     async def list_executions(
         self,
         *,
+        limit: int = 100,
+        cursor: str | None = None,
         status: Iterable[Status] | None = None,
         definition_id: str | None = None,
         roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
     ) -> ExecutionPage:
-        """One page of summaries ordered by id (an index-served keyset probe, ``sweep_level``)."""
-        query = listing_query(
-            status=status,
-            definition_id=definition_id,
-            roots_only=roots_only,
-            limit=limit,
-            cursor=cursor,
-        )
-        return await self._run(self._plan.list_executions(query), self.options.sweep_level)
+        """One page of summaries ordered by id, ``limit`` at most after ``cursor`` (filters
+        as for ``RqliteStore.list_executions``)."""
+        page = list_page(self._plan, status, definition_id, roots_only, limit, cursor)
+        return await self._run(page, self.options.sweep_level)
 
     async def purge(self, execution_id: str, *, force: bool = False) -> bool:
         """Delete the execution and all it owns in one request (``ExecutionActive`` while it is
@@ -239,7 +211,7 @@ class AsyncRqliteStore:
         return await self._write(self._plan.purge(execution_id, force))
 
     async def prune_processed(
-        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+        self, older_than: float, *, batch_size: int = contract.DEFAULT_PRUNE_BATCH
     ) -> int:
         """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per request.
 

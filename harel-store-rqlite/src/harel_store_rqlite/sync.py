@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Self, TypeVar, Unpack
 
 import httpx
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common import committing, connect_with_retry, drive, listing_query
+from harel.store.common import committing, connect_with_retry, drive
 from harel.store.contract import (
     DEFAULT_PRUNE_BATCH,
     Capabilities,
@@ -31,8 +31,7 @@ from harel.store.contract import (
     TimerOp,
 )
 
-from harel_store_rqlite._errors import closed_error
-from harel_store_rqlite._http import client_settings, reply_of, sending
+from harel_store_rqlite._http import client_settings, live, reply_of, sending
 from harel_store_rqlite._options import (
     DEFAULT_URL,
     RqliteKnobs,
@@ -40,14 +39,14 @@ from harel_store_rqlite._options import (
     from_url_args,
     make_options,
 )
-from harel_store_rqlite._plan import open_store, rqlite_plan
+from harel_store_rqlite._plan import PlanHolder, list_page, open_store
 from harel_store_rqlite._plugin import CAPABILITIES
-from harel_store_rqlite._wire import HttpCall, HttpReply, Request, Wire
+from harel_store_rqlite._wire import HttpCall, HttpReply, Request
 
 T = TypeVar("T")
 
 
-class RqliteStore:
+class RqliteStore(PlanHolder):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` on an rqlite cluster.
 
     ``url`` names a node (``rqlite://[user:password@]host:4001`` or ``rqlites://...``); the
@@ -67,10 +66,7 @@ class RqliteStore:
             raise
 
     def _setup(self, options: RqliteOptions) -> None:
-        self.options = options
-        self.trace_max = options.trace_max
-        self._wire = Wire(options)
-        self._plan = rqlite_plan(options)
+        self._hold(options)
         self._client: httpx.Client | None = httpx.Client(**client_settings(options))
 
     @classmethod
@@ -95,15 +91,10 @@ class RqliteStore:
 
     def _run(self, operation: Generator[Request, Any, T], level: str | None = None) -> T:
         """Drive one plan operation, its reads at ``level`` (default: the ``level`` knob)."""
-        client = self._client
-        if client is None:
-            operation.close()
-            raise closed_error(self.options)
-        send = partial(_send, client, self.options)
-        at = level or self.options.level
+        send = partial(_send, live(self._client, operation, self.options), self.options)
 
         def execute(request: Request) -> Any:
-            return drive(self._wire.run(request, at), send)
+            return drive(self._wire.run(request, level), send)
 
         return drive(operation, execute)
 
@@ -180,14 +171,8 @@ class RqliteStore:
         cursor: str | None = None,
     ) -> ExecutionPage:
         """One page of summaries ordered by id (an index-served keyset probe, ``sweep_level``)."""
-        query = listing_query(
-            status=status,
-            definition_id=definition_id,
-            roots_only=roots_only,
-            limit=limit,
-            cursor=cursor,
-        )
-        return self._run(self._plan.list_executions(query), self.options.sweep_level)
+        page = list_page(self._plan, status, definition_id, roots_only, limit, cursor)
+        return self._run(page, self.options.sweep_level)
 
     def purge(self, execution_id: str, *, force: bool = False) -> bool:
         """Delete the execution and all it owns in one request (``ExecutionActive`` while it is

@@ -17,7 +17,9 @@ node:
 
 from __future__ import annotations
 
+import json
 import os
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Generator
@@ -75,6 +77,33 @@ class RqliteHarness(StoreHarness):
         with RqliteStore.unopened(self._url) as store:
             return store._run(store._plan.footprint(execution_id))
 
+    def raw_commit(self) -> Callable[[str, int, str], None]:
+        """The benchmarks' raw write: the shared CAS ``UPDATE`` of the execution alone, one
+        ``POST /db/execute`` on an HTTP client of its own (no side writes, no found read)."""
+        store = RqliteStore.unopened(self._url)
+        self._sync.add(store)
+        update = store._plan.sql.update_execution
+
+        def write(execution_id: str, version: int, document: str) -> None:
+            fields = json.loads(document)
+            statement = update.bind(
+                id=execution_id,
+                expected=version,
+                version=version + 1,
+                data=document,
+                definition_id=fields["definition_id"],
+                status=fields["status"],
+                outcome=fields.get("outcome"),
+                active_path=fields.get("active_path"),
+                parent_id=fields.get("parent_id"),
+                updated_at=time.time(),
+                token=None,
+            )
+            if store._run(_one(statement)).rowcount != 1:
+                raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+
+        return write
+
     def drop_tables(self) -> None:
         """Drop every harel table of the node's database (indexes go with them)."""
         with RqliteStore.unopened(self._url) as store:
@@ -86,19 +115,6 @@ class RqliteHarness(StoreHarness):
         with RqliteStore.unopened(self._url) as store:
             probe = store._plan.sql.tables_probe.bind()
             return bool(store._run(_one(probe)).rows)
-
-    def raw_commit(self) -> Callable[[str, int, str], None]:
-        """The benchmarks' raw write: one ``/db/execute`` of a CAS ``UPDATE`` of the document,
-        on a new HTTP client with the stores' settings."""
-        store = RqliteStore.unopened(self._url)
-        sql = "UPDATE executions SET data = ?, version = ? WHERE id = ? AND version = ?"
-
-        def write(execution_id: str, version: int, document: str) -> None:
-            statement = Statement(sql, (document, version + 1, execution_id, version))
-            if store._run(_one(statement)).rowcount != 1:
-                raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
-
-        return write
 
     def destroy(self) -> None:
         """Forget the stores opened through this harness; stop the fake node (deleting its

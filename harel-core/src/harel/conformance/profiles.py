@@ -13,8 +13,11 @@ from hypothesis import HealthCheck, settings
 FAST = "fast"
 THOROUGH = "thorough"
 RELIABILITY = "reliability"
-RELIABILITY_EXAMPLES = 2500
-"""Examples per hypothesis test in ``make reliability`` (its round-trip law: >= 10,000 inputs)."""
+RELIABILITY_EXAMPLES = 5000
+"""Generated inputs per flavour (sync, async) of the round-trip law in ``make reliability``:
+>= 10,000 per backend."""
+RELIABILITY_CANCELLATIONS = 2000
+"""Cancellations per cancellation test in ``make reliability``."""
 ENV_VAR = "HYPOTHESIS_PROFILE"
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -62,7 +65,10 @@ def kit_settings() -> settings:
 _SIZES: dict[str, dict[str, int]] = {
     FAST: {"roundtrip_examples": 40, "cancellation_rounds": 30},
     THOROUGH: {"roundtrip_examples": 500, "cancellation_rounds": 2000},
-    RELIABILITY: {"roundtrip_examples": RELIABILITY_EXAMPLES, "cancellation_rounds": 2000},
+    RELIABILITY: {
+        "roundtrip_examples": RELIABILITY_EXAMPLES,
+        "cancellation_rounds": RELIABILITY_CANCELLATIONS,
+    },
 }
 """Sizes of the kit tests that are not plain hypothesis runs, per profile.
 
