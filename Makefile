@@ -26,14 +26,18 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock $(addsuffix /pyproject.toml,$(M
 lock: $(UV)
 	$(UV) lock --python $(PYTHON)
 
+# Two pytest workers (pytest-xdist): the suites wait on fsync, servers and child processes as
+# much as they compute, so two workers keep both cores busy.  PYTEST_WORKERS=0 runs serially.
+PYTEST_WORKERS ?= 2
+
 test: install
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The kit against every backend in this repository, hypothesis' thorough profile (many examples).
 KIT_SUITES := $(wildcard $(addsuffix /tests/test*conformance.py,$(MEMBERS)))
 
 conformance-thorough: install
-	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict $(KIT_SUITES) $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=thorough $(BIN)/pytest --harel-strict -n $(PYTEST_WORKERS) $(KIT_SUITES) $(PYTEST_ARGS)
 
 # The attack suite at full size over every installed backend; writes conformance/RELIABILITY.md.
 reliability: install

@@ -114,7 +114,7 @@ def _processes(url: str, count: int, seconds: float) -> tuple[float, float]:
 def measure(target: Target, workdir: Path, mode: Mode, *, processes: bool) -> Concurrency:
     """Figure 5 for one backend (an error is reported, not raised)."""
     result = Concurrency(target)
-    seconds = mode.seconds * 3
+    seconds = max(1.0, mode.seconds * 3)
     try:
         with open_harness(target, workdir / "tasks") as harness:
             for count in TASKS:

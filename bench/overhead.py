@@ -9,6 +9,7 @@ engine (``harel.engine.core.process`` on an in-memory execution, no store at all
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -33,19 +34,28 @@ machine toggle {
 
 @dataclass
 class Overhead:
-    """Events (or commits) per second by loop: ``runner``, ``bare commit``, ``engine``; and
-    the share of the runner's time spent inside store calls."""
+    """Events (or commits) per second by loop: ``runner``, ``runner, no relay`` (the what-if
+    of skipping the relay's two sweeps after a commit that emitted and spawned nothing),
+    ``bare commit``, ``engine``; the share of the runner's time spent inside store calls and
+    the store calls it makes per event."""
 
     target: Target
     rates: dict[str, float] = field(default_factory=dict)
     store_share: float | None = None
-    calls: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Store method -> (calls per event, µs per call)."""
     error: str | None = None
 
     @property
     def ratio(self) -> float | None:
         """Runner events/s over bare commits/s."""
         runner, bare = self.rates.get("runner"), self.rates.get("bare commit")
+        return runner / bare if runner and bare else None
+
+    @property
+    def what_if(self) -> float | None:
+        """Runner events/s without the relay sweeps over bare commits/s."""
+        runner, bare = self.rates.get("runner, no relay"), self.rates.get("bare commit")
         return runner / bare if runner and bare else None
 
 
@@ -55,6 +65,7 @@ class TimedStore:
     def __init__(self, store: Any) -> None:
         self.store, self.seconds = store, 0.0
         self.calls: dict[str, int] = {}
+        self.spent: dict[str, float] = {}
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)
@@ -67,16 +78,18 @@ class TimedStore:
             try:
                 return method(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - started
+                took = time.perf_counter() - started
+                self.seconds += took
+                self.spent[name] = self.spent.get(name, 0.0) + took
 
         return timed
 
 
 def _store_share(
     store: Any, definitions: dict[str, Any], seconds: float
-) -> tuple[float, dict[str, float]]:
-    """The share of ``runner.process`` time spent inside store calls, and the store calls
-    made per event (by method)."""
+) -> tuple[float, dict[str, tuple[float, float]]]:
+    """The share of ``runner.process`` time spent inside store calls, and per store method
+    the calls made per event and the µs each takes."""
     timed = TimedStore(store)
     runner = DurableRunner(cast(Any, timed), definitions)
     events = 0
@@ -89,7 +102,10 @@ def _store_share(
     started = time.perf_counter()
     rate(step, seconds)
     share = timed.seconds / (time.perf_counter() - started)
-    return share, {name: count / events for name, count in timed.calls.items()}
+    return share, {
+        name: (count / events, timed.spent[name] * 1e6 / count)
+        for name, count in timed.calls.items()
+    }
 
 
 def measure(target: Target, workdir: Path, mode: Mode) -> Overhead:
@@ -109,11 +125,15 @@ def measure(target: Target, workdir: Path, mode: Mode) -> Overhead:
 
                 def commit(i: int) -> None:
                     bare.active_path = "toggle.B" if i % 2 else "toggle.A"
-                    store.commit(bare, [], f"bare-{i}")
+                    store.commit(bare, [], uuid.uuid4().hex)  # ids as random as Event.id
 
                 loops = {
                     "runner": lambda: rate(
                         lambda i: runner.process("ov-runner", Event(kind="Go")), mode.seconds
+                    ),
+                    "runner, no relay": lambda: rate(
+                        lambda i: runner.process("ov-runner", Event(kind="Go"), _relay=False),
+                        mode.seconds,
                     ),
                     "bare commit": lambda: rate(commit, mode.seconds),
                     "engine": lambda: rate(

@@ -32,6 +32,8 @@ class Results:
     overhead: list[overhead.Overhead] = field(default_factory=list)
     concurrency: list[concurrency.Concurrency] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
+    anatomy: dict[str, float] = field(default_factory=dict)
+    anatomy_error: str | None = None
 
     def errors(self) -> list[str]:
         """``label: error`` of every figure that could not be measured."""
@@ -42,7 +44,8 @@ class Results:
             | list[overhead.Overhead]
             | list[concurrency.Concurrency]
         ] = [self.roundtrips, self.throughput, self.growth, self.overhead, self.concurrency]
-        return [f"{r.target.label}: {r.error}" for rows in figures for r in rows if r.error]
+        found = [f"{r.target.label}: {r.error}" for rows in figures for r in rows if r.error]
+        return found + ([f"sqlite anatomy: {self.anatomy_error}"] if self.anatomy_error else [])
 
 
 def machine() -> str:
@@ -173,15 +176,41 @@ def _throughput(results: Results) -> list[str]:
     profiled = [r for r in results.throughput if r.profile]
     if profiled:
         out += [
-            "Where a state-only commit's time goes when it misses the raw target (cProfile, "
-            "own time summed per module; `C:` = a C function, e.g. the driver's `execute`):",
+            "Where a state-only commit's time goes when it misses the raw target: profiled "
+            "µs per call by module, store commit vs raw write (cProfile inflates Python code; "
+            "`C:` = a C function, e.g. the driver's `execute`; socket waits = the server):",
             "",
         ]
         for r in profiled:
-            shares = ", ".join(f"{name} {share:.0%}" for name, share in r.profile)
+            shares = ", ".join(f"{name} {mine:.0f} vs {raw:.0f}" for name, mine, raw in r.profile)
             out.append(f"* **{r.target.label}**: {shares}")
         out.append("")
-    return out
+    return out + _anatomy(results.anatomy)
+
+
+def _anatomy(us: dict[str, float]) -> list[str]:
+    if not us:
+        return []
+    parts = [
+        ("encode the execution (payload checks + JSON)", us["encode"]),
+        ("one `UPDATE` of data + version, autocommit", us["raw"] - us["encode"]),
+        ("`BEGIN IMMEDIATE` + `COMMIT` around it", us["raw in BEGIN IMMEDIATE/COMMIT"] - us["raw"]),
+        (
+            "the store's `UPDATE` setting every summary column (index entries rewritten)",
+            us["store SQL"] - us["raw in BEGIN IMMEDIATE/COMMIT"],
+        ),
+        ("the store's Python: plan, commit envelope, checks", us["store"] - us["store SQL"]),
+    ]
+    rows = [[what, f"{value:.1f}"] for what, value in parts]
+    rows.append(["**`SqliteStore.commit`, state-only**", f"**{us['store']:.1f}**"])
+    rows.append(["raw write of the table above (encode + one `UPDATE`)", f"{us['raw']:.1f}"])
+    return [
+        "SQLite state-only commit, part by part (`bench/anatomy.py`: each part is the "
+        "difference of two loops measured side by side, synchronous=NORMAL):",
+        "",
+        *_table(["part", "µs per commit"], rows),
+        "",
+    ]
 
 
 def _growth(results: Results) -> list[str]:
@@ -208,6 +237,11 @@ def _growth(results: Results) -> list[str]:
             continue
         rate = f" (populated at {_n(r.populate_rate)} executions/s)" if r.populate_rate else ""
         notes += [f"* {r.target.label}{rate}: skipped {why}" for why in r.skipped]
+        if not r.cost:
+            rows.append(
+                [r.target.label, "(no size reached: see below)", *[""] * len(sizes), "", ""]
+            )
+            continue
         for op in growth.OPERATIONS:
             ratio = r.ratio(op)
             full = max(r.cost, default=0) == sizes[-1]
@@ -231,7 +265,9 @@ def _overhead(results: Results) -> list[str]:
         "the same write (snapshot + dedupe mark) on the same store, taking turns.  **Target:** "
         f"runner ≥ {overhead.RUNNER_VS_COMMIT}x bare commits.  *store share* = the part of the "
         "runner's time spent inside store calls; *calls/event* = the store calls it makes per "
-        "event.",
+        "event (x µs per call); *no relay* = the same runner skipping the relay sweeps after "
+        "the commit (`process(..., _relay=False)`: what skipping them when a step emitted and "
+        "spawned nothing would gain).",
         "",
     ]
     head = [
@@ -240,6 +276,7 @@ def _overhead(results: Results) -> list[str]:
         "bare commits/s",
         "runner÷bare",
         "✓/✗",
+        "no relay÷bare",
         "store share",
         "calls/event",
     ]
@@ -252,7 +289,9 @@ def _overhead(results: Results) -> list[str]:
         mark = ratio_mark(r.ratio, overhead.RUNNER_VS_COMMIT)
         if mark == "✗":
             results.misses.append(f"runner: {r.target.label} runner÷bare = {_x(r.ratio)}")
-        calls = ", ".join(f"{name} {count:g}" for name, count in r.calls.items())
+        calls = ", ".join(
+            f"{name} {count:g} x {us:.0f} µs" for name, (count, us) in r.calls.items()
+        )
         share = "n/a" if r.store_share is None else f"{r.store_share:.0%}"
         rows.append(
             [
@@ -261,6 +300,7 @@ def _overhead(results: Results) -> list[str]:
                 _n(r.rates.get("bare commit")),
                 _x(r.ratio),
                 mark,
+                _x(r.what_if),
                 share,
                 calls,
             ]

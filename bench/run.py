@@ -31,7 +31,8 @@ import growth
 import overhead
 import roundtrips
 import throughput
-from common import FULL, QUICK, targets
+from anatomy import anatomy
+from common import FULL, QUICK, open_harness, targets
 from report import Results, plot, render
 
 HERE = Path(__file__).resolve().parent
@@ -54,6 +55,14 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
             _say(f"[2 throughput] {target.label}")
             where = workdir / "tp" / target.label
             results.throughput.append(throughput.measure(target, where, mode))
+        for target in plain:
+            if target.backend == "sqlite":
+                _say(f"[2 anatomy] {target.label}")
+                try:
+                    with open_harness(target, workdir / "an") as harness:
+                        results.anatomy = anatomy(harness, mode.seconds, mode.rounds)
+                except Exception as exc:  # reported, the other figures go on
+                    results.anatomy_error = f"{type(exc).__name__}: {exc}"[:300]
     if 3 in figures:
         for target in plain:
             _say(f"[3 growth] {target.label}")

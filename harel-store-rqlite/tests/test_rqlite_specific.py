@@ -1,7 +1,8 @@
 """What the kit cannot state about rqlite: requests per operation (counted by the node and on
 the wire), leader redirects, waiting for a leader, a node that is unreachable, stopped or
-fails after committing, lost CASes that leave nothing (byte-identical losers included),
-per-statement errors, hostile ids, the password never printed, and the indexes behind sweeps.
+fails after committing, lost CASes that leave nothing (byte-identical losers included), async
+calls cancelled before and after their request went out, per-statement errors, hostile ids,
+the password never printed, and the indexes behind sweeps.
 
 Every test here runs against fake rqlite nodes (``harel_store_rqlite.testing_server``), which
 it starts, stops, de-leads and redirects; none of them runs against a real rqlite.
@@ -9,6 +10,7 @@ it starts, stops, de-leads and redirects; none of them runs against a real rqlit
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
@@ -359,6 +361,63 @@ async def test_an_absent_execution_is_never_recreated(
     assert await store.load("ghost") is None
     assert RqliteHarness(node.url).footprint("ghost") == []
     assert await store.pending_outbox() == [] and await store.pending_spawns() == []
+
+
+# -- cancellation (async: the store's worker thread) ---------------------------------------------
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Yield to the loop until ``condition()`` holds (bounded: a hang fails the test)."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_commit_cancelled_on_the_wire_waits_for_its_reply(node: FakeRqlite) -> None:
+    with CountingProxy("127.0.0.1", node.port) as proxy:
+        store = await AsyncRqliteStore.open(f"rqlite://127.0.0.1:{proxy.port}")
+        try:
+            exe = new_exe()
+            await store.commit(exe, [])
+            paths(node)
+            proxy.delay = 0.2  # a slow network from now on
+            commit = asyncio.create_task(store.commit(exe, **EVERYTHING))
+            await _until(lambda: bool(node.requests), "the commit to reach the node")
+            commit.cancel()  # its reply is still on its way back
+            with pytest.raises(asyncio.CancelledError):
+                await commit
+            assert exe.version == 2  # returned only after the reply: it says "stored"
+            proxy.delay = 0
+            assert paths(node) == [COMMIT]  # one request, not resent
+            stored = await store.load("e1")
+            assert stored is not None and stored.version == 2  # the store agrees
+            assert len(await store.pending_outbox()) == 2  # the step, once
+        finally:
+            await store.close()
+
+
+async def test_a_call_cancelled_before_it_started_sends_nothing(node: FakeRqlite) -> None:
+    with CountingProxy("127.0.0.1", node.port) as proxy:
+        store = await AsyncRqliteStore.open(f"rqlite://127.0.0.1:{proxy.port}")
+        try:
+            paths(node)
+            proxy.delay = 0.2  # a slow network from now on
+            slow = asyncio.create_task(store.load("e0"))  # the worker is busy with it
+            await _until(lambda: bool(node.requests), "the load to reach the node")
+            exe = new_exe()
+            queued = asyncio.create_task(store.commit(exe, **EVERYTHING))
+            await asyncio.sleep(0)  # queued behind the load
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+            assert exe.version == 0  # withdrawn: nothing stored, version restored
+            assert await slow is None
+            proxy.delay = 0
+            assert paths(node) == ["POST /db/query?level=strong"]  # the load alone
+            assert await store.load("e1") is None
+        finally:
+            await store.close()
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -14,47 +14,17 @@ from typing import Any
 import pytest
 from harel import DictStore, DurableRunner, Event, Status, definition_from_dsl
 from harel.conformance import usable_backend_names
+from harel.conformance.attacks import WORKER_ACTIONS, WORKER_MACHINES
 from harel.engine.config import ConfigError, EngineConfig
 from harel.engine.dsl import definitions_from_dir
 from harel.engine.worker import Worker
 from harel.registry import open_store
 from harel.store.errors import StoreUnavailable
 
-JOBS = """
-event Tick {}
-machine job {
-  initial Arm
-  state Arm { timeout 5 }
-  orthogonal Split {
-    state Left  { initial L1  state L1 { on enter tick }  final L2 success {}  from L1 to L2 }
-    state Right { initial R  final R success {} }
-  }
-  final Done success {}
-  from Arm to Split on Timeout
-  from Split to Done
-}
-machine counter {
-  initial Even
-  state Even { on enter bump }
-  state Odd  { on enter bump }
-  from Even to Odd on Tick
-  from Odd to Even on Tick
-}
-"""
-
-ACTIONS = """
-from harel import Event
-
-
-def tick(stm, event, **_):
-    stm.send("counter", Event(id="tick-" + stm.execution_id, kind="Tick"))
-
-
-def bump(stm, event, **_):
-    if event is not None:
-        stm.execution_ctx["n"] = stm.execution_ctx.get("n", 0) + 1
-        stm.execution_ctx.setdefault("seen", []).append(event.id)
-"""
+JOBS = WORKER_MACHINES
+"""Jobs arm a timer, fork two regions, one region sends a Tick to the shared counter (the same
+machines the reliability attack kills workers over)."""
+ACTIONS = WORKER_ACTIONS
 
 
 def tick(stm: Any, event: Event | None, **_: Any) -> None:

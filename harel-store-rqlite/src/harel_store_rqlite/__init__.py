@@ -1,4 +1,4 @@
-"""harel-store-rqlite: the rqlite ``ExecutionStore`` (sync and async over httpx).
+"""harel-store-rqlite: the rqlite ``ExecutionStore`` (sync over httpx, async on a worker thread).
 
 The store classes are imported on first access, so importing the plugin module
 (``harel_store_rqlite._plugin``) never loads httpx.

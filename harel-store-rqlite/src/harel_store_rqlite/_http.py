@@ -1,14 +1,14 @@
-"""What both drivers do with httpx: build the client, send one call, read its reply.
+"""The HTTP side of ``RqliteStore``: its ``httpx.Client`` settings and sending one call.
 
-``sync.py`` and ``aio.py`` differ only in ``httpx.Client`` vs ``httpx.AsyncClient`` (and an
-``await``); everything else about a request lives in :mod:`harel_store_rqlite._wire`.
+Everything else about a request (endpoints, levels, redirects, status and result mapping) is
+sans-IO in :mod:`harel_store_rqlite._wire`; the async store reuses the sync one through a
+worker thread (:mod:`harel_store_rqlite.aio`), so this is the only code that touches httpx.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from collections.abc import Generator
+from typing import Any
 
 import httpx
 
@@ -16,10 +16,10 @@ from harel_store_rqlite._errors import closed_error, transport_error
 from harel_store_rqlite._options import RqliteOptions
 from harel_store_rqlite._wire import JSON_HEADERS, HttpCall, HttpReply
 
-C = TypeVar("C")
 
-
-def live(client: C | None, operation: Generator[Any, Any, Any], options: RqliteOptions) -> C:
+def live(
+    client: httpx.Client | None, operation: Generator[Any, Any, Any], options: RqliteOptions
+) -> httpx.Client:
     """The store's client, or (closing the unstarted ``operation``) the "store is closed"
     error."""
     if client is None:
@@ -29,7 +29,7 @@ def live(client: C | None, operation: Generator[Any, Any, Any], options: RqliteO
 
 
 def client_settings(options: RqliteOptions) -> dict[str, Any]:
-    """Keyword arguments of the drivers' ``httpx.Client`` / ``httpx.AsyncClient``.
+    """Keyword arguments of the store's ``httpx.Client``.
 
     Basic auth from the URL, the request timeout, TLS verification, JSON content type; no
     automatic redirects (the wire follows leader redirects itself, keeping method and body,
@@ -46,17 +46,15 @@ def client_settings(options: RqliteOptions) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def sending(options: RqliteOptions, call: HttpCall) -> Iterator[None]:
-    """Map any failure of the HTTP client while sending ``call`` to the typed error of
-    ``_errors`` (httpx's own errors, its "the client has been closed" ``RuntimeError``, a host
-    name the resolver cannot encode...)."""
+def send(client: httpx.Client, options: RqliteOptions, call: HttpCall) -> HttpReply:
+    """Send one call and return the part of the reply the wire reads.
+
+    Any failure of the HTTP client (httpx's own errors, its "the client has been closed"
+    ``RuntimeError``, a host name the resolver cannot encode...) becomes the typed error of
+    ``_errors``.
+    """
     try:
-        yield
+        response = client.request(call.method, call.url, content=call.body)
+        return HttpReply(response.status_code, response.content, response.headers.get("location"))
     except Exception as exc:
         raise transport_error(exc, options, write=call.write) from exc
-
-
-def reply_of(response: httpx.Response) -> HttpReply:
-    """The part of a response the wire reads."""
-    return HttpReply(response.status_code, response.content, response.headers.get("location"))

@@ -19,7 +19,7 @@ from harel.store.common import listing_query
 from harel.store.common.sql import RQLITE, Dialect, SqlOp, SqlPlan
 
 from harel_store_rqlite._options import RqliteOptions
-from harel_store_rqlite._wire import READY, Request, Wire
+from harel_store_rqlite._wire import READY, Request
 
 DIALECT: Dialect = RQLITE
 """``?`` placeholders, single-request transactions, reads allowed in a batch (/db/request)."""
@@ -58,17 +58,3 @@ def list_page(
         cursor=cursor,
     )
     return plan.list_executions(query)
-
-
-class PlanHolder:
-    """What both stores hold besides their HTTP client: the validated options, the ring size,
-    the wire and the plan."""
-
-    options: RqliteOptions
-    trace_max: int | None
-
-    def _hold(self, options: RqliteOptions) -> None:
-        self.options = options
-        self.trace_max = options.trace_max
-        self._wire = Wire(options)
-        self._plan = rqlite_plan(options)

@@ -7,7 +7,8 @@ transaction to leave open.
 
 This module owns only the client's lifecycle and the drive loop: what each operation sends is
 the SQL family's plan (``_plan.py``) put on the wire by ``_wire.py``; errors are mapped by
-``_errors.py``.
+``_errors.py``.  ``AsyncRqliteStore`` (``aio.py``) runs this store's methods whole in a worker
+thread of its own.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from harel.store.contract import (
     TimerOp,
 )
 
-from harel_store_rqlite._http import client_settings, live, reply_of, sending
+from harel_store_rqlite._http import client_settings, live, send
 from harel_store_rqlite._options import (
     DEFAULT_URL,
     RqliteKnobs,
@@ -39,14 +40,14 @@ from harel_store_rqlite._options import (
     from_url_args,
     make_options,
 )
-from harel_store_rqlite._plan import PlanHolder, list_page, open_store
+from harel_store_rqlite._plan import list_page, open_store, rqlite_plan
 from harel_store_rqlite._plugin import CAPABILITIES
-from harel_store_rqlite._wire import HttpCall, HttpReply, Request
+from harel_store_rqlite._wire import Request, Wire
 
 T = TypeVar("T")
 
 
-class RqliteStore(PlanHolder):
+class RqliteStore:
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` on an rqlite cluster.
 
     ``url`` names a node (``rqlite://[user:password@]host:4001`` or ``rqlites://...``); the
@@ -56,6 +57,10 @@ class RqliteStore(PlanHolder):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    options: RqliteOptions
+    """The validated settings."""
+    trace_max: int | None
+    """Trace steps kept per execution (``None``: unbounded); settable."""
 
     def __init__(self, url: str = DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> None:
         self._setup(make_options(url, **knobs))
@@ -66,7 +71,10 @@ class RqliteStore(PlanHolder):
             raise
 
     def _setup(self, options: RqliteOptions) -> None:
-        self._hold(options)
+        self.options = options
+        self.trace_max = options.trace_max
+        self._wire = Wire(options)
+        self._plan = rqlite_plan(options)
         self._client: httpx.Client | None = httpx.Client(**client_settings(options))
 
     @classmethod
@@ -91,10 +99,10 @@ class RqliteStore(PlanHolder):
 
     def _run(self, operation: Generator[Request, Any, T], level: str | None = None) -> T:
         """Drive one plan operation, its reads at ``level`` (default: the ``level`` knob)."""
-        send = partial(_send, live(self._client, operation, self.options), self.options)
+        call = partial(send, live(self._client, operation, self.options), self.options)
 
         def execute(request: Request) -> Any:
-            return drive(self._wire.run(request, level), send)
+            return drive(self._wire.run(request, level), call)
 
         return drive(operation, execute)
 
@@ -194,9 +202,3 @@ class RqliteStore(PlanHolder):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _send(client: httpx.Client, options: RqliteOptions, call: HttpCall) -> HttpReply:
-    """Send one call; an httpx failure becomes the typed error of ``_errors``."""
-    with sending(options, call):
-        return reply_of(client.request(call.method, call.url, content=call.body))

@@ -122,7 +122,7 @@ class RqliteHarness(StoreHarness):
         for store in list(self._sync):
             store.close()
         for astore in list(self._async):
-            astore._client = None  # its event loop may be gone: the node drops the connections
+            astore.close_blocking()  # no event loop needed: the store's worker thread closes it
         if self.server is not None:
             self.server.close()
             for suffix in ("", "-wal", "-shm", "-journal"):

@@ -22,11 +22,10 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from harel.cli import EXIT_NOTHING_HAPPENED, CommandError
+from harel.cli import EXIT_NOTHING_HAPPENED, CommandError, open_cli_store
 from harel.model import ExecutionSummary, Status
 from harel.store.contract import FINISHED, ExecutionStore
 from harel.store.errors import ExecutionActive
@@ -98,24 +97,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--force", action="store_true", help="also purge unfinished executions")
     parser.add_argument("--dry-run", action="store_true", help="only say what would be purged")
     parser.set_defaults(handler=run)
-
-
-@contextmanager
-def _open(url: str | None) -> Iterator[ExecutionStore]:
-    from harel.registry import open_store, store_from_env
-    from harel.registry._env import NoStoreConfigured
-
-    if url is not None:
-        store = open_store(url)
-    else:
-        try:
-            store = store_from_env()
-        except NoStoreConfigured:
-            raise CommandError(NO_STORE) from None
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def _when(summary: ExecutionSummary) -> str:
@@ -202,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             "--status and --older-than go together, e.g. --status DONE --older-than 30d"
         )
     report = Report(args.dry_run)
-    with _open(args.store) as store:
+    with open_cli_store(args.store) as store:
         if args.ids:
             for execution_id in args.ids:
                 exe = store.load(execution_id)

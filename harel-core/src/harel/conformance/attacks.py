@@ -44,6 +44,10 @@ from harel.store.errors import StoreConflict, StoreUnavailable
 _PROCESS_START_SECONDS = 2.0
 """Racing processes start this long after launch, together (interpreter start-up is slower)."""
 
+_SETTLE_ATTEMPTS = 50
+_SETTLE_PAUSE = 0.1
+"""How long a check waits for a killed writer's in-flight request to land (server backends)."""
+
 RACE_KIND = "Raced"
 STEP_KIND = "Step"
 
@@ -328,19 +332,37 @@ def write_steps_forever(url: str, execution_id: str) -> None:
 def _check_step_state(
     store: ExecutionStore, execution_id: str, acked: int, result: AttackResult
 ) -> None:
-    exe = store.load(execution_id)
-    stored = 0 if exe is None else exe.version
+    """Compare the stored step with every part of it, once the dataset has settled.
+
+    A server may still apply the killed writer's last request after the process is gone, so
+    the parts are read between two loads of the execution and read again until both loads
+    agree: what is compared is one consistent moment, never a commit landing mid-check.
+    """
+    for _ in range(_SETTLE_ATTEMPTS):
+        before = store.load(execution_id)
+        torn = _torn_parts(store, execution_id, 0 if before is None else before.version)
+        after = store.load(execution_id)
+        if (before is None) == (after is None) and (
+            before is None or after is None or before.version == after.version
+        ):
+            break
+        time.sleep(_SETTLE_PAUSE)
+    stored = 0 if after is None else after.version
     if stored < acked:
         result.lost += acked - stored
         result.failures.append(f"{execution_id}: acknowledged step {acked}, stored {stored}")
         return
     if stored > acked + 1:
         result.failures.append(f"{execution_id}: stored step {stored} was never attempted")
-    if exe is None:
-        return
+    if after is not None and after.context.get("step") != stored:
+        torn.insert(0, f"snapshot step {after.context.get('step')}")
+    if torn:
+        result.failures.append(f"{execution_id}: torn step {stored}: {'; '.join(torn)}")
+
+
+def _torn_parts(store: ExecutionStore, execution_id: str, stored: int) -> list[str]:
+    """The parts of step ``stored`` (and of no later step) that are missing or extra."""
     torn: list[str] = []
-    if exe.context.get("step") != stored:
-        torn.append(f"snapshot step {exe.context.get('step')}")
     emitted = sorted(
         int(entry.event.id.rsplit("/", 1)[1])
         for entry in store.pending_outbox()
@@ -348,18 +370,17 @@ def _check_step_state(
     )
     if emitted != list(range(1, stored + 1)):
         torn.append(f"outbox steps {emitted[-3:]}")
-    if not store.is_processed(execution_id, f"{execution_id}/in/{stored}"):
+    if stored and not store.is_processed(execution_id, f"{execution_id}/in/{stored}"):
         torn.append("dedupe mark of the stored step missing")
     if store.is_processed(execution_id, f"{execution_id}/in/{stored + 1}"):
         torn.append("dedupe mark of an unstored step present")
     timers = [t for t in store.due_timers(1e300) if t[0] == execution_id]
-    if timers != [(execution_id, "T", float(stored))]:
+    if timers != ([(execution_id, "T", float(stored))] if stored else []):
         torn.append(f"timers {timers}")
     trace = store.read_trace(execution_id)
     if [step.get("k") for step in trace] != list(range(1, stored + 1)):
         torn.append(f"trace of {len(trace)} steps")
-    if torn:
-        result.failures.append(f"{execution_id}: torn step {stored}: {'; '.join(torn)}")
+    return torn
 
 
 def kill_writer(

@@ -19,6 +19,7 @@ final when the client's call returns.  Loopback only; it stops with :meth:`stop`
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -153,10 +154,8 @@ class _Connection:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 

@@ -44,8 +44,8 @@ from harel.store.errors import (
     PayloadTooLarge,
     SchemaVersionError,
     StoreConflict,
-    StoreError,
     StoreCorrupted,
+    StoreError,
     StoreUnavailable,
 )
 

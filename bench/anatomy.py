@@ -1,0 +1,104 @@
+"""Where a SQLite state-only commit spends its microseconds, each part measured on its own.
+
+On one database file in the CPU-bound setting (``synchronous=NORMAL``), loops taking turns, each
+on an execution row of its own:
+
+* ``encode`` — ``encode_execution`` (payload checks + JSON), which the raw write pays too;
+* ``raw`` — encode + one ``UPDATE`` of ``data`` and ``version`` (its own implicit transaction):
+  the raw write of figure 2;
+* ``raw in BEGIN IMMEDIATE/COMMIT`` — the same ``UPDATE`` inside the explicit transaction the
+  store opens (three driver calls instead of one);
+* ``store SQL`` — encode + ``BEGIN IMMEDIATE`` + the store's own ``update_execution``
+  statement (every summary column set, so SQLite rewrites their index entries even when the
+  values did not change) + ``COMMIT``: what the store sends, without its Python;
+* ``store`` — ``SqliteStore.commit(exe, [])``.
+
+``store`` minus ``store SQL`` is the store's own Python (plan, commit envelope, validation).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from common import execution, interleaved, rate
+from harel.conformance.harness import StoreHarness
+from harel.store.common import encode_execution
+from harel.store.common.sql import SQLITE, statements_for
+
+RAW = "UPDATE executions SET data = ?, version = ? WHERE id = ? AND version = ?"
+
+
+def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
+    """Microseconds per call of each loop (the best of ``rounds`` interleaved samples: the
+    parts are differences of loops, which the machine's noise would otherwise swamp)."""
+    store: Any = harness.open_sync()
+    conn = sqlite3.connect(str(getattr(harness, "path")), isolation_level=None)  # noqa: B009
+    conn.execute("PRAGMA synchronous = NORMAL")
+    update = statements_for(SQLITE).update_execution
+    rows = {name: execution(f"anatomy-{name}") for name in ("raw", "tx", "sql", "store")}
+    for exe in rows.values():
+        store.commit(exe, [])
+
+    def encode(i: int) -> None:
+        rows["raw"].context["n"] = i
+        encode_execution(rows["raw"])
+
+    def raw_update(name: str, transaction: bool) -> Callable[[int], None]:
+        exe = rows[name]
+
+        def step(i: int) -> None:
+            exe.context["n"] = i
+            document = encode_execution(exe)
+            if transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            conn.execute(RAW, (document, exe.version + 1, exe.id, exe.version))
+            if transaction:
+                conn.execute("COMMIT")
+            exe.version += 1
+
+        return step
+
+    def store_sql(i: int) -> None:
+        exe = rows["sql"]
+        exe.context["n"] = i
+        statement = update.bind(
+            definition_id=exe.definition_id,
+            status=exe.status.value,
+            outcome=exe.outcome,
+            active_path=exe.active_path,
+            parent_id=exe.parent_id,
+            version=exe.version + 1,
+            data=encode_execution(exe),
+            updated_at=time.time(),
+            token=None,
+            id=exe.id,
+            expected=exe.version,
+        )
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(statement.sql, statement.params)
+        conn.execute("COMMIT")
+        exe.version += 1
+
+    def commit(i: int) -> None:
+        rows["store"].context["n"] = i
+        store.commit(rows["store"], [])
+
+    loops: dict[str, Callable[[int], None]] = {
+        "encode": encode,
+        "raw": raw_update("raw", False),
+        "raw in BEGIN IMMEDIATE/COMMIT": raw_update("tx", True),
+        "store SQL": store_sql,
+        "store": commit,
+    }
+    try:
+        rates = interleaved(
+            {name: partial(rate, step, seconds) for name, step in loops.items()}, rounds
+        )
+    finally:
+        conn.close()
+        store.close()
+    return {name: 1e6 / value for name, value in rates.items()}
