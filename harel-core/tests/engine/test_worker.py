@@ -149,9 +149,17 @@ def test_three_worker_processes_share_one_store(
                 progress, stalled_since = done, time.monotonic()
             assert all(w.poll() is None for w in workers), [w.communicate() for w in workers]
             time.sleep(0.1)
+        # A fast backend can finish before every worker's interpreter has started: wait for
+        # each one's banner (printed once it runs) so the SIGTERM tests the worker, not Python.
+        banners = [worker.stdout.readline() if worker.stdout else "" for worker in workers]
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
-        outputs = [worker.communicate(timeout=30) for worker in workers]
+        outputs = [
+            (banner + out, err)
+            for banner, (out, err) in zip(
+                banners, (worker.communicate(timeout=30) for worker in workers), strict=True
+            )
+        ]
     finally:
         for worker in workers:
             if worker.poll() is None:
