@@ -22,9 +22,6 @@ from harel.model import Event, Execution, Status
 from harel.registry import harness_for_url
 from harel.store.contract import TimerOp
 
-FALLBACK_URLS = {"mongo": "mongodb://mongomock.invalid/"}
-"""URLs for backends without a ``local_url`` (mongo: its harness's in-process mongomock)."""
-
 VARIANTS: dict[str, tuple[str, ...]] = {
     "sqlite": ("synchronous=NORMAL", "synchronous=FULL"),
     "libsql": ("synchronous=NORMAL", "synchronous=FULL"),
@@ -83,7 +80,7 @@ def targets(workdir: Path, only: list[str] | None = None, *, every_setting: bool
     for name in usable_backend_names():
         if only and name not in only:
             continue
-        url = backend_test_url(name, workdir / name) or FALLBACK_URLS.get(name)
+        url = backend_test_url(name, workdir / name)
         if url is None:
             continue
         settings = VARIANTS.get(name, (None,))

@@ -17,6 +17,7 @@ status is non-zero when any attack failed or lost data.  ``--quick`` runs the re
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import platform
@@ -25,7 +26,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from harel.conformance import attacks, backend_test_url, usable_backend_names
@@ -47,7 +47,7 @@ KIT_PARTS = (
 """(attack, pytest -k selection of kit tests, inputs each passed test tried)."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Sizes:
     """How big each attack is."""
 
@@ -148,21 +148,26 @@ def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
     return results
 
 
-def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float) -> str:
+def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float, command: str) -> str:
     """RELIABILITY.md: the command, the machine, the date and one row per backend x attack."""
+    kit = (
+        f"kit parts with the `{RELIABILITY}` profile ({RELIABILITY_EXAMPLES} generated inputs "
+        f"per flavour of the round-trip law, {RELIABILITY_CANCELLATIONS} cancellations per "
+        "cancellation test)"
+        if sizes.kit
+        else "kit parts not run (`--no-kit`)"
+    )
     lines = [
         "# Reliability figures",
         "",
-        f"Written by `make reliability` (`python conformance/reliability.py`) on "
+        f"Written by `{command}` on "
         f"{dt.date.today().isoformat()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; "
         f"{seconds:.0f} s in all.",
         "",
         f"Sizes: {sizes.writers} racing threads/processes, {sizes.writers * 2} tasks, "
         f"{sizes.wins} won commits each; {sizes.kill_runs} SIGKILLed writers; "
-        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; kit part with the "
-        f"`{RELIABILITY}` profile ({RELIABILITY_EXAMPLES} generated inputs per flavour of the "
-        f"round-trip law, {RELIABILITY_CANCELLATIONS} cancellations per cancellation test).",
+        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; {kit}.",
         "",
         "| backend | attack | runs | inputs | failures | data lost | seconds |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -189,10 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the reduced sizes of make test")
     parser.add_argument("--backend", action="append", help="only this backend (repeatable)")
     parser.add_argument("--report", type=Path, default=REPORT, help="where to write the table")
+    parser.add_argument(
+        "--no-kit", action="store_true", help="skip the kit parts (round-trip law, cancellations)"
+    )
     options = parser.parse_args(argv)
     sizes = QUICK if options.quick else FULL
+    if options.no_kit:
+        sizes = dataclasses.replace(sizes, kit=False)
     names = options.backend or usable_backend_names()
     started = time.perf_counter()
+    command = " ".join(["python conformance/reliability.py", *(argv or sys.argv[1:])])
     table: dict[str, list[AttackResult]] = {}
     with tempfile.TemporaryDirectory(prefix="harel-reliability-") as tmp:
         for name in names:
@@ -201,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in table[name]:
                 status = "ok" if r.ok else f"FAILED ({len(r.failures)}, lost {r.lost})"
                 print(f"   {r.attack}: {r.runs} runs, {r.inputs} inputs, {status}", flush=True)
-    options.report.write_text(render(table, sizes, time.perf_counter() - started))
+            # written after every backend, so an interrupted run still leaves its figures
+            options.report.write_text(render(table, sizes, time.perf_counter() - started, command))
     print(f"wrote {options.report}")
     return 0 if all(r.ok for results in table.values() for r in results) else 1
 
