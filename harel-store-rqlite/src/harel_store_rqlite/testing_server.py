@@ -44,6 +44,7 @@ import contextlib
 import json
 import socket
 import sqlite3
+import sys
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -267,6 +268,13 @@ class _Server(ThreadingHTTPServer):
         self.open_connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that vanished mid-request (killed, timed out) is normal here: stay quiet;
+        anything else is printed as the standard server does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
