@@ -36,7 +36,7 @@ from harel.conformance.profiles import (
     RELIABILITY_CANCELLATIONS,
     RELIABILITY_EXAMPLES,
 )
-from harel.registry import get_backend, harness_for_url
+from harel.registry import harness_for_url
 
 HERE = Path(__file__).resolve().parent
 REPORT = HERE / "RELIABILITY.md"
@@ -128,8 +128,14 @@ def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
         failed = AttackResult("setup")
         failed.failures.append(f"no URL: set HAREL_TEST_{name.upper()}_URL")
         return [failed]
-    caps = get_backend(name).capabilities
-    shared = caps.persistent and caps.multi_process
+    # What this TEST setup can share between processes is the harness's word, not the
+    # backend's: MongoDB's test harness runs on in-process mongomock, for example.
+    probe = harness_for_url(url, workdir / "probe")
+    try:
+        caps = probe.capabilities
+        shared = probe.url() is not None and caps.persistent and caps.multi_process
+    finally:
+        probe.destroy()
     results = []
     for index, attack in enumerate(_attacks(sizes, shared, workdir)):
         harness = harness_for_url(url, workdir / f"kit-{index}")
