@@ -10,13 +10,11 @@ HTTP calls.  No driver import.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from harel.model import ExecutionPage, Status
-from harel.store.common import listing_query
-from harel.store.common.sql import RQLITE, Dialect, SqlOp, SqlPlan
+from harel.store.common.sql import RQLITE, Dialect, SqlPlan
 
 from harel_store_rqlite._options import RqliteOptions
 from harel_store_rqlite._wire import READY, Request
@@ -39,22 +37,3 @@ def open_store(plan: SqlPlan, now: float) -> Generator[Request, Any, None]:
     marks of an upgraded database)."""
     yield READY
     yield from plan.open_schema(now)
-
-
-def list_page(
-    plan: SqlPlan,
-    status: Iterable[Status] | None,
-    definition_id: str | None,
-    roots_only: bool,
-    limit: int,
-    cursor: str | None,
-) -> SqlOp[ExecutionPage]:
-    """``list_executions`` with the contract's arguments (validated by ``listing_query``)."""
-    query = listing_query(
-        status=status,
-        definition_id=definition_id,
-        roots_only=roots_only,
-        limit=limit,
-        cursor=cursor,
-    )
-    return plan.list_executions(query)

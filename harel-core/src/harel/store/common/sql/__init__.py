@@ -14,7 +14,7 @@ from harel.store.common.sql.plan import SqlOp, SqlPlan
 from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 from harel.store.common.sql.statements import SqlStatements, statements_for
-from harel.store.common.sql.store import SqlStore
+from harel.store.common.sql.store import SqlContract, SqlStore
 
 __all__ = [
     "DDL",
@@ -26,6 +26,7 @@ __all__ = [
     "Dialect",
     "Rendered",
     "Result",
+    "SqlContract",
     "SqlOp",
     "SqlPlan",
     "SqlStatements",
