@@ -34,6 +34,7 @@ from harel.store.common import (
     decode_trace_step,
     dumps,
     encode_cursor,
+    encode_execution,
     encode_trace_step,
     listing_query,
     loads,
@@ -461,12 +462,31 @@ def test_listing_arguments_are_typed() -> None:
 # -- decoding damaged data -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["", "{", '{"id": 1}', "[]", '{"definition_id": "d", "x": 1}'])
+@pytest.mark.parametrize("text", ["", "{", '{"id": 1}', "[]", '{"kind": 5}'])
 def test_damaged_documents_are_store_corrupted(text: str) -> None:
     with pytest.raises(StoreCorrupted, match="execution 'x'"):
         decode_execution(text, what="execution 'x'")
     with pytest.raises(StoreCorrupted):
         decode_event(text)
+
+
+def test_fields_a_newer_release_added_survive_read_modify_write() -> None:
+    stored = (
+        '{"definition_id": "d", "version": 3, "added_later": {"a": [1]}, '
+        '"deferred": [{"kind": "k", "id": "e1", "hint": 2}]}'
+    )
+    exe = decode_execution(stored)
+    exe.context["step"] = 1
+    again = decode_execution(encode_execution(exe))
+    assert again == exe
+    assert again.model_dump()["added_later"] == {"a": [1]}
+    assert again.deferred[0].model_dump()["hint"] == 2
+    assert decode_event('{"kind": "k", "later": true}').model_dump()["later"] is True
+
+
+def test_fields_nobody_declared_are_refused_when_built_in_code() -> None:
+    with pytest.raises(ValueError, match="has no field"):
+        Execution(definition_id="d", staus="DONE")  # type: ignore[call-arg]
 
 
 def test_damaged_trace_step_is_store_corrupted() -> None:

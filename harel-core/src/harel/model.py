@@ -2,6 +2,12 @@
 
 Every store persists an :class:`Execution` as one JSON document produced by
 :mod:`harel.store.common.codec`; these models are the single source of that shape.
+
+Unknown fields (rolling upgrades): building a model in code with a field it does not declare is
+an error, but a record *read from a store* keeps the fields a newer release added — they are
+carried through load → modify → commit unchanged and written back, so an older worker never
+drops a newer release's data.  Stores decode with :data:`KEEP_UNKNOWN_FIELDS` as the
+validation context to get that behaviour.
 """
 
 from __future__ import annotations
@@ -11,7 +17,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+KEEP_UNKNOWN_FIELDS = {"harel_keep_unknown_fields": True}
+"""Validation context under which a persisted record keeps the fields it does not declare
+(``Execution.model_validate(data, context=KEEP_UNKNOWN_FIELDS)``)."""
 
 
 def _new_id() -> str:
@@ -30,10 +40,27 @@ class Status(StrEnum):
     FAILED = "FAILED"
 
 
-class Event(BaseModel):
-    """Something delivered to an execution; ``id`` is the dedupe key, so a retry must reuse it."""
+class _Persisted(BaseModel):
+    """A persisted model: strict when built in code, lossless when read back from a store."""
 
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_fields_only(cls, data: Any, info: ValidationInfo) -> Any:
+        context = info.context if isinstance(info.context, dict) else {}
+        if isinstance(data, dict) and not context.get("harel_keep_unknown_fields"):
+            unknown = sorted(str(key) for key in data if key not in cls.model_fields)
+            if unknown:
+                raise ValueError(
+                    f"{cls.__name__} has no field(s) {', '.join(unknown)}; fields a newer "
+                    "release added are kept only on records read from a store"
+                )
+        return data
+
+
+class Event(_Persisted):
+    """Something delivered to an execution; ``id`` is the dedupe key, so a retry must reuse it."""
 
     id: str = Field(default_factory=_new_id)
     kind: str
@@ -42,10 +69,8 @@ class Event(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class ChildState(BaseModel):
+class ChildState(_Persisted):
     """A parent's join bookkeeping for one child execution (an orthogonal region)."""
-
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     root_path: str
     finished: bool = False
@@ -55,13 +80,11 @@ class ChildState(BaseModel):
     key: str = ""
 
 
-class Execution(BaseModel):
+class Execution(_Persisted):
     """One running (or finished) statechart instance; ``version`` is the store's CAS token.
 
     ``version == 0`` means "never stored"; a successful commit sets it to the stored version.
     """
-
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     id: str = Field(default_factory=_new_id)
     definition_id: str

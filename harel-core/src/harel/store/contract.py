@@ -24,6 +24,13 @@ Semantics every store must honour (the conformance kit pins each one):
   short write) and returns how many it dropped; a mark recorded at or after ``older_than`` is
   never dropped.  Marks must outlive every redelivery of their event: pick ``older_than`` below
   the oldest moment an event could still be redelivered.
+* Records: ``export_execution(id)`` returns, from one consistent read, everything the store
+  holds for the id as an :class:`ExecutionRecord` (``None`` when it holds nothing);
+  ``import_execution(record)`` writes such a record in one atomic write, keeping the
+  execution's version, the marks' times, the timers, the relays' order and the trace indices
+  (the ring keeps the last ``trace_max`` steps), and raises :class:`ExecutionAlreadyExists`
+  with nothing written when the execution is already stored.  Importing what another store
+  exported and exporting it again gives a record with the same digest.
 """
 
 from __future__ import annotations
@@ -126,6 +133,40 @@ DueTimer = tuple[str, str, float]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionRecord:
+    """Everything a store holds for one execution id: what ``harel migrate`` moves.
+
+    * ``execution`` — the stored snapshot (``None`` when only relays target the id, e.g. an
+      event emitted to a child whose spawn intent is still pending);
+    * ``updated_at`` — the summary's ``updated_at`` (epoch seconds, ``None`` when unknown);
+    * ``processed`` — dedupe marks ``(event_id, recorded_at)``, sorted by event id;
+    * ``timers`` — armed timers ``(path, fire_at)``, sorted by path;
+    * ``outbox`` — pending outbox entries targeted at the id, in ``seq`` order;
+    * ``spawns`` — pending spawn intents the execution wrote, in ``seq`` order;
+    * ``trace`` — the retained trace steps (each with its ``index``), oldest first.
+
+    ``seq`` values are the source store's ack tokens: a destination assigns its own, keeping
+    their order.  :func:`harel.store.common.record_digest` hashes a record without them.
+    """
+
+    execution_id: str
+    execution: Execution | None
+    updated_at: float | None = None
+    processed: tuple[tuple[str, float], ...] = ()
+    timers: tuple[tuple[str, float], ...] = ()
+    outbox: tuple[OutboxEntry, ...] = ()
+    spawns: tuple[SpawnEntry, ...] = ()
+    trace: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the store holds nothing at all for the id."""
+        return self.execution is None and not (
+            self.processed or self.timers or self.outbox or self.spawns or self.trace
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Capabilities:
     """What a backend promises beyond the core contract.  Every flag must be declared.
 
@@ -209,6 +250,10 @@ class ExecutionStore(Protocol):
         self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
     ) -> int: ...
 
+    def export_execution(self, execution_id: str) -> ExecutionRecord | None: ...
+
+    def import_execution(self, record: ExecutionRecord) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -273,6 +318,10 @@ class AsyncExecutionStore(Protocol):
         self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
     ) -> int: ...
 
+    async def export_execution(self, execution_id: str) -> ExecutionRecord | None: ...
+
+    async def import_execution(self, record: ExecutionRecord) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -287,6 +336,7 @@ __all__ = [
     "ExecutionActive",
     "ExecutionAlreadyExists",
     "ExecutionNotFound",
+    "ExecutionRecord",
     "ExecutionStore",
     "InvalidCursor",
     "InvalidPayload",

@@ -35,7 +35,17 @@ from harel.store.common.listing import (
     listing_query,
     page_from_probe,
 )
+from harel.store.common.plan_store import AsyncPlanStore, ContractPlan, PlanStore
+from harel.store.common.records import (
+    PreparedExecution,
+    PreparedImport,
+    prepare_import,
+    record_content,
+    record_digest,
+    trim_record_trace,
+)
 from harel.store.common.retry import aconnect_with_retry, connect_with_retry
+from harel.store.common.schema_version import SchemaVerdict, release_of, schema_verdict
 from harel.store.common.sweeps import sweep_limit
 from harel.store.common.threaded import RunnerClosed, ThreadedAsyncStore, ThreadedRunner
 from harel.store.common.trace import (
@@ -65,12 +75,18 @@ __all__ = [
     "MAX_INT",
     "MAX_NESTING_DEPTH",
     "MIN_INT",
+    "AsyncPlanStore",
+    "ContractPlan",
     "ListingQuery",
     "Plan",
+    "PlanStore",
     "PreparedCommit",
     "PreparedEmit",
+    "PreparedExecution",
+    "PreparedImport",
     "PreparedSpawn",
     "RunnerClosed",
+    "SchemaVerdict",
     "StoreURL",
     "ThreadedAsyncStore",
     "ThreadedRunner",
@@ -107,7 +123,13 @@ __all__ = [
     "next_trace_index",
     "page_from_probe",
     "parse_store_url",
+    "prepare_import",
+    "record_content",
+    "record_digest",
     "redact_url",
+    "release_of",
+    "schema_verdict",
     "sweep_limit",
     "trace_keep_from",
+    "trim_record_trace",
 ]

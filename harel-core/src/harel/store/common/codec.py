@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 import pydantic_core
 
-from harel.model import Event, Execution
+from harel.model import KEEP_UNKNOWN_FIELDS, Event, Execution
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.payloads import check_event, check_execution, check_value
 from harel.store.common.validate import show
@@ -77,7 +77,7 @@ def decode_execution(text: str | bytes, *, what: str = "a stored execution") -> 
     Damaged text raises :class:`StoreCorrupted` naming ``what``.
     """
     try:
-        return Execution.model_validate(loads(text))
+        return Execution.model_validate(loads(text), context=KEEP_UNKNOWN_FIELDS)
     except (ValueError, pydantic.ValidationError) as exc:
         raise StoreCorrupted(f"{what} cannot be read back: {_reason(exc)}") from exc
 
@@ -94,7 +94,7 @@ def encode_event(
 def decode_event(text: str | bytes, *, what: str = "a stored event") -> Event:
     """Rebuild an event from :func:`encode_event` output (:class:`StoreCorrupted` if damaged)."""
     try:
-        return Event.model_validate(loads(text))
+        return Event.model_validate(loads(text), context=KEEP_UNKNOWN_FIELDS)
     except (ValueError, pydantic.ValidationError) as exc:
         raise StoreCorrupted(f"{what} cannot be read back: {_reason(exc)}") from exc
 

@@ -14,26 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from harel.model import Execution, ExecutionPage, Status
-from harel.store.common.commit import committing
 from harel.store.common.drive import drive
-from harel.store.common.listing import listing_query
+from harel.store.common.plan_store import PlanStore
 from harel.store.common.sql.plan import SqlOp, SqlPlan
 from harel.store.common.sql.requests import Batch, Result, Statement
-from harel.store.contract import (
-    DEFAULT_PRUNE_BATCH,
-    Capabilities,
-    DueTimer,
-    Emit,
-    OutboxEntry,
-    Spawn,
-    SpawnEntry,
-    TimerOp,
-)
 from harel.store.errors import StoreError
 
 T = TypeVar("T")
@@ -56,127 +43,15 @@ class Connection(Protocol):
 C = TypeVar("C", bound=Connection)
 
 
-class SqlContract:
-    """The contract methods of every SQL-family store, written once over :meth:`_run`.
+class SqlContract(PlanStore[SqlPlan]):
+    """The contract methods of every SQL-family store: :class:`PlanStore` over a
+    :class:`SqlPlan`.
 
     A subclass provides ``_plan`` (the :class:`SqlPlan` of its dialect), ``trace_max``,
     :meth:`_run` (drive one plan operation on its driver) and :meth:`close`; it may override
     :meth:`_sweep` to read sweeps and listings differently (rqlite reads them at its
     ``sweep_level``).  :class:`SqlStore` is the subclass for one DB-API connection.
     """
-
-    capabilities: ClassVar[Capabilities]
-    trace_max: int | None
-    _plan: SqlPlan
-
-    def _run(self, operation: SqlOp[T]) -> T:
-        """Drive one plan operation to its value (or its typed error)."""
-        raise NotImplementedError
-
-    def _sweep(self, operation: SqlOp[T]) -> T:
-        """Drive a sweep or listing operation (by default like any other)."""
-        return self._run(operation)
-
-    def close(self) -> None:
-        """Release the driver's resources (idempotent)."""
-        raise NotImplementedError
-
-    # -- the contract ---------------------------------------------------------------------------
-
-    def load(self, execution_id: str) -> Execution | None:
-        """A fresh copy of the stored execution, or ``None``."""
-        return self._run(self._plan.load(execution_id))
-
-    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        """``load`` plus whether ``event_id`` was already processed, in one statement."""
-        return self._run(self._plan.load_for_event(execution_id, event_id))
-
-    def save(self, exe: Execution) -> None:
-        """CAS-write the snapshot alone (``commit(exe, [])``)."""
-        self.commit(exe, [])
-
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[Emit],
-        processed_event_id: str | None = None,
-        timers: Sequence[TimerOp] = (),
-        spawns: Sequence[Spawn] = (),
-        trace: dict[str, Any] | None = None,
-    ) -> None:
-        """Write one step in one transaction: all of it, or nothing and ``exe.version`` restored."""
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
-            self._run(self._plan.commit(prepared, self.trace_max))
-
-    def is_processed(self, execution_id: str, event_id: str) -> bool:
-        """Whether that execution already processed that event."""
-        return self._run(self._plan.is_processed(execution_id, event_id))
-
-    def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
-        """Undelivered events, oldest first (at most ``limit``)."""
-        return self._sweep(self._plan.pending_outbox(limit))
-
-    def ack_outbox(self, seq: int) -> None:
-        """Forget a delivered event (unknown seq: no-op)."""
-        self._run(self._plan.ack_outbox(seq))
-
-    def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
-        """Uncreated children, oldest first (at most ``limit``)."""
-        return self._sweep(self._plan.pending_spawns(limit))
-
-    def ack_spawn(self, seq: int) -> None:
-        """Forget a created child's intent (unknown seq: no-op)."""
-        self._run(self._plan.ack_spawn(seq))
-
-    def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
-        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
-        return self._sweep(self._plan.due_timers(now, limit))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Disarm a timer only if it still holds exactly ``fire_at``."""
-        self._run(self._plan.delete_timer(execution_id, path, fire_at))
-
-    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        """The retained trace steps, oldest first, each with its ``index``."""
-        return self._run(self._plan.read_trace(execution_id))
-
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        """Append a step in its own transaction; unknown execution raises ``ExecutionNotFound``."""
-        self._run(self._plan.append_trace(execution_id, entry, self.trace_max))
-
-    def list_executions(
-        self,
-        *,
-        status: Iterable[Status] | None = None,
-        definition_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """One page of summaries ordered by id, served by an index with a keyset cursor."""
-        query = listing_query(
-            status=status,
-            definition_id=definition_id,
-            roots_only=roots_only,
-            limit=limit,
-            cursor=cursor,
-        )
-        return self._sweep(self._plan.list_executions(query))
-
-    def purge(self, execution_id: str, *, force: bool = False) -> bool:
-        """Delete the execution and all it owns in one transaction (``ExecutionActive`` while
-        it is not finished, unless ``force``); whether it existed."""
-        return self._run(self._plan.purge(execution_id, force))
-
-    def prune_processed(self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH) -> int:
-        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per transaction."""
-        return self._run(self._plan.prune_processed(older_than, batch_size))
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class SqlStore(SqlContract, Generic[C]):

@@ -1,0 +1,399 @@
+"""The contract methods of every plan-driven store, written once, sync and async.
+
+A backend's ``_plan.py`` provides the operations of :class:`ContractPlan` (each a sans-IO
+generator); its sync store subclasses :class:`PlanStore` and its async store
+:class:`AsyncPlanStore`, and each provides only what touches the driver: opening the
+connection (setting ``_plan`` and ``trace_max``), :meth:`PlanStore._run` (one drive loop with
+the driver's exception mapping) and ``close``.  Every contract method below is one line over
+``_run``; a backend overrides one only when its driver needs something different, and says why.
+
+Cancellation (async): reads are plain ``await self._run(op)``.  Writes go through
+:meth:`AsyncPlanStore._write`, which lets a started write finish before it re-raises
+``CancelledError`` — so a cancelled ``commit`` leaves ``exe.version`` bumped exactly when the
+step was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+
+from harel.model import Execution, ExecutionPage, Status
+from harel.store.common.commit import PreparedCommit, committing
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
+from harel.store.common.listing import ListingQuery, listing_query
+from harel.store.common.records import PreparedImport, prepare_import
+from harel.store.contract import (
+    DEFAULT_PRUNE_BATCH,
+    Capabilities,
+    DueTimer,
+    Emit,
+    ExecutionRecord,
+    OutboxEntry,
+    Spawn,
+    SpawnEntry,
+    TimerOp,
+)
+
+T = TypeVar("T")
+Op = Generator[Any, Any, T]
+"""One sans-IO operation of a plan: yields requests, returns the value."""
+
+
+class ContractPlan(Protocol):
+    """The operations a backend's plan provides, one per contract method.
+
+    Arguments arrive as the caller passed them (the plan validates them with
+    :mod:`harel.store.common.validate`), except ``commit`` and ``import_execution``, which
+    receive the envelope's validated, encoded form.
+    """
+
+    max_document_bytes: int
+
+    def load(self, execution_id: str) -> Op[Execution | None]: ...
+
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Op[tuple[Execution | None, bool]]: ...
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Op[None]: ...
+
+    def is_processed(self, execution_id: str, event_id: str) -> Op[bool]: ...
+
+    def pending_outbox(self, limit: int | None) -> Op[list[OutboxEntry]]: ...
+
+    def ack_outbox(self, seq: int) -> Op[None]: ...
+
+    def pending_spawns(self, limit: int | None) -> Op[list[SpawnEntry]]: ...
+
+    def ack_spawn(self, seq: int) -> Op[None]: ...
+
+    def due_timers(self, now: float, limit: int | None) -> Op[list[DueTimer]]: ...
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Op[None]: ...
+
+    def read_trace(self, execution_id: str) -> Op[list[dict[str, Any]]]: ...
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> Op[None]: ...
+
+    def list_executions(self, query: ListingQuery) -> Op[ExecutionPage]: ...
+
+    def purge(self, execution_id: str, force: bool) -> Op[bool]: ...
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Op[int]: ...
+
+    def export_execution(self, execution_id: str) -> Op[ExecutionRecord | None]: ...
+
+    def import_execution(self, prepared: PreparedImport) -> Op[None]: ...
+
+
+P = TypeVar("P", bound=ContractPlan)
+
+
+def _listing(
+    status: Iterable[Status] | None,
+    definition_id: str | None,
+    roots_only: bool,
+    limit: int,
+    cursor: str | None,
+) -> ListingQuery:
+    return listing_query(
+        status=status,
+        definition_id=definition_id,
+        roots_only=roots_only,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+class _PlanStoreBase(Generic[P]):
+    """What both twins hold: the plan, the ring size, the capabilities."""
+
+    capabilities: ClassVar[Capabilities]
+    trace_max: int | None
+    _plan: P
+
+    def _prepare_import(self, record: ExecutionRecord) -> PreparedImport:
+        """Validate and encode ``record`` under this store's limits (nothing is written)."""
+        limit = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
+        return prepare_import(
+            record, trace_max=self.trace_max, max_document_bytes=limit, now=time.time()
+        )
+
+
+class PlanStore(_PlanStoreBase[P]):
+    """A synchronous :class:`~harel.store.contract.ExecutionStore` over a :class:`ContractPlan`.
+
+    A subclass provides :meth:`_run` and :meth:`close`; it may override :meth:`_sweep` to
+    read sweeps and listings differently (rqlite reads them at its ``sweep_level``).
+    """
+
+    def _run(self, operation: Op[T]) -> T:
+        """Drive one plan operation to its value (or its typed error)."""
+        raise NotImplementedError
+
+    def _sweep(self, operation: Op[T]) -> T:
+        """Drive a sweep or listing operation (by default like any other)."""
+        return self._run(operation)
+
+    def close(self) -> None:
+        """Release the driver's resources (idempotent); later calls raise."""
+        raise NotImplementedError
+
+    def load(self, execution_id: str) -> Execution | None:
+        """A fresh copy of the stored execution, or ``None``."""
+        return self._run(self._plan.load(execution_id))
+
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        """``load`` plus whether ``event_id`` was already processed by that execution."""
+        return self._run(self._plan.load_for_event(execution_id, event_id))
+
+    def save(self, exe: Execution) -> None:
+        """CAS-write the snapshot alone (``commit(exe, [])``)."""
+        self.commit(exe, [])
+
+    def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Sequence[TimerOp] = (),
+        spawns: Sequence[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
+        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+            self._run(self._plan.commit(prepared, self.trace_max))
+
+    def is_processed(self, execution_id: str, event_id: str) -> bool:
+        """Whether that execution already processed that event."""
+        return self._run(self._plan.is_processed(execution_id, event_id))
+
+    def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
+        """Undelivered events, oldest first (at most ``limit``)."""
+        return self._sweep(self._plan.pending_outbox(limit))
+
+    def ack_outbox(self, seq: int) -> None:
+        """Forget a delivered event (unknown seq: no-op)."""
+        self._run(self._plan.ack_outbox(seq))
+
+    def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
+        """Uncreated children, oldest first (at most ``limit``)."""
+        return self._sweep(self._plan.pending_spawns(limit))
+
+    def ack_spawn(self, seq: int) -> None:
+        """Forget a created child's intent (unknown seq: no-op)."""
+        self._run(self._plan.ack_spawn(seq))
+
+    def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
+        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
+        return self._sweep(self._plan.due_timers(now, limit))
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        """Disarm a timer only if it still holds exactly ``fire_at``."""
+        self._run(self._plan.delete_timer(execution_id, path, fire_at))
+
+    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        """The retained trace steps, oldest first, each with its ``index``."""
+        return self._run(self._plan.read_trace(execution_id))
+
+    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        """Append a step outside a commit; unknown execution raises ``ExecutionNotFound``."""
+        self._run(self._plan.append_trace(execution_id, entry, self.trace_max))
+
+    def list_executions(
+        self,
+        *,
+        status: Iterable[Status] | None = None,
+        definition_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One page of summaries ordered by id, with a keyset cursor."""
+        query = _listing(status, definition_id, roots_only, limit, cursor)
+        return self._sweep(self._plan.list_executions(query))
+
+    def purge(self, execution_id: str, *, force: bool = False) -> bool:
+        """Delete the execution and all it owns in one atomic write (``ExecutionActive`` while
+        it is not finished, unless ``force``); whether it was stored."""
+        return self._run(self._plan.purge(execution_id, force))
+
+    def prune_processed(self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH) -> int:
+        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per write."""
+        return self._run(self._plan.prune_processed(older_than, batch_size))
+
+    def export_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Everything stored for the id, from one consistent read (``None``: nothing)."""
+        return self._run(self._plan.export_execution(execution_id))
+
+    def import_execution(self, record: ExecutionRecord) -> None:
+        """Write an exported record in one atomic write (``ExecutionAlreadyExists``, nothing
+        written, when the execution is already stored)."""
+        self._run(self._plan.import_execution(self._prepare_import(record)))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncPlanStore(_PlanStoreBase[P]):
+    """An :class:`~harel.store.contract.AsyncExecutionStore` over a :class:`ContractPlan`.
+
+    A subclass provides :meth:`_run` and :meth:`close`; :meth:`_write` (a started write
+    finishes before ``CancelledError`` is re-raised) is built on :meth:`_run` and may be
+    overridden when the driver settles writes another way.
+    """
+
+    async def _run(self, operation: Op[T]) -> T:
+        """Drive one plan operation to its value (or its typed error)."""
+        raise NotImplementedError
+
+    async def _sweep(self, operation: Op[T]) -> T:
+        """Drive a sweep or listing operation (by default like any other)."""
+        return await self._run(operation)
+
+    async def _settle(self, operation: Op[T]) -> tuple[T, bool]:
+        """Run a write to its end even if the caller is cancelled meanwhile; its value and
+        whether the caller was cancelled.  A write that failed after a cancel raises
+        ``CancelledError`` (its own error is chained)."""
+        task = asyncio.ensure_future(self._run(operation))
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(task)
+            except BaseException:
+                if not task.done():  # the caller was cancelled: keep waiting for the write
+                    cancelled = True
+                    continue
+            break
+        if task.cancelled():
+            raise asyncio.CancelledError
+        error = task.exception()
+        if error is not None:
+            if cancelled:
+                raise asyncio.CancelledError from error
+            raise error
+        return task.result(), cancelled
+
+    async def _write(self, operation: Op[T]) -> T:
+        """Run a write to its end, then re-raise a cancel that arrived meanwhile."""
+        value, cancelled = await self._settle(operation)
+        if cancelled:
+            raise asyncio.CancelledError
+        return value
+
+    async def close(self) -> None:
+        """Release the driver's resources (idempotent); later calls raise."""
+        raise NotImplementedError
+
+    async def load(self, execution_id: str) -> Execution | None:
+        """A fresh copy of the stored execution, or ``None``."""
+        return await self._run(self._plan.load(execution_id))
+
+    async def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> tuple[Execution | None, bool]:
+        """``load`` plus whether ``event_id`` was already processed by that execution."""
+        return await self._run(self._plan.load_for_event(execution_id, event_id))
+
+    async def save(self, exe: Execution) -> None:
+        """CAS-write the snapshot alone (``commit(exe, [])``)."""
+        await self.commit(exe, [])
+
+    async def commit(
+        self,
+        exe: Execution,
+        emits: Sequence[Emit],
+        processed_event_id: str | None = None,
+        timers: Sequence[TimerOp] = (),
+        spawns: Sequence[Spawn] = (),
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        """Write one step atomically.  Cancelled midway, it waits for the write's outcome,
+        leaves ``exe.version`` saying whether the step was stored, then re-raises."""
+        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+            _, cancelled = await self._settle(self._plan.commit(prepared, self.trace_max))
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def is_processed(self, execution_id: str, event_id: str) -> bool:
+        """Whether that execution already processed that event."""
+        return await self._run(self._plan.is_processed(execution_id, event_id))
+
+    async def pending_outbox(self, *, limit: int | None = None) -> list[OutboxEntry]:
+        """Undelivered events, oldest first (at most ``limit``)."""
+        return await self._sweep(self._plan.pending_outbox(limit))
+
+    async def ack_outbox(self, seq: int) -> None:
+        """Forget a delivered event (unknown seq: no-op)."""
+        await self._write(self._plan.ack_outbox(seq))
+
+    async def pending_spawns(self, *, limit: int | None = None) -> list[SpawnEntry]:
+        """Uncreated children, oldest first (at most ``limit``)."""
+        return await self._sweep(self._plan.pending_spawns(limit))
+
+    async def ack_spawn(self, seq: int) -> None:
+        """Forget a created child's intent (unknown seq: no-op)."""
+        await self._write(self._plan.ack_spawn(seq))
+
+    async def due_timers(self, now: float, *, limit: int | None = None) -> list[DueTimer]:
+        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
+        return await self._sweep(self._plan.due_timers(now, limit))
+
+    async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
+        """Disarm a timer only if it still holds exactly ``fire_at``."""
+        await self._write(self._plan.delete_timer(execution_id, path, fire_at))
+
+    async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
+        """The retained trace steps, oldest first, each with its ``index``."""
+        return await self._run(self._plan.read_trace(execution_id))
+
+    async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
+        """Append a step outside a commit; unknown execution raises ``ExecutionNotFound``."""
+        await self._write(self._plan.append_trace(execution_id, entry, self.trace_max))
+
+    async def list_executions(
+        self,
+        *,
+        status: Iterable[Status] | None = None,
+        definition_id: str | None = None,
+        roots_only: bool = False,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> ExecutionPage:
+        """One page of summaries ordered by id, with a keyset cursor."""
+        query = _listing(status, definition_id, roots_only, limit, cursor)
+        return await self._sweep(self._plan.list_executions(query))
+
+    async def purge(self, execution_id: str, *, force: bool = False) -> bool:
+        """Delete the execution and all it owns in one atomic write (``ExecutionActive`` while
+        it is not finished, unless ``force``); whether it was stored."""
+        return await self._write(self._plan.purge(execution_id, force))
+
+    async def prune_processed(
+        self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
+    ) -> int:
+        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per write."""
+        return await self._write(self._plan.prune_processed(older_than, batch_size))
+
+    async def export_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Everything stored for the id, from one consistent read (``None``: nothing)."""
+        return await self._run(self._plan.export_execution(execution_id))
+
+    async def import_execution(self, record: ExecutionRecord) -> None:
+        """Write an exported record in one atomic write (``ExecutionAlreadyExists``, nothing
+        written, when the execution is already stored)."""
+        await self._write(self._plan.import_execution(self._prepare_import(record)))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
