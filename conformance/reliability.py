@@ -7,11 +7,15 @@ For each backend with status ``ok`` (its data where ``HAREL_TEST_<NAME>_URL`` or
 * a writer SIGKILLed at random moments (>= 50 runs per durable backend);
 * ``harel worker`` processes SIGKILLed mid-run;
 * the kit's hostile-input round-trip law and cancellation storm with the ``reliability``
-  hypothesis profile (>= 10,000 generated inputs per backend).
+  hypothesis profile (>= 10,000 generated inputs per backend);
+* ``harel migrate`` between every ordered pair of those backends: a population the runner
+  left mid-flight, migrated, migrated again (nothing moves), then run to its end on both
+  stores, which must end alike (:func:`harel.migrate.rehearsal.rehearse`).
 
 The figures (runs, inputs, failures, data lost) go to ``conformance/RELIABILITY.md``; the exit
 status is non-zero when any attack failed or lost data.  ``--quick`` runs the reduced sizes of
-``make test``; ``--backend NAME`` (repeatable) limits the run.
+``make test``; ``--backend NAME`` (repeatable) limits the run; ``--no-migrate`` skips the
+migration matrix.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from harel.conformance.profiles import (
     RELIABILITY_CANCELLATIONS,
     RELIABILITY_EXAMPLES,
 )
+from harel.migrate.rehearsal import rehearse
 from harel.registry import harness_for_url
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +66,8 @@ class Sizes:
 
 FULL = Sizes(writers=8, wins=25, kill_runs=50, jobs=100, worker_kills=5, kit=True)
 QUICK = Sizes(writers=4, wins=5, kill_runs=3, jobs=15, worker_kills=1, kit=False)
+MIGRATION_SCALE = 2
+"""Executions of each mid-flight kind the migration matrix moves per pair (x7 kinds)."""
 
 
 def _attacks(
@@ -154,7 +161,97 @@ def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
     return results
 
 
-def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float, command: str) -> str:
+@dataclasses.dataclass
+class MigrationRow:
+    """One ordered pair of the migration matrix: records moved, problems found, time."""
+
+    source: str
+    destination: str
+    records: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the rehearsal found nothing wrong."""
+        return not self.problems
+
+
+def _fresh_harness(name: str, workdir: Path) -> StoreHarness:
+    url = backend_test_url(name, workdir / "data")
+    if url is None:
+        raise RuntimeError(f"no URL: set HAREL_TEST_{name.upper()}_URL")
+    return harness_for_url(url, workdir / "kit")
+
+
+def run_migration(source: str, destination: str, root: Path, scale: int) -> MigrationRow:
+    """Rehearse ``harel migrate`` from ``source`` to ``destination``, each on a fresh dataset."""
+    row = MigrationRow(source, destination)
+    started = time.perf_counter()
+    harnesses: list[StoreHarness] = []
+    try:
+        for side, name in (("src", source), ("dst", destination)):
+            harnesses.append(_fresh_harness(name, root / f"{source}-{destination}" / side))
+        src, dst = harnesses[0].open_sync(), harnesses[1].open_sync()
+        try:
+            result = rehearse(src, dst, scale=scale)
+            row.records, row.problems = result.records, result.problems
+        finally:
+            src.close()
+            dst.close()
+    except Exception as exc:  # a pair that crashes is a failure
+        row.problems.append(repr(exc))
+    finally:
+        for harness in harnesses:
+            harness.destroy()
+    row.seconds = time.perf_counter() - started
+    return row
+
+
+def run_migrations(names: list[str], root: Path, scale: int) -> list[MigrationRow]:
+    """Every ordered pair of distinct backends in ``names``."""
+    rows = []
+    for source in names:
+        for destination in names:
+            if source != destination:
+                rows.append(run_migration(source, destination, root, scale))
+                status = "ok" if rows[-1].ok else f"FAILED ({len(rows[-1].problems)})"
+                print(f"   migrate {source} -> {destination}: {status}", flush=True)
+    return rows
+
+
+def render_migrations(rows: list[MigrationRow], scale: int) -> list[str]:
+    """The migration matrix section of RELIABILITY.md (no lines when it was not run)."""
+    if not rows:
+        return []
+    lines = [
+        "## Migration matrix",
+        "",
+        f"`harel migrate` between every ordered pair of the backends above: {scale} "
+        "execution(s) of each mid-flight kind (armed timers, pending spawns and relays, a "
+        "relay-only id, orthogonal children, finished orders) left by the runner on the "
+        "source, migrated, migrated again (must move nothing), verified, then run to the end "
+        "on both stores (same final records, each timer fired once, each effect once).",
+        "",
+        "| source | destination | records | problems | seconds |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.source} | {row.destination} | {row.records} | {len(row.problems)} | "
+            f"{row.seconds:.1f} |"
+        )
+    problems = [f"- {r.source} -> {r.destination}: {p}" for r in rows for p in r.problems]
+    return [*lines, "", "### Migration failures", "", *(problems or ["None."]), ""]
+
+
+def render(
+    table: dict[str, list[AttackResult]],
+    sizes: Sizes,
+    seconds: float,
+    command: str,
+    migrations: list[MigrationRow] | None = None,
+) -> str:
     """RELIABILITY.md: the command, the machine, the date and one row per backend x attack."""
     kit = (
         f"kit parts with the `{RELIABILITY}` profile ({RELIABILITY_EXAMPLES} generated inputs "
@@ -191,6 +288,7 @@ def render(table: dict[str, list[AttackResult]], sizes: Sizes, seconds: float, c
         for failure in r.failures
     ]
     lines += ["", "## Failures", "", *(problems or ["None."]), ""]
+    lines += render_migrations(migrations or [], MIGRATION_SCALE)
     return "\n".join(lines)
 
 
@@ -202,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPORT, help="where to write the table")
     parser.add_argument(
         "--no-kit", action="store_true", help="skip the kit parts (round-trip law, cancellations)"
+    )
+    parser.add_argument(
+        "--no-migrate", action="store_true", help="skip the migration matrix (backend pairs)"
     )
     options = parser.parse_args(argv)
     sizes = QUICK if options.quick else FULL
@@ -220,8 +321,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   {r.attack}: {r.runs} runs, {r.inputs} inputs, {status}", flush=True)
             # written after every backend, so an interrupted run still leaves its figures
             options.report.write_text(render(table, sizes, time.perf_counter() - started, command))
+        migrations: list[MigrationRow] = []
+        if not options.no_migrate:
+            print("== migration matrix", flush=True)
+            migrations = run_migrations(names, Path(tmp) / "migrate", MIGRATION_SCALE)
+            options.report.write_text(
+                render(table, sizes, time.perf_counter() - started, command, migrations)
+            )
     print(f"wrote {options.report}")
-    return 0 if all(r.ok for results in table.values() for r in results) else 1
+    attacks_ok = all(r.ok for results in table.values() for r in results)
+    return 0 if attacks_ok and all(row.ok for row in migrations) else 1
 
 
 if __name__ == "__main__":

@@ -2,13 +2,17 @@
 
 ``make reliability`` runs the same attacks at full size and writes conformance/RELIABILITY.md;
 a backend joins both by being installed (its harness and ``local_url`` or
-``HAREL_TEST_<NAME>_URL``), with nothing to add here.
+``HAREL_TEST_<NAME>_URL``), with nothing to add here.  The migration matrix of
+``make reliability`` (every ordered pair of backends) is checked here on one pair.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from harel.conformance import attacks, backend_test_url_or_skip, usable_backend_names
@@ -72,3 +76,30 @@ def test_sigkilled_workers_fire_every_timer_once(
     result = attacks.kill_workers(shared_harness, tmp_path / "work", jobs=15, kills=1, seed=3)
     assert result.runs == 1
     assert result.ok, result
+
+
+def _reliability_script() -> ModuleType:
+    """``conformance/reliability.py`` (a script, not a package module), imported by path."""
+    path = Path(__file__).resolve().parents[1] / "reliability.py"
+    spec = importlib.util.spec_from_file_location("harel_reliability_script", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_migration_matrix_runs_every_ordered_pair(tmp_path: Path) -> None:
+    names = [name for name in ("memory", "sqlite") if name in usable_backend_names()]
+    if len(names) < 2:
+        pytest.skip("the memory and sqlite backends are needed for a pair")
+    script = _reliability_script()
+    rows = script.run_migrations(names, tmp_path, 1)
+    assert [(row.source, row.destination) for row in rows] == [
+        ("memory", "sqlite"),
+        ("sqlite", "memory"),
+    ]
+    assert all(row.ok and row.records > 5 for row in rows), [row.problems for row in rows]
+    section = "\n".join(script.render_migrations(rows, 1))
+    assert "## Migration matrix" in section and "| memory | sqlite |" in section
+    assert section.rstrip().endswith("None.")

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, ExecutionSummary, Status
-from harel.store.common import committing
-from harel.store.errors import ExecutionActive, StoreConflict
+from harel.store.common import PreparedImport, committing, prepare_import
+from harel.store.contract import ExecutionRecord, OutboxEntry
+from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, StoreConflict
 from harel.store.memory._plan import (
     OWNED_TABLES,
     PLAN,
@@ -16,6 +17,7 @@ from harel.store.memory._plan import (
     DeleteOwned,
     DropMarks,
     GetExecution,
+    ListOwned,
     OldMarks,
     Plan,
     PutExecution,
@@ -114,3 +116,55 @@ def test_prune_arguments_fail_before_any_request(older_than: Any, batch_size: An
 
 def _event() -> Event:
     return Event(id="e-1", kind="Go")
+
+
+def _prepared_import(with_execution: bool) -> PreparedImport:
+    exe = Execution(id="x", definition_id="d", version=3) if with_execution else None
+    outbox = (OutboxEntry(9, "x", _event()),)
+    record = ExecutionRecord(
+        execution_id="x",
+        execution=exe,
+        updated_at=12.5 if with_execution else None,
+        processed=(("in-1", 11.0),) if with_execution else (),
+        outbox=outbox,
+    )
+    return prepare_import(record, trace_max=None)
+
+
+def test_import_refuses_a_stored_execution_before_any_write() -> None:
+    plan = _inner(PLAN.import_execution(_prepared_import(True)))
+    assert next(plan) == GetExecution("x")
+    with pytest.raises(ExecutionAlreadyExists):
+        plan.send(_row(1))
+
+
+def test_import_keeps_the_records_version_and_times() -> None:
+    plan = _inner(PLAN.import_execution(_prepared_import(True)))
+    next(plan)
+    put = plan.send(None)
+    assert isinstance(put, PutExecution) and put.row.version == 3
+    assert put.row.summary.updated_at == 12.5
+    assert plan.send(None) == PutMark("x", "in-1", 11.0)
+    assert isinstance(plan.send(None), AddRelay)
+    with pytest.raises(StopIteration):
+        plan.send(None)
+
+
+def test_import_of_relays_alone_reads_nothing_and_appends() -> None:
+    plan = _inner(PLAN.import_execution(_prepared_import(False)))
+    assert isinstance(next(plan), AddRelay)
+    with pytest.raises(StopIteration):
+        plan.send(None)
+
+
+def test_export_reads_everything_in_one_transaction_and_none_for_nothing() -> None:
+    plan = _inner(PLAN.export_execution("x"))
+    assert next(plan) == GetExecution("x")
+    asked = [plan.send(None)]
+    for _ in range(3):
+        asked.append(plan.send([]))
+    assert asked == [ListOwned(t, "x") for t in ("processed", "timers", "outbox", "spawns")]
+    assert plan.send([]) == ReadTraceRows("x")
+    with pytest.raises(StopIteration) as done:
+        plan.send((None, []))
+    assert done.value.value is None

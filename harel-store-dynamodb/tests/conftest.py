@@ -53,3 +53,11 @@ def harel_harness(dynamodb_target: dict[str, Any], tmp_path: Path) -> Iterator[D
     harness = DynamoDBHarness(**dynamodb_target)
     yield harness
     harness.destroy()
+
+
+@pytest.fixture
+def harness(dynamodb_target: dict[str, Any]) -> Iterator[DynamoDBHarness]:
+    """A fresh, empty table for a backend-specific test."""
+    h = DynamoDBHarness(**dynamodb_target)
+    yield h
+    h.destroy()

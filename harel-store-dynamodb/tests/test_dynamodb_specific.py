@@ -55,13 +55,6 @@ class Requests:
 
 
 @pytest.fixture
-def harness(dynamodb_target: dict[str, Any]) -> Iterator[DynamoDBHarness]:
-    h = DynamoDBHarness(**dynamodb_target)
-    yield h
-    h.destroy()
-
-
-@pytest.fixture
 def counted(harness: DynamoDBHarness) -> Iterator[tuple[DynamoDBStore, Requests]]:
     """A sync store over an injected client whose requests are counted."""
     client = open_client(harness.options, harness.options.endpoint_url)

@@ -166,8 +166,7 @@ def test_oversized_document_is_refused_before_anything_is_sent() -> None:
 
 def test_compressible_megabyte_fits_one_item() -> None:
     exe = Execution(id="big", definition_id="d", context={"blob": "x" * 1_000_000})
-    request = first_request(ops().commit(prepared(exe), 200))
-    update = request.params["TransactItems"][0]["Update"]
+    update = first_request(ops().commit(prepared(exe), 200)).params  # one UpdateItem
     blobs = [v for v in update["ExpressionAttributeValues"].values() if "B" in v]
     assert len(blobs) == 1 and len(blobs[0]["B"]) < 50_000
 
@@ -237,29 +236,43 @@ def test_a_relay_base_collision_retries_with_a_fresh_base() -> None:
     plan = ops().commit(prepared(exe, emits=[(None, Event(id="e", kind="K"))]), 200)
     first = first_request(plan)
     collided = TransactionCancelled([{"Code": "None"}, {"Code": "ConditionalCheckFailed"}])
-    second = plan.throw(collided)
+    assert isinstance(plan.throw(collided), Pause)
+    second = plan.send(None)
     assert isinstance(second, Call) and second.operation == "transact_write_items"
     key = lambda r: r.params["TransactItems"][1]["Put"]["Item"]["pk"]["S"]  # noqa: E731
     assert key(first) != key(second)
     assert finish(plan, {}) is None
 
 
-def test_an_answer_lost_in_transit_is_resolved_by_the_commit_token() -> None:
-    exe = Execution(id="kit-1", definition_id="d", version=1)
-    commit = prepared(exe)
+def test_an_answer_lost_in_transit_is_settled_by_resending_and_the_receipt() -> None:
+    commit = prepared(Execution(id="kit-1", definition_id="d", version=1))
     plan = ops().commit(commit, 200)
     request = first_request(plan)
-    token = request.params["TransactItems"][0]["Update"]["ExpressionAttributeValues"]
-    ct = next(v["S"] for v in token.values() if "S" in v and len(v["S"]) == 32)
-    check = plan.throw(RequestInDoubt("lost"))
-    assert check.operation == "get_item" and check.params["ConsistentRead"] is True
-    assert finish(plan, {"Item": {"v": {"N": "2"}, "ct": {"S": ct}}}) is None
+    assert request.operation == "update_item"  # no side items: one conditional UpdateItem
+    token = request.params["ExpressionAttributeValues"]
+    receipt = next(v["S"] for v in token.values() if "S" in v and len(v["S"]) == 20)
+    assert isinstance(plan.throw(RequestInDoubt("lost")), Pause)
+    assert plan.send(None) == request  # the very same request again
+    # landed, and another writer committed on top since: the receipt of version 2 is ours
+    on_top = {"v": {"N": "3"}, "tn": {"N": "0"}, "tl": {"N": "0"}, "k2": {"S": receipt}}
+    with pytest.raises(StopIteration):
+        plan.throw(ConditionFailed(on_top))
 
     other = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
     first_request(other)
     other.throw(RequestInDoubt("lost"))
+    other.send(None)
+    theirs = {**on_top, "k2": {"S": "someone else"}}
+    with pytest.raises(StoreConflict):
+        other.throw(ConditionFailed(theirs))
+
+    lost = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
+    first_request(lost)
+    lost.throw(RequestInDoubt("lost"))
+    lost.send(None)
+    overwritten = {**theirs, "v": {"N": "10"}}  # receipt of version 2 gone: cannot tell
     with pytest.raises(RequestInDoubt):
-        other.send({"Item": {"v": {"N": "2"}, "ct": {"S": "someone else"}}})
+        lost.throw(ConditionFailed(overwritten))
 
 
 def test_a_stale_trace_cursor_is_corrected_from_the_old_item() -> None:
@@ -473,7 +486,8 @@ def test_a_created_table_is_waited_for_until_it_and_its_indexes_are_active() -> 
     meta = plan.send(_described("ACTIVE"))
     assert meta.operation == "get_item" and meta.params["ConsistentRead"] is True
     put = plan.send({})
-    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "1"}
+    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "2"}
+    assert put.params["Item"]["written_by"]["S"].startswith("harel-store-dynamodb")
     assert finish(plan, {}) is None
     # checked once per process: the next store over it sends nothing
     with pytest.raises(StopIteration):

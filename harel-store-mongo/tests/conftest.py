@@ -63,3 +63,17 @@ def harel_harness(mongo_url: str | None) -> Iterator[StoreHarness]:
     harness = make_harness(mongo_url)
     yield harness
     harness.destroy()
+
+
+@pytest.fixture
+def harness(harel_harness: StoreHarness) -> StoreHarness:
+    """The test's dataset (``harel_harness`` under the name the backend's own tests use)."""
+    return harel_harness
+
+
+@pytest.fixture
+def other_harness(mongo_url: str | None) -> Iterator[StoreHarness]:
+    """A second fresh, empty dataset (a migration's destination)."""
+    harness = make_harness(mongo_url)
+    yield harness
+    harness.destroy()

@@ -12,11 +12,12 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.contract import TimerOp
+from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     ExecutionNotFound,
     InvalidIdentifier,
@@ -53,9 +54,19 @@ ALLOWED = {
     "delete_timer": 1,
     "prune_processed (nothing due)": 1,
     "purge": 3,
+    "export_execution": 1,
+    "import_execution (no relays)": 1,
+    "import_execution (with relays)": 2,
 }
 """The most driver calls each operation may take (the issue: state-only commit 1, any <= 2)."""
 MEASURED: dict[str, int] = {}
+
+
+def moved(record: ExecutionRecord | None, execution_id: str) -> ExecutionRecord:
+    """``record`` as the record of another id (no relays: they name the old id)."""
+    assert record is not None and record.execution is not None
+    exe = record.execution.model_copy(update={"id": execution_id})
+    return replace(record, execution_id=execution_id, execution=exe, outbox=(), spawns=())
 
 
 def new_exe(execution_id: str, **fields: Any) -> Execution:
@@ -146,6 +157,15 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
     measure("ack_spawn", lambda: store.ack_spawn(spawns[0].seq))
     measure("delete_timer", lambda: store.delete_timer("rt-1", "/a", 5.0))
     measure("prune_processed (nothing due)", lambda: store.prune_processed(0.0))
+    record = measure("export_execution", lambda: store.export_execution("rt-1"))
+    copy = moved(record, "rt-3")
+    measure("import_execution (no relays)", lambda: store.import_execution(copy))
+    relays = replace(
+        moved(record, "rt-4"),
+        outbox=(OutboxEntry(1, "rt-4", ev("m-1")),),
+        spawns=(SpawnEntry(1, "rt-4", "kid-4", "/r", {}),),
+    )
+    measure("import_execution (with relays)", lambda: store.import_execution(relays))
     exe.status = Status.DONE
     store.save(exe)
     measure("purge", lambda: store.purge("rt-1"))
@@ -212,6 +232,9 @@ def test_every_request_of_a_workload_is_one_a_server_accepts(harness: Harness) -
         store.load_for_event("$where.a", "$in.1")
         store.list_executions(definition_id="flow", status=[Status.RUNNING], roots_only=True)
         store.prune_processed(FAR, batch_size=2)
+        record = store.export_execution("$where.a")
+        store.import_execution(moved(record, "$where.b"))
+        store.export_execution("$x.y")
         store.purge("$where.a", force=True)
         assert store.sent
         for request in store.sent:
@@ -313,6 +336,7 @@ def test_sweeps_use_their_index_on_a_real_server(harness: Harness, store: MongoS
         (rq.pending_request(True, 10), "spawns_next"),
         (rq.due_request(FAR, 10), "timers_next"),
         (rq.listing_request(["DONE"], "flow", False, None, 11), "list_definition"),
+        (rq.listing_request(None, "flow", False, None, 11), "list_definition_id"),
     ):
         query = request.args[0]
         plan = database.command(
@@ -385,16 +409,20 @@ def test_purge_keeps_what_it_owes_others_until_acked(harness: Harness, store: Mo
     assert raw(harness, "gone") is None, "the last ack removes the relay-only document"
 
 
+@pytest.mark.parametrize("state_only", [False, True])
 def test_a_new_execution_takes_over_a_relay_only_document(
-    harness: Harness, store: MongoStore
+    harness: Harness, store: MongoStore, state_only: bool
 ) -> None:
+    """Whether the insert is a pipeline (with a trace step) or a plain ``$set`` (state only)."""
     store.commit(new_exe("reuse", status=Status.DONE), [("peer", ev("owed"))], trace=step())
     assert store.purge("reuse") is True
     again = new_exe("reuse")
-    store.commit(again, [], trace=step())
+    store.commit(again, [], trace=None if state_only else step())
     assert again.version == 1
-    assert [t["index"] for t in store.read_trace("reuse")] == [0]
+    assert [t["index"] for t in store.read_trace("reuse")] == ([] if state_only else [0])
     assert [e.event.id for e in store.pending_outbox()] == ["owed"]
+    with pytest.raises(StoreConflict):
+        store.save(new_exe("reuse"))  # the document now holds a stored execution
 
 
 # -- failure modes --------------------------------------------------------------------------------
@@ -521,3 +549,11 @@ def test_unstorable_ids_are_refused_before_anything_is_written(
     with pytest.raises(InvalidIdentifier):
         store.purge(bad)
     assert everything(harness) == before
+
+
+async def test_an_unknown_constructor_keyword_is_refused(harness: Harness) -> None:
+    """The knobs are typed (``StoreKnobs``) and checked: a misspelt one is not ignored."""
+    with pytest.raises(TypeError, match="'tracemax'"):
+        MongoStore(harness.sync_client(), db=harness.db, tracemax=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'dbname'"):
+        await AsyncMongoStore.open(harness.async_client(), dbname="x")  # type: ignore[call-arg]

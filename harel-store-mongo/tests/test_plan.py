@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import collapse_timer_ops, committing
-from harel.store.contract import TimerOp
+from harel.store.common import collapse_timer_ops, committing, listing_query, prepare_import
+from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     ExecutionNotFound,
     InvalidStoreURL,
@@ -22,12 +22,12 @@ from harel.store.errors import (
     StoreCorrupted,
     StoreUnavailable,
 )
-from harel_store_mongo import _plan, _requests
+from harel_store_mongo import _plan, _records, _requests
 from harel_store_mongo._legacy import url_from_env
 from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._plan import DuplicateKey
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import INDEXES, check_schema
+from harel_store_mongo._schema import INDEXES, schema_decision
 from harel_store_mongo._server_rules import violations
 
 HOSTILE = (
@@ -116,6 +116,12 @@ def test_requests_per_commit(effects: dict[str, Any], requests: list[str], versi
     update = sent[-1]
     assert update.args[0] == {"_id": "x", "version": version}
     assert update.kwargs == ({"upsert": True} if version == 0 else {})
+    if effects:  # side data: an update pipeline
+        assert isinstance(update.args[1], list)
+    else:  # state only: a plain $set of values, nothing for the server to evaluate
+        assert list(update.args[1]) == ["$set"]
+        assert update.args[1]["$set"]["version"] == version + 1
+        assert not any(isinstance(v, dict) for v in update.args[1]["$set"].values())
 
 
 def test_a_whole_step_is_two_requests_and_one_update() -> None:
@@ -210,7 +216,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         "find_one": None,
         "find": [],
         "aggregate": [],
-        "find_one_and_update": None,
+        "find_one_and_update": {"n": 9},
         "update_one": Result(),
         "update_many": Result(),
         "delete_many": None,
@@ -225,13 +231,39 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         _plan.purge_plan(hostile, False),
         _plan.purge_plan(hostile, True),
         _plan.listing_plan(
-            status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None
+            listing_query(status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None)
+        ),
+        _records.export_plan(hostile),
+        _records.import_plan(prepare_import(_record(hostile), trace_max=3), "test"),
+        _records.import_plan(
+            prepare_import(
+                ExecutionRecord(
+                    execution_id=hostile, execution=None, outbox=_record(hostile).outbox
+                ),
+                trace_max=3,
+            ),
+            "test",
         ),
     ]
     for plan in plans:
-        run(plan, lambda r: answers[r.method])
+        sent += run(plan, lambda r: answers[r.method])[1]
     for request in sent:
         assert hostile not in _keys(request.args), "a caller's string became a field name"
+
+
+def _record(execution_id: str) -> ExecutionRecord:
+    """A record using ``execution_id`` everywhere a caller's string can go."""
+    event = Event(id=execution_id, kind="k", data={execution_id: execution_id})
+    return ExecutionRecord(
+        execution_id=execution_id,
+        execution=Execution(id=execution_id, definition_id=execution_id, version=3),
+        updated_at=1.0,
+        processed=((execution_id, 2.0),),
+        timers=((execution_id, 3.0),),
+        outbox=(OutboxEntry(4, execution_id, event),),
+        spawns=(SpawnEntry(5, execution_id, execution_id, execution_id, {execution_id: 1}),),
+        trace=({"index": 6, execution_id: execution_id},),
+    )
 
 
 def _keys(value: Any) -> set[str]:
@@ -265,8 +297,9 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
     ]
     for plan in plans:
         run(plan, lambda r: answers[r.method])
-    schema = dict(answers, find_one_and_update={"_id": "schema", "version": 1})
-    run(_plan.open_plan("test"), lambda r: schema[r.method])
+    for found in (None, {"_id": "schema", "version": 1}):
+        schema = dict(answers, find_one=found, find_one_and_update={"_id": "schema", "version": 2})
+        run(_plan.open_plan("test", "harel-store-mongo 9"), lambda r, s=schema: s[r.method])
     calls = itertools.count()
     pruned = dict(answers, aggregate=docs)
     run(
@@ -328,7 +361,7 @@ def test_a_lost_reply_is_resent_and_recognised_by_its_token() -> None:
             raise StoreUnavailable("connection reset")
         if request.method == "update_one":
             return Result(matched_count=0)
-        token = sent[0].args[1][0]["$set"]["token"]["$literal"]
+        token = sent[0].args[1]["$set"]["token"]  # a state-only commit: a plain $set
         return {"_id": "x", "version": 3, "token": token}
 
     e = exe(version=2)
@@ -446,10 +479,42 @@ def test_prune_counts_only_what_it_dropped() -> None:
 
 
 def test_schema_decision() -> None:
-    check_schema({"_id": "schema", "version": 1}, "here")
-    for found in ({"version": 2}, {"version": 0}, {"version": "1"}, None):
+    assert schema_decision(None, "here") == "create"
+    assert schema_decision({"_id": "schema", "version": 2}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 1}, "here") == "upgrade"
+    for found in ({"version": 3}, {"version": 0}, {"version": "1"}, {}, []):
         with pytest.raises(SchemaVersionError):
-            check_schema(found, "here")
+            schema_decision(found, "here")
+
+
+@pytest.mark.parametrize(
+    ("found", "methods"),
+    [
+        ({"_id": "schema", "version": 2}, ["find_one"]),
+        ({"_id": "schema", "version": 1}, ["find_one", "create_indexes", "update_one"]),
+        (None, ["find_one", "create_indexes", "find_one_and_update"]),
+    ],
+)
+def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: list[str]) -> None:
+    """A ready layout is one read; creating or upgrading creates the indexes, then records the
+    version and the release (guarded by the old version when upgrading)."""
+    replies = {"find_one": found, "find_one_and_update": {"_id": "schema", "version": 2}}
+    _, sent = run(_plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method))
+    assert [r.method for r in sent] == methods
+    if found is not None and found["version"] == 1:
+        query, update = sent[-1].args
+        assert query == {"_id": "schema", "version": 1}
+        assert update == {"$set": {"version": 2, "written_by": "harel-store-mongo 9.9"}}
+
+
+def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
+    found = {"_id": "schema", "version": 7, "written_by": "harel-store-mongo 3.1.0"}
+    with pytest.raises(SchemaVersionError) as info:
+        run(_plan.open_plan("here", "harel-store-mongo 0.2.0"), lambda r: found)
+    message = str(info.value)
+    assert "version 7" in message and "version 2" in message
+    assert "harel-store-mongo 3.1.0" in message
+    assert "pip install 'harel-store-mongo>=3.1.0'" in message
 
 
 def test_indexes_cover_every_sweep() -> None:

@@ -14,8 +14,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -68,6 +71,28 @@ async def astore(harel_harness: PostgresHarness) -> AsyncIterator[AsyncPostgresS
     s = await harel_harness.open_async()
     yield s
     await s.close()
+
+
+Together = Callable[[Sequence[Callable[[], Any]]], list[Any]]
+
+
+def _together(calls: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run ``calls`` on threads released together; each one's result or exception, in order."""
+    barrier = threading.Barrier(len(calls))
+
+    def released(call: Callable[[], Any]) -> Any:
+        barrier.wait(timeout=30)
+        return call()
+
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(released, call) for call in calls]
+    return [future.exception() or future.result() for future in futures]
+
+
+@pytest.fixture
+def together() -> Together:
+    """``together(calls)``: run the calls at once on threads (races, concurrent openers)."""
+    return _together
 
 
 # -- a throwaway PostgreSQL server of our own (stopped and restarted by failure-mode tests) ----

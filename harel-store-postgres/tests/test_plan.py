@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 import psycopg_pool
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import committing, listing_query
+from harel.store.common import committing, listing_query, prepare_import
 from harel.store.common.sql.requests import Result, Statement
-from harel.store.contract import TimerOp
+from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
     ExecutionActive,
+    ExecutionAlreadyExists,
     ExecutionNotFound,
     InvalidPayload,
     InvalidStoreURL,
@@ -26,12 +28,13 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_postgres import _plan as plan
-from harel_store_postgres import _schema
+from harel_store_postgres import _listing, _open, _schema
 from harel_store_postgres._conn import Renderer
 from harel_store_postgres._errors import connect_error, map_error
 from harel_store_postgres._legacy import url_from_env
 from harel_store_postgres._options import options_from_url
+from harel_store_postgres._plan import PLAN as plan
+from harel_store_postgres._plan import Plan
 
 
 class Scripted:
@@ -41,7 +44,7 @@ class Scripted:
         self.results = list(results)
         self.sent: list[Statement] = []
 
-    def run(self, operation: plan.Plan[Any]) -> Any:
+    def run(self, operation: Plan[Any]) -> Any:
         try:
             statement = next(operation)
             while True:
@@ -83,13 +86,25 @@ def test_commit_is_one_statement_with_every_effect() -> None:
 
 
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
-    prepared = _prepared(Execution(id="a", definition_id="d", version=3))
+    prepared = _prepared(Execution(id="a", definition_id="d", version=3), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
         Scripted(Result([(False, 5)], 1)).run(plan.commit(prepared, None))
     assert (info.value.expected, info.value.found) == (3, 5)
-    prepared = _prepared(Execution(id="a", definition_id="d", version=2))
+    prepared = _prepared(Execution(id="a", definition_id="d", version=2), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
         Scripted(Result([(False, None)], 1)).run(plan.commit(prepared, None))
+    assert info.value.found is None
+
+
+def test_lost_state_only_cas_reads_the_found_version_afterwards() -> None:
+    prepared = _prepared(Execution(id="a", definition_id="d", version=3))
+    driver = Scripted(Result([], 0), Result([(5,)], 1))
+    with pytest.raises(StoreConflict) as info:
+        driver.run(plan.commit(prepared, None))
+    assert (info.value.expected, info.value.found) == (3, 5)
+    assert len(driver.sent) == 2 and driver.sent[1].params == ("a",)
+    with pytest.raises(StoreConflict) as info:
+        Scripted(Result([], 0), Result([], 0)).run(plan.commit(prepared, None))
     assert info.value.found is None
 
 
@@ -105,6 +120,109 @@ def test_bad_trace_max_or_summary_is_refused_before_sending() -> None:
         with pytest.raises(InvalidPayload):  # by the envelope or by the plan, before sending
             driver.run(plan.commit(_prepared(bad), None))
     assert driver.sent == []
+
+
+def test_state_only_commit_is_the_plain_cas_update() -> None:
+    exe = Execution(id="a", definition_id="d", version=3, status=Status.DONE, outcome="o")
+    prepared = _prepared(exe)
+    driver = Scripted(Result([(4,)], 1))
+    driver.run(plan.commit(prepared, 5))
+    (statement,) = driver.sent
+    assert "harel_commit" not in statement.sql and statement.sql.startswith("UPDATE")
+    assert statement.params[:6] == ("d", "DONE", "o", None, None, 4)
+    assert statement.params[7:] == (prepared.document, "a", 3)
+
+
+def test_first_commit_and_side_writes_go_through_the_function() -> None:
+    for exe, effects in (
+        (Execution(id="a", definition_id="d"), {}),
+        (Execution(id="a", definition_id="d", version=2), {"trace": {"k": 1}}),
+        (Execution(id="a", definition_id="d", version=2), {"processed_event_id": "e"}),
+        (Execution(id="a", definition_id="d", version=2), {"timers": [TimerOp.cancel("/t")]}),
+    ):
+        driver = Scripted(Result([(True, exe.version + 1)], 1))
+        driver.run(plan.commit(_prepared(exe, **effects), None))
+        assert "harel_commit" in driver.sent[0].sql, effects
+
+
+# -- records ------------------------------------------------------------------------------------
+
+
+def _export_row(**columns: Any) -> tuple[Any, ...]:
+    empty: dict[str, Any] = {"data": None, "updated_at": None}
+    names = ("events", "marked", "paths", "fire_at", "oseq", "oevent", "sseq", "child", "root")
+    empty.update({name: [] for name in (*names, "context", "idx", "entry")})
+    empty.update(columns)
+    return tuple(empty.values())
+
+
+def test_export_is_one_statement_decoded_into_a_record() -> None:
+    exe = Execution(id="a", definition_id="d", version=2)
+    row = _export_row(
+        data=exe.model_dump_json(),
+        updated_at=5,
+        events=["e1", "e2"],
+        marked=[1.5, 2],
+        paths=["/t"],
+        fire_at=[9.0],
+        oseq=[4, 7],
+        oevent=['{"id":"x","kind":"K"}', '{"id":"y","kind":"K"}'],
+        sseq=[3],
+        child=["c"],
+        root=["/r"],
+        context=['{"k":1}'],
+        idx=[5, 6],
+        entry=['{"event_kind":"A"}', '{"event_kind":"B"}'],
+    )
+    driver = Scripted(Result([row], 1))
+    record = driver.run(plan.export_execution("a"))
+    assert len(driver.sent) == 1 and driver.sent[0].params == ("a",)
+    assert record.execution == exe and record.updated_at == 5.0
+    assert record.processed == (("e1", 1.5), ("e2", 2.0)) and record.timers == (("/t", 9.0),)
+    assert [(o.seq, o.target_id, o.event.id) for o in record.outbox] == [
+        (4, "a", "x"),
+        (7, "a", "y"),
+    ]
+    assert [(s.seq, s.parent_id, s.child_id, s.context) for s in record.spawns] == [
+        (3, "a", "c", {"k": 1})
+    ]
+    assert [(t["index"], t["event_kind"]) for t in record.trace] == [(5, "A"), (6, "B")]
+    assert Scripted(Result([_export_row()], 1)).run(plan.export_execution("a")) is None
+    with pytest.raises(StoreCorrupted, match="spawn 3"):
+        Scripted(Result([_export_row(sseq=[3], child=["c"], root=["/r"], context=["[]"])], 1)).run(
+            plan.export_execution("a")
+        )
+    with pytest.raises(ValueError):
+        Scripted().run(plan.export_execution("a\x00"))
+
+
+def test_import_is_one_call_and_a_stored_execution_is_refused() -> None:
+    exe = Execution(id="a", definition_id="d", version=3)
+    record = ExecutionRecord(
+        execution_id="a",
+        execution=exe,
+        updated_at=2.5,
+        processed=(("e", 1.0),),
+        timers=(("/t", 4.0),),
+        outbox=(OutboxEntry(9, "a", Event(id="x", kind="K")),),
+        trace=({"index": 4, "k": 1}, {"index": 5, "k": 2}),
+    )
+    prepared = prepare_import(record, trace_max=1)
+    driver = Scripted(Result([(True,)], 1))
+    driver.run(plan.import_execution(prepared))
+    (statement,) = driver.sent
+    assert "harel_import" in statement.sql
+    assert statement.params[:2] == ("a", True) and statement.params[7:9] == (3, 2.5)
+    assert statement.params[10:14] == (["e"], [1.0], ["/t"], [4.0])
+    assert statement.params[14] == ["a"] and statement.params[-2] == [5]  # the ring keeps 1
+    with pytest.raises(ExecutionAlreadyExists):
+        Scripted(Result([(False,)], 1)).run(plan.import_execution(prepared))
+    relays = prepare_import(
+        replace(record, execution=None, processed=(), timers=(), trace=()), trace_max=None
+    )
+    driver = Scripted(Result([(True,)], 1))
+    driver.run(plan.import_execution(relays))
+    assert driver.sent[0].params[1:3] == (False, None)
 
 
 # -- reads and writes ---------------------------------------------------------------------------
@@ -185,7 +303,7 @@ def test_listing_statements() -> None:
         limit=5,
         cursor=None,
     )
-    statement = plan.listing_statement(query)
+    statement = _listing.listing_statement(query)
     assert statement.sql.count("UNION ALL") == 1
     assert statement.params == ("d", "DONE", 6, "d", "FAILED", 6, 6)
     assert "parent_id IS NULL" in statement.sql
@@ -193,7 +311,7 @@ def test_listing_statements() -> None:
         Scripted()
         .run(
             plan.list_executions(
-                status=[], definition_id=None, roots_only=False, limit=5, cursor=None
+                listing_query(status=[], definition_id=None, roots_only=False, limit=5, cursor=None)
             )
         )
         .items
@@ -204,9 +322,16 @@ def test_listing_statements() -> None:
 # -- schema -------------------------------------------------------------------------------------
 
 
+def _version_row(version: int, written_by: str | None = None) -> Result:
+    row: dict[str, Any] = {"singleton": True, "version": version}
+    if written_by is not None:
+        row["written_by"] = written_by
+    return Result([(row,)], 1)
+
+
 def test_open_schema_ready_costs_two_probes() -> None:
-    driver = Scripted(Result([(True,)], 1), Result([(_schema.SCHEMA_VERSION,)], 1))
-    driver.run(plan.open_schema("s", "here"))
+    driver = Scripted(Result([(True,)], 1), _version_row(_schema.SCHEMA_VERSION, "x 1"))
+    driver.run(_open.open_schema("s", "here"))
     assert len(driver.sent) == 2
 
 
@@ -215,16 +340,51 @@ def test_open_schema_creates_under_the_advisory_lock() -> None:
     results = [nothing, Result(), Result(), nothing] + [Result()] * (len(_schema.DDL) + 2)
     # probe (absent), BEGIN, lock, probe again (absent), the DDL, the version row, COMMIT
     driver = Scripted(*results)
-    driver.run(plan.open_schema("s", "here"))
+    driver.run(_open.open_schema("s", "here"))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[1] == _schema.BEGIN and "pg_advisory_xact_lock" in sqls[2]
+    assert sqls[4 : 4 + len(_schema.DDL)] == list(_schema.DDL)
     assert sqls[-1] == _schema.COMMIT and sqls[-2] == _schema.RECORD_VERSION
+    assert driver.sent[-2].params == (_schema.SCHEMA_VERSION, _schema.written_by())
 
 
-def test_open_schema_refuses_another_release() -> None:
-    driver = Scripted(Result([(True,)], 1), Result([(_schema.SCHEMA_VERSION + 1,)], 1))
-    with pytest.raises(SchemaVersionError):
-        driver.run(plan.open_schema("s", "here"))
+def test_open_schema_upgrades_version_1_under_the_lock() -> None:
+    old, present = _version_row(1), Result([(True,)], 1)
+    steps = _schema.UPGRADES[1]
+    driver = Scripted(
+        present, old, Result(), Result(), present, old, *[Result()] * len(steps), Result(), Result()
+    )
+    driver.run(_open.open_schema("s", "here"))
+    sqls = [statement.sql for statement in driver.sent]
+    assert sqls[2:4] == [_schema.BEGIN, _schema.LOCK]
+    assert sqls[6 : 6 + len(steps)] == list(steps) and "harel_import" in sqls[6 + len(steps) - 1]
+    assert sqls[-2:] == [_schema.RECORD_VERSION, _schema.COMMIT]
+
+
+def test_open_schema_upgraded_meanwhile_writes_nothing() -> None:
+    present = Result([(True,)], 1)
+    current = _version_row(_schema.SCHEMA_VERSION)
+    driver = Scripted(present, _version_row(1), Result(), Result(), present, current, Result())
+    driver.run(_open.open_schema("s", "here"))
+    assert [statement.sql for statement in driver.sent][-1] == _schema.COMMIT
+    assert _schema.RECORD_VERSION not in [statement.sql for statement in driver.sent]
+
+
+def test_open_schema_refuses_a_newer_layout_before_writing() -> None:
+    newer = _schema.SCHEMA_VERSION + 1
+    driver = Scripted(Result([(True,)], 1), _version_row(newer, "harel-store-postgres 9.1"))
+    with pytest.raises(SchemaVersionError) as info:
+        driver.run(_open.open_schema("s", "here"))
+    message = str(info.value)
+    assert f"version {newer}" in message and f"version {_schema.SCHEMA_VERSION}" in message
+    assert "pip install 'harel-store-postgres>=9.1'" in message
+    assert len(driver.sent) == 2
+
+
+def test_open_schema_refuses_a_damaged_version_row() -> None:
+    driver = Scripted(Result([(True,)], 1), Result([({"version": "two"},)], 1))
+    with pytest.raises(StoreCorrupted):
+        driver.run(_open.open_schema("s", "here"))
 
 
 def test_renderer_quotes_any_schema_name() -> None:

@@ -21,8 +21,9 @@ from harel.conformance.proxy import CountingProxy
 from harel.model import Event, Execution, Status
 from harel.store.common import listing_query
 from harel.store.common.sql.requests import Statement
-from harel.store.contract import TimerOp
+from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
+    ExecutionAlreadyExists,
     InvalidIdentifier,
     StoreConfigError,
     StoreConflict,
@@ -30,8 +31,10 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
-from harel_store_postgres import _plan as plan
 from harel_store_postgres._conn import Renderer
+from harel_store_postgres._listing import listing_statement
+from harel_store_postgres._plan import PLAN as plan
+from harel_store_postgres._plan import Plan
 from harel_store_postgres._schema import SCHEMA_VERSION
 from harel_store_postgres.testing import PostgresHarness
 
@@ -115,8 +118,40 @@ def _operations(store: Any, exe: Execution) -> list[tuple[str, Callable[[], Any]
         ("list_executions", lambda: store.list_executions(limit=10)),
         ("list 2 statuses", lambda: store.list_executions(status=[Status.DONE, Status.PENDING])),
         ("prune_processed", lambda: store.prune_processed(0.0)),
+        ("export_execution", lambda: store.export_execution(exe.id)),
+        ("import_execution (relays)", lambda: store.import_execution(_RELAYS)),
+        ("import_execution (refused)", lambda: _refused_import(store, exe)),
         ("purge (force)", lambda: store.purge(exe.id, force=True)),
     ]
+
+
+_RELAYS = ExecutionRecord(
+    execution_id="relay", execution=None, outbox=(OutboxEntry(1, "relay", Event(kind="K")),)
+)
+
+
+def _refused_import(store: Any, exe: Execution) -> Any:
+    """Import ``exe`` again (refused, ``ExecutionAlreadyExists``), sync or async."""
+    record = ExecutionRecord(execution_id=exe.id, execution=exe)
+
+    def check(error: BaseException | None) -> None:
+        assert isinstance(error, ExecutionAlreadyExists), error
+
+    if isinstance(store, PostgresStore):
+        try:
+            store.import_execution(record)
+        except ExecutionAlreadyExists as exc:
+            return check(exc)
+        return check(None)
+
+    async def refused() -> None:
+        try:
+            await store.import_execution(record)
+        except ExecutionAlreadyExists as exc:
+            return check(exc)
+        return check(None)
+
+    return refused()
 
 
 ROUND_TRIPS: dict[str, dict[str, int]] = {}
@@ -146,14 +181,18 @@ def test_round_trips_sync(proxied: PostgresHarness, proxy: CountingProxy) -> Non
     with pytest.raises(StoreConflict):
         store.commit(stale, [(None, Event(kind="Lost"))])
     measured["commit: lost CAS"] = proxy.round_trips
+    proxy.reset()
+    with pytest.raises(StoreConflict):
+        store.save(stale)
+    measured["commit: lost CAS, state only"] = proxy.round_trips
     for name, call in _operations(store, exe):
         proxy.reset()
         call()
         measured[name] = proxy.round_trips
     store.close()
     _report("sync", measured)
-    commits = {name: n for name, n in measured.items() if name.startswith("commit")}
-    assert commits and all(n == 1 for n in commits.values()), commits
+    lost_state_only = measured.pop("commit: lost CAS, state only")
+    assert lost_state_only == 2  # the CAS, then (only when it lost) the found version
     assert all(n == 1 for n in measured.values()), measured
 
 
@@ -237,7 +276,7 @@ def _explain(
     return {n["Node Type"] for n in nodes}, {n["Index Name"] for n in nodes if "Index Name" in n}
 
 
-def _first(operation: plan.Plan[Any]) -> Any:
+def _first(operation: Plan[Any]) -> Any:
     """The first statement an operation sends."""
     return next(operation)
 
@@ -250,7 +289,7 @@ def _listing(**filters: Any) -> Any:
         limit=100,
         cursor=None,
     )
-    return plan.listing_statement(query)
+    return listing_statement(query)
 
 
 PLANS: list[tuple[str, Callable[[], Any], set[str], bool]] = [
@@ -297,6 +336,13 @@ PLANS: list[tuple[str, Callable[[], Any], set[str], bool]] = [
         lambda: _first(plan.is_processed("exe-000042", "ev")),
         {"processed_events_pkey"},
         True,
+    ),
+    # every part of the record of one id by its index (the relays' small sets sorted by seq)
+    (
+        "export_execution",
+        lambda: _first(plan.export_execution("exe-000042")),
+        {"executions_pkey", "outbox_target", "spawns_parent", "trace_pkey", "timers_pkey"},
+        False,
     ),
     # a ring holds at most trace_max rows: sorting them after the index lookup is bounded
     ("read_trace", lambda: _first(plan.read_trace("exe-000042")), {"trace_pkey"}, False),
@@ -547,34 +593,20 @@ def test_hostile_schema_name(pg_url: str) -> None:
 # -- schema creation ----------------------------------------------------------------------------
 
 
-def test_many_workers_create_one_schema_at_once(pg_url: str) -> None:
+def test_many_workers_create_one_schema_at_once(pg_url: str, together: Any) -> None:
     """Eight stores opening a fresh schema together: one creates it under the advisory lock,
     every one of them works."""
     harness = PostgresHarness(pg_url)
-    stores: list[PostgresStore] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(8)
-
-    def open_one() -> None:
-        try:
-            barrier.wait(timeout=30)
-            stores.append(harness.open_sync())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    stores = together([harness.open_sync] * 8)
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert all(isinstance(store, PostgresStore) for store in stores), stores
         for n, store in enumerate(stores):
             store.save(Execution(id=f"w{n}", definition_id="d"))
         assert len(stores[0].list_executions().items) == 8
     finally:
         for store in stores:
-            store.close()
+            if isinstance(store, PostgresStore):
+                store.close()
         harness.destroy()
 
 

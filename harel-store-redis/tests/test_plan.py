@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.exceptions as rex
 from harel.model import Event, Execution, Status
-from harel.store.common import committing, encode_cursor
+from harel.store.common import committing, encode_cursor, listing_query
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     ExecutionActive,
@@ -26,7 +26,7 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_redis import _keys, _plan, _scripts
+from harel_store_redis import _commit, _keys, _plan, _requests, _schema, _scripts
 from harel_store_redis._errors import map_error
 from harel_store_redis._legacy import url_from_env
 from harel_store_redis._options import parse_redis_url
@@ -160,13 +160,35 @@ def test_scripts_are_named_once_and_hashed_like_redis() -> None:
         assert script.sha == hashlib.sha1(script.source.encode()).hexdigest()
 
 
-def test_write_scripts_guard_types_before_writing() -> None:
-    for script in (_scripts.COMMIT, _scripts.DELETE_TIMER, _scripts.ACK, _scripts.PURGE):
-        body = script.source
-        first_write = min(
-            body.find(f"'{cmd}'") for cmd in ("XADD", "HSET", "ZREM", "XDEL") if f"'{cmd}'" in body
-        )
-        assert 0 <= body.find("wrong_type(") < first_write
+@pytest.mark.parametrize(
+    ("script", "guard"),
+    [
+        (_scripts.COMMIT, "foreign_write_key("),
+        (_scripts.IMPORT, "foreign_write_key("),
+        (_scripts.DELETE_TIMER, "wrong_type("),
+        (_scripts.ACK, "wrong_type("),
+        (_scripts.PURGE, "wrong_type("),
+        (_scripts.APPEND_TRACE, "wrong_type("),
+        (_scripts.PRUNE, "wrong_type("),
+    ],
+)
+def test_write_scripts_guard_types_before_writing(script: _scripts.LuaScript, guard: str) -> None:
+    body = script.source.removeprefix(_scripts._RELAY_WRITES)  # helpers: defined, not run
+    body = body.removeprefix(_scripts._TYPE_GUARD)
+    first_write = min(
+        body.find(f"'{cmd}'")
+        for cmd in ("XADD", "HSET", "ZREM", "XDEL", "ZADD", "RPUSH", "HINCRBY")
+        if f"'{cmd}'" in body
+    )
+    first_write = min(first_write, body.find("relay(") if "relay(" in body else first_write)
+    assert 0 <= body.find(guard) < first_write
+
+
+def test_the_state_only_commit_writes_first_what_alone_can_fail() -> None:
+    body = _scripts.COMMIT_STATE.source
+    read, summary = body.find("'HMGET', KEYS[1]"), body.find("'HSET', KEYS[2]")
+    assert 0 <= read < summary < body.find("'HSET', KEYS[1]")  # hash read, summary, hash
+    assert body.find("foreign(KEYS[2], 'hash')") < summary  # index moves probe first
 
 
 def test_scripts_never_turn_scores_into_lua_numbers() -> None:
@@ -179,7 +201,7 @@ def test_scripts_never_turn_scores_into_lua_numbers() -> None:
 
 def test_noscript_falls_back_to_eval_with_the_source() -> None:
     requests, result = step_through(
-        _plan.run_script(_scripts.LOAD, (b"k",), ()), [_plan.ScriptMissing(), b"doc"]
+        _requests.run_script(_scripts.LOAD, (b"k",), ()), [_requests.ScriptMissing(), b"doc"]
     )
     assert [r.wire[0] for r in requests] == ["EVALSHA", "EVAL"]
     assert requests[0].wire[1] == _scripts.LOAD.sha
@@ -189,9 +211,9 @@ def test_noscript_falls_back_to_eval_with_the_source() -> None:
 
 def test_unavailable_is_retried_once_when_idempotent() -> None:
     gone = StoreUnavailable("gone")
-    requests, result = step_through(_plan.run_script(_scripts.LOAD, (b"k",), ()), [gone, b"d"])
+    requests, result = step_through(_requests.run_script(_scripts.LOAD, (b"k",), ()), [gone, b"d"])
     assert len(requests) == 2 and result == b"d"
-    plan = _plan.run_script(_scripts.LOAD, (b"k",), ())
+    plan = _requests.run_script(_scripts.LOAD, (b"k",), ())
     next(plan)
     plan.throw(StoreUnavailable("gone"))
     with pytest.raises(StoreUnavailable):
@@ -199,14 +221,14 @@ def test_unavailable_is_retried_once_when_idempotent() -> None:
 
 
 def test_non_idempotent_scripts_are_not_retried() -> None:
-    plan = _plan.run_script(_scripts.APPEND_TRACE, (b"k",), (), retry_unavailable=False)
+    plan = _requests.run_script(_scripts.APPEND_TRACE, (b"k",), (), retry_unavailable=False)
     next(plan)
     with pytest.raises(StoreUnavailable):
         plan.throw(StoreUnavailable("gone"))
 
 
 def test_oversized_requests_are_refused_before_sending() -> None:
-    plan = _plan.run_script(_scripts.LOAD, (b"k",), (b"x" * 100,), limit=50)
+    plan = _requests.run_script(_scripts.LOAD, (b"k",), (b"x" * 100,), limit=50)
     with pytest.raises(PayloadTooLarge, match="50 bytes"):
         next(plan)
 
@@ -218,18 +240,44 @@ def test_open_pings_loads_missing_scripts_and_checks_the_layout() -> None:
     scripts = _scripts.SCRIPTS
     present = [1] * len(scripts)
     present[0] = 0
-    replies: list[Any] = [True, present, scripts[0].sha.encode(), b"1"]
+    replies: list[Any] = [True, present, scripts[0].sha.encode(), [b"2", b"harel-store-redis 9", 0]]
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     assert requests[0].wire == ("PING",)
     assert requests[1].wire[:2] == ("SCRIPT", "EXISTS")
     assert requests[2].wire == ("SCRIPT", "LOAD", scripts[0].source)
-    assert requests[3].wire[0] == "EVALSHA" and requests[3].wire[1] == _scripts.SCHEMA.sha
+    assert requests[3].wire[0] == "EVALSHA" and requests[3].wire[1] == _scripts.LAYOUT.sha
+    assert len(requests) == 4  # a current layout: nothing to upgrade
 
 
-@pytest.mark.parametrize("found", [b"2", None])
-def test_open_refuses_another_layout(found: bytes | None) -> None:
+def test_open_creates_the_layout_of_an_empty_namespace_in_the_same_call() -> None:
+    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [None, None, 1]]
+    requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
+    layout = requests[2].wire
+    assert layout[3 : 3 + layout[2]] == KEYS.global_keys
+    assert layout[3 + layout[2] :] == (b"2", _schema.written_by())
+
+
+def test_open_upgrades_layout_1_with_one_script_and_accepts_a_concurrent_upgrade() -> None:
+    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [b"1", None, 0]]
+    replies.append([b"2", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
+    requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
+    upgrade = requests[3].wire
+    assert upgrade[1] == _scripts.UPGRADE.sha
+    assert upgrade[3:5] == (KEYS.layout, KEYS.schema) and upgrade[5:7] == (b"1", b"2")
+
+
+@pytest.mark.parametrize(
+    ("found", "message"),
+    [
+        ([b"3", b"harel-store-redis 0.9.0", 0], "version 3 .*harel-store-redis>=0.9.0"),
+        ([b"0", None, 0], "older than any"),
+        ([b"x", None, 0], "not a version number"),
+        ([None, None, 0], "no layout version"),
+    ],
+)
+def test_open_refuses_another_layout(found: list[Any], message: str) -> None:
     replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), found]
-    with pytest.raises(SchemaVersionError):
+    with pytest.raises(SchemaVersionError, match=message):
         step_through(_plan.open_plan(KEYS, WHERE), replies)
 
 
@@ -250,7 +298,7 @@ def full_commit() -> Any:
 
 def test_commit_is_one_script_call_with_every_effect() -> None:
     p = full_commit()
-    keys, args = _plan.commit_request(KEYS, p, 5, b"tok")
+    keys, args = _commit.commit_request(KEYS, p, 5, b"tok")
     assert keys[:9] == (
         KEYS.execution("e:1"),
         KEYS.trace("e:1"),
@@ -275,24 +323,41 @@ def test_commit_is_one_script_call_with_every_effect() -> None:
     assert b"5e-324" in args  # the exact repr, as a string for Redis to parse
     assert b'"index"' not in args[11]  # a caller-supplied index is dropped
     requests, result = step_through(
-        _plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.APPLIED]]
+        _commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.APPLIED]]
     )
     assert len(requests) == 1 and result is None
+
+
+def test_a_state_only_commit_declares_two_keys() -> None:
+    exe = Execution(id="e:1", definition_id="d", status=Status.RUNNING, version=3)
+    p = prepared(exe, emits=[])
+    requests, _ = step_through(_commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.APPLIED]])
+    (request,) = requests
+    assert request.wire[1] == _scripts.COMMIT_STATE.sha and request.wire[2] == 2
+    assert request.wire[3:5] == (KEYS.execution("e:1"), KEYS.summaries)
+    assert request.wire[-1] == b"\n".join(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    with_mark = prepared(exe, emits=[], processed_event_id="in")
+    requests, _ = step_through(
+        _commit.commit_plan(KEYS, with_mark, 5, where=WHERE), [[_scripts.APPLIED]]
+    )
+    assert requests[0].wire[1] == _scripts.COMMIT.sha
 
 
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
     p = full_commit()
     with pytest.raises(StoreConflict) as info:
-        step_through(_plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT, b"7", b"x"]])
+        step_through(
+            _commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT, b"7", b"x"]]
+        )
     assert (info.value.expected, info.value.found) == (3, 7)
     with pytest.raises(StoreConflict) as absent:
-        step_through(_plan.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT]])
+        step_through(_commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.CONFLICT]])
     assert absent.value.found is None
 
 
 def test_a_rerun_that_finds_its_own_token_counts_as_applied() -> None:
     p = full_commit()
-    plan = _plan.commit_plan(KEYS, p, 5, where=WHERE)
+    plan = _commit.commit_plan(KEYS, p, 5, where=WHERE)
     first = next(plan)
     second = plan.throw(StoreUnavailable("reply lost"))
     assert second.wire == first.wire  # the very same script and token, re-sent
@@ -302,7 +367,7 @@ def test_a_rerun_that_finds_its_own_token_counts_as_applied() -> None:
 
 
 def test_a_twice_lost_reply_says_the_outcome_is_unknown() -> None:
-    plan = _plan.commit_plan(KEYS, full_commit(), 5, where=WHERE)
+    plan = _commit.commit_plan(KEYS, full_commit(), 5, where=WHERE)
     next(plan)
     plan.throw(StoreUnavailable("reply lost"))
     with pytest.raises(StoreUnavailable, match="may or may not be stored"):
@@ -312,16 +377,16 @@ def test_a_twice_lost_reply_says_the_outcome_is_unknown() -> None:
 def test_commit_failure_replies_are_typed() -> None:
     p = full_commit()
     with pytest.raises(StoreUnavailable, match="ran out of ids"):
-        _plan.decide_commit(p, [_scripts.SEQ_EXHAUSTED], b"t", WHERE)
+        _commit.decide_commit(p, [_scripts.SEQ_EXHAUSTED], b"t", WHERE)
     with pytest.raises(StoreCorrupted, match="p:timers"):
-        _plan.decide_commit(p, [_scripts.WRONG_TYPE, b"p:timers"], b"t", WHERE)
+        _commit.decide_commit(p, [_scripts.WRONG_TYPE, b"p:timers"], b"t", WHERE)
     with pytest.raises(StoreCorrupted):
-        _plan.decide_commit(p, b"garbage", b"t", WHERE)
+        _commit.decide_commit(p, b"garbage", b"t", WHERE)
 
 
 def test_bad_trace_max_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(ValueError):
-        next(_plan.commit_plan(KEYS, full_commit(), -1, where=WHERE))
+        next(_commit.commit_plan(KEYS, full_commit(), -1, where=WHERE))
 
 
 # -- other operations -------------------------------------------------------------------------
@@ -417,11 +482,13 @@ def test_listing_merges_status_arms_by_id() -> None:
 
     plan = _plan.listing_plan(
         KEYS,
-        status=[Status.DONE, Status.FAILED],
-        definition_id="d",
-        roots_only=True,
-        limit=2,
-        cursor=encode_cursor("a"),
+        listing_query(
+            status=[Status.DONE, Status.FAILED],
+            definition_id="d",
+            roots_only=True,
+            limit=2,
+            cursor=encode_cursor("a"),
+        ),
     )
     request = next(plan)
     assert request.wire[4:6] == (
@@ -439,7 +506,8 @@ def test_listing_merges_status_arms_by_id() -> None:
 def test_listing_that_matches_nothing_sends_nothing() -> None:
     requests, page = step_through(
         _plan.listing_plan(
-            KEYS, status=[], definition_id=None, roots_only=False, limit=5, cursor=None
+            KEYS,
+            listing_query(status=[], definition_id=None, roots_only=False, limit=5, cursor=None),
         ),
         [],
     )
@@ -524,7 +592,7 @@ def test_legacy_variables() -> None:
 @pytest.mark.parametrize(
     ("exc", "typed"),
     [
-        (rex.NoScriptError("NOSCRIPT"), _plan.ScriptMissing),
+        (rex.NoScriptError("NOSCRIPT"), _requests.ScriptMissing),
         (rex.ConnectionError("refused"), StoreUnavailable),
         (rex.TimeoutError("slow"), StoreUnavailable),
         (rex.BusyLoadingError("LOADING"), StoreUnavailable),

@@ -25,14 +25,13 @@ from harel.model import Event, Execution, Status
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     InvalidIdentifier,
-    SchemaVersionError,
     StoreConfigError,
     StoreConflict,
     StoreCorrupted,
     StoreError,
     StoreUnavailable,
 )
-from harel_store_redis import AsyncRedisStore, RedisStore, _plan
+from harel_store_redis import AsyncRedisStore, RedisStore, _commit
 from harel_store_redis._keys import owned
 from harel_store_redis._scripts import COMMIT
 from harel_store_redis.testing import RedisHarness, RedisServerProcess, free_port
@@ -56,23 +55,7 @@ def step(kind: str = "Go") -> dict[str, Any]:
 
 def dataset(harness: RedisHarness) -> dict[bytes, Any]:
     """Every key under the harness prefix with its whole content (for before/after checks)."""
-    out: dict[bytes, Any] = {}
-    with redis.Redis(**harness.options.client_kwargs()) as client:
-        for key in harness.all_keys():
-            kind = client.type(key)
-            if kind == b"string":
-                out[key] = client.get(key)
-            elif kind == b"hash":
-                out[key] = client.hgetall(key)
-            elif kind == b"list":
-                out[key] = client.lrange(key, 0, -1)
-            elif kind == b"zset":
-                out[key] = client.zrange(key, 0, -1, withscores=True)
-            elif kind == b"stream":
-                out[key] = client.xrange(key)
-            else:
-                out[key] = kind
-    return out
+    return harness.dump()
 
 
 @pytest.fixture
@@ -117,7 +100,9 @@ EXPECTED_ROUND_TRIPS = {
     "append_trace": 1,
     "list_executions (2 statuses, definition, roots)": 1,
     "prune_processed (2 marks, batch_size=2)": 2,
+    "export_execution": 1,
     "purge": 1,
+    "import_execution": 1,
 }
 """The figures README.md quotes; every commit shape must stay at exactly 1."""
 
@@ -144,6 +129,13 @@ def operations(tag: str) -> list[tuple[str, Step]]:
 
     async def prune(store: Any) -> None:  # one full batch, then the short one that ends it
         assert await store.prune_processed(FAR, batch_size=2) == 2
+
+    async def export(store: Any) -> None:
+        seen["record"] = await store.export_execution(exe.id)
+        assert seen["record"] is not None and seen["record"].trace
+
+    async def import_(store: Any) -> None:
+        await store.import_execution(seen["record"])
 
     return [
         ("commit: insert, state only", lambda s: s.save(exe)),
@@ -200,7 +192,9 @@ def operations(tag: str) -> list[tuple[str, Step]]:
             ),
         ),
         ("prune_processed (2 marks, batch_size=2)", prune),
+        ("export_execution", export),
         ("purge", lambda s: s.purge(exe.id, force=True)),
+        ("import_execution", import_),
     ]
 
 
@@ -208,6 +202,7 @@ async def count_round_trips(proxy: CountingProxy, store: Any) -> dict[str, int]:
     """Warm up (connections, script cache), then count each operation's round trips."""
     for _, operation in operations("warm"):
         await operation(store)
+    await store.purge("rt-warm", force=True)
     await store.prune_processed(FAR)
     figures: dict[str, int] = {}
     for name, operation in operations("measured"):
@@ -352,14 +347,14 @@ def test_a_commit_whose_reply_was_lost_is_recognised_when_re_sent(
     exe = new_exe("e1")
     store.save(exe)
     with committing_prepared(exe, [(None, ev("once"))], trace=step()) as prepared:
-        keys, args = _plan.commit_request(store._keys, prepared, 10, b"token-1")
+        keys, args = _commit.commit_request(store._keys, prepared, 10, b"token-1")
         with redis.Redis(**harel_harness.options.client_kwargs()) as client:
             first = client.evalsha(COMMIT.sha, len(keys), *keys, *args)
             again = client.evalsha(COMMIT.sha, len(keys), *keys, *args)
-        _plan.decide_commit(prepared, first, b"token-1", "test")
-        _plan.decide_commit(prepared, again, b"token-1", "test")  # no StoreConflict
+        _commit.decide_commit(prepared, first, b"token-1", "test")
+        _commit.decide_commit(prepared, again, b"token-1", "test")  # no StoreConflict
         with pytest.raises(StoreConflict):
-            _plan.decide_commit(prepared, again, b"another-token", "test")
+            _commit.decide_commit(prepared, again, b"another-token", "test")
     assert [e.event.id for e in store.pending_outbox()] == ["once"]
     assert [t["index"] for t in store.read_trace("e1")] == [0]
     assert store.load("e1").version == 2  # type: ignore[union-attr]
@@ -409,17 +404,26 @@ def test_a_key_of_a_foreign_type_fails_before_anything_is_written(
     assert exe.version == 0 and dataset(harel_harness) == before
 
 
-def test_layout_version_and_foreign_namespaces_are_refused(harel_harness: RedisHarness) -> None:
+def test_a_state_only_commit_meets_foreign_keys_before_writing(
+    harel_harness: RedisHarness,
+) -> None:
     store = harel_harness.open_sync()
-    store.save(new_exe("e1"))
-    store.close()
+    keys = harel_harness.keys
+    exe = new_exe("e1")
     with redis.Redis(**harel_harness.options.client_kwargs()) as client:
-        client.set(harel_harness.keys.schema, b"99")
-        with pytest.raises(SchemaVersionError, match="99"):
-            harel_harness.open_sync()
-        client.delete(harel_harness.keys.schema)
-        with pytest.raises(SchemaVersionError, match="no layout version"):
-            harel_harness.open_sync()
+        client.set(keys.index(None, False, None), b"not a zset")  # entered on insert
+        before = dataset(harel_harness)
+        with pytest.raises(StoreCorrupted, match="ix:"):
+            store.save(exe)
+        assert exe.version == 0 and dataset(harel_harness) == before
+        client.delete(keys.index(None, False, None))
+        store.save(exe)
+        client.delete(keys.summaries)
+        client.set(keys.summaries, b"not a hash")  # written by every commit
+        before = dataset(harel_harness)
+        with pytest.raises(StoreCorrupted):
+            store.save(exe)
+        assert exe.version == 1 and dataset(harel_harness) == before
 
 
 def test_wrong_password_is_a_config_error_that_never_shows_it(
@@ -495,6 +499,7 @@ def test_key_layout_of_one_execution(harel_harness: RedisHarness) -> None:
     prefix = harel_harness.keys.prefix
     names = {key[len(prefix) :] for key in harel_harness.all_keys()}
     assert names == {
+        b"layout",
         b"schema",
         b"x:o%3A1",
         b"tr:o%3A1",

@@ -28,11 +28,20 @@ from harel.conformance.suite import SyncAsAsync
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
 from harel.store import TimerOp
-from harel.store.common import encode_execution
+from harel.store.common import encode_execution, release_of
+from harel.store.common.sql import SCHEMA_VERSION
+from harel.store.common.sql.testing import (
+    VERSION_3_INDEXES,
+    index_names,
+    schema_row,
+    table_counts,
+    version_2_file,
+)
 from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import (
     InvalidIdentifier,
     InvalidStoreURL,
+    SchemaVersionError,
     StoreConfigError,
     StoreConflict,
     StoreCorrupted,
@@ -616,3 +625,44 @@ def test_sweeps_and_listing_are_served_by_indexes(node: FakeRqlite) -> None:
             plan = " | ".join(str(row[-1]) for row in rows)
             assert index in plan, f"{label}: {plan}"
             assert "TEMP B-TREE" not in plan, f"{label} sorts every match: {plan}"
+
+
+# -- layout versions -----------------------------------------------------------------------------
+
+
+def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    exe = version_2_file(path)
+    with FakeRqlite(path) as fake, RqliteStore(fake.url) as store:
+        assert store.load("old") == exe
+        record = store.export_execution("old")
+        assert record is not None and record.processed == (("ev-old", 40.0),)
+        assert record.timers == (("a.b", 99.5),) and len(record.outbox) == 1
+        assert [step["index"] for step in record.trace] == [4, 5]
+        page = store.list_executions(status=[Status.RUNNING], roots_only=True)
+        assert [summary.id for summary in page.items] == ["old"]
+        store.commit(exe, [(None, Event(kind="K"))], "ev-new")
+        assert schema_row(path) == (1, SCHEMA_VERSION, release_of("harel-store-rqlite"))
+        assert index_names(path) >= VERSION_3_INDEXES
+        RqliteStore(fake.url).close()  # a second opener finds it ready
+    assert schema_row(path)[1] == SCHEMA_VERSION
+
+
+def test_a_newer_layout_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    version_2_file(path)
+    with sqlite3.connect(path, isolation_level=None) as db:
+        db.execute("ALTER TABLE harel_schema ADD COLUMN written_by TEXT")
+        db.execute("UPDATE harel_schema SET version = 99, written_by = 'harel-store-rqlite 9.0'")
+    counts, indexes = table_counts(path), index_names(path)
+    with FakeRqlite(path) as fake:
+        with pytest.raises(SchemaVersionError) as info:
+            RqliteStore(fake.url)
+        assert all(
+            request.path == "/readyz" or "query" in request.path for request in fake.requests
+        )
+    message = str(info.value)
+    assert "version 99" in message and f"version {SCHEMA_VERSION}" in message
+    assert "pip install 'harel-store-rqlite>=9.0'" in message
+    assert table_counts(path) == counts and index_names(path) == indexes
+    assert schema_row(path) == (1, 99, "harel-store-rqlite 9.0")

@@ -18,6 +18,7 @@ from harel.store.common.sql import (
     RQLITE,
     SCHEMA_VERSION,
     SQLITE,
+    UPGRADES,
     Batch,
     Dialect,
     Result,
@@ -172,7 +173,7 @@ def test_open_schema_decisions() -> None:
     ready = step(
         plan.open_schema(1.0),
         Result(rows=[("harel_schema",), ("executions",)]),
-        Result(rows=[(SCHEMA_VERSION,)]),
+        Result(rows=[(1, SCHEMA_VERSION, "harel-store-sqlite 0.1.0")]),
     )
     assert ready[-1] == ("returned", None) and len(ready) == 3
     # a fresh file: BEGIN IMMEDIATE, probe again (another opener may have won), create
@@ -186,12 +187,31 @@ def test_open_schema_decisions() -> None:
         Result(rows=[]),
         Result(),
         Result(rows=[("harel_schema",), ("executions",)]),
-        Result(rows=[(SCHEMA_VERSION,)]),
+        Result(rows=[(1, SCHEMA_VERSION, "harel-store-sqlite 0.1.0")]),
         Result(),
     )
     assert sql_of(raced[:-1]) == ["SELECT", "BEGIN", "SELECT", "SELECT", "COMMIT"]
-    newer = step(plan.open_schema(1.0), Result(rows=[("harel_schema",)]), Result(rows=[(99,)]))
+    newer = step(
+        plan.open_schema(1.0),
+        Result(rows=[("harel_schema",)]),
+        Result(rows=[(1, 99, "harel-store-sqlite 9.0")]),
+    )
     assert newer[-1][0] == "raised" and isinstance(newer[-1][1], SchemaVersionError)
+    assert "pip install 'harel-store-sqlite>=9.0'" in str(newer[-1][1])
+    # a version-2 file (no written_by column): one upgrade transaction recording the release
+    old = step(
+        plan.open_schema(1.0),
+        Result(rows=[("harel_schema",), ("executions",)]),
+        Result(rows=[(1, 2)]),
+        Result(),
+        Result(rows=[("harel_schema",), ("executions",)]),
+        Result(rows=[(1, 2)]),
+        *[Result()] * len(UPGRADES[2]),
+    )
+    assert sql_of(old[:4]) == ["SELECT", "SELECT", "BEGIN", "SELECT"]
+    assert old[5].sql.startswith("ALTER TABLE harel_schema ADD COLUMN written_by")
+    assert old[-1].sql == "COMMIT"
+    assert old[-2].params[0].startswith("harel-store-sqlite")
 
 
 # -- the whole description, in every dialect variant, over sqlite3 -------------------------------

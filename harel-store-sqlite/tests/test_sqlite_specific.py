@@ -18,6 +18,13 @@ from harel.model import Event, Execution, Status
 from harel.store import TimerOp
 from harel.store.common import encode_cursor, listing_query
 from harel.store.common.sql import SCHEMA_VERSION, Statement
+from harel.store.common.sql.testing import (
+    TABLES,
+    VERSION_1,
+    full_commit_args,
+    raw,
+    table_counts,
+)
 from harel.store.errors import (
     InvalidIdentifier,
     InvalidPayload,
@@ -32,20 +39,6 @@ from harel_store_sqlite import AsyncSqliteStore, SqliteStore
 from harel_store_sqlite._options import parse_sqlite_url
 from harel_store_sqlite.testing import SqliteHarness, harness_from_url
 
-TABLES = ("executions", "outbox", "processed_events", "timers", "spawns", "trace")
-
-
-def raw(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(str(path), isolation_level=None)
-
-
-def table_counts(path: Path) -> dict[str, int]:
-    conn = raw(path)
-    try:
-        return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES}
-    finally:
-        conn.close()
-
 
 def connection(store: SqliteStore | AsyncSqliteStore) -> sqlite3.Connection:
     """The store's own connection (for PRAGMAs, EXPLAIN and test triggers)."""
@@ -54,41 +47,13 @@ def connection(store: SqliteStore | AsyncSqliteStore) -> sqlite3.Connection:
     return sync._conn
 
 
-def full_commit_args(exe: Execution, tag: str) -> tuple[Any, ...]:
-    """A commit touching every table."""
-    return (
-        exe,
-        [(None, Event(id=f"{tag}-out", kind="Out")), ("t", Event(id=f"{tag}-t", kind="T"))],
-        f"{tag}-in",
-        (TimerOp.schedule("p", 1.0),),
-        ((f"{tag}-child", "r", {"k": tag}),),
-        {"event_kind": tag},
-    )
-
-
 # -- schema --------------------------------------------------------------------------------------
 
 
-def test_schema_version_row_written_at_creation(store: SqliteStore, db_path: Path) -> None:
+def test_a_file_store_runs_in_wal_mode(store: SqliteStore, db_path: Path) -> None:
     conn = raw(db_path)
-    assert conn.execute("SELECT singleton, version FROM harel_schema").fetchall() == [
-        (1, SCHEMA_VERSION)
-    ]
-    assert SCHEMA_VERSION == 2
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-
-
-@pytest.mark.anyio
-async def test_wrong_schema_version_is_refused(store: SqliteStore, db_path: Path) -> None:
-    store.close()
-    conn = raw(db_path)
-    conn.execute("UPDATE harel_schema SET version = ?", (SCHEMA_VERSION + 41,))
-    conn.close()
-    with pytest.raises(SchemaVersionError, match=f"version {SCHEMA_VERSION + 41}"):
-        SqliteStore(str(db_path))
-    with pytest.raises(SchemaVersionError):
-        await AsyncSqliteStore.open(str(db_path))
 
 
 def test_foreign_executions_table_is_refused(db_path: Path) -> None:
@@ -97,30 +62,6 @@ def test_foreign_executions_table_is_refused(db_path: Path) -> None:
     conn.close()
     with pytest.raises(SchemaVersionError, match="no harel_schema"):
         SqliteStore(str(db_path))
-
-
-VERSION_1 = """
-CREATE TABLE harel_schema (singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-                           version INTEGER NOT NULL);
-CREATE TABLE executions (id TEXT PRIMARY KEY, definition_id TEXT NOT NULL, status TEXT NOT NULL,
-    outcome TEXT, active_path TEXT, parent_id TEXT, version INTEGER NOT NULL, data TEXT NOT NULL);
-CREATE INDEX executions_definition_status ON executions (definition_id, status, id);
-CREATE INDEX executions_definition ON executions (definition_id, id);
-CREATE INDEX executions_status ON executions (status, id);
-CREATE INDEX executions_roots ON executions (id) WHERE parent_id IS NULL;
-CREATE TABLE outbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT, event TEXT NOT NULL);
-CREATE TABLE processed_events (execution_id TEXT NOT NULL, event_id TEXT NOT NULL,
-    PRIMARY KEY (execution_id, event_id)) WITHOUT ROWID;
-CREATE TABLE timers (execution_id TEXT NOT NULL, path TEXT NOT NULL, fire_at REAL NOT NULL,
-    fire_at_repr TEXT NOT NULL, PRIMARY KEY (execution_id, path)) WITHOUT ROWID;
-CREATE INDEX timers_due ON timers (fire_at, execution_id, path, fire_at_repr);
-CREATE TABLE spawns (seq INTEGER PRIMARY KEY AUTOINCREMENT, parent_id TEXT NOT NULL,
-    child_id TEXT NOT NULL, root_path TEXT NOT NULL, context TEXT NOT NULL);
-CREATE TABLE trace (execution_id TEXT NOT NULL, idx INTEGER NOT NULL, entry TEXT NOT NULL,
-    PRIMARY KEY (execution_id, idx)) WITHOUT ROWID;
-INSERT INTO harel_schema VALUES (1, 1);
-"""
-"""The layout written by harel-store-sqlite 0.1 (schema version 1), kept as test data."""
 
 
 def version_1_file(path: Path) -> Execution:
@@ -311,6 +252,16 @@ def test_every_purge_delete_is_index_served(populated: SqliteStore) -> None:
         ),
         ({"status": [Status.DONE, Status.RUNNING, Status.FAILED]}, "executions_status"),
         ({"roots_only": True}, "executions_roots"),
+        ({"roots_only": True, "status": [Status.DONE]}, "executions_roots_status"),
+        (
+            {"roots_only": True, "status": [Status.DONE, Status.FAILED]},
+            "executions_roots_status",
+        ),
+        ({"roots_only": True, "definition_id": "a"}, "executions_roots_definition"),
+        (
+            {"roots_only": True, "definition_id": "a", "status": [Status.DONE]},
+            "executions_roots_definition_status",
+        ),
     ],
 )
 @pytest.mark.parametrize("cursor", [None, encode_cursor("e0100")])
@@ -346,6 +297,33 @@ def test_a_commit_is_one_transaction_of_one_statement_per_row(store: SqliteStore
     store.load("e")
     store.ack_outbox(1)
     assert [sql.split()[0] for sql in executed] == ["SELECT", "DELETE"]  # one statement each
+
+
+def test_a_state_only_commit_is_one_update_rewriting_no_index(store: SqliteStore) -> None:
+    exe = Execution(id="e", definition_id="d")
+    store.save(exe)
+    executed: list[str] = []
+    connection(store).set_trace_callback(executed.append)
+    exe.context["n"] = 1
+    store.commit(exe, [])
+    # no BEGIN/COMMIT: one autocommit statement, naming no indexed column in SET
+    assert len(executed) == 1 and executed[0].startswith("UPDATE executions SET outcome")
+    assigned = executed[0].split(" WHERE ")[0]
+    assert not any(f"{c} =" in assigned for c in ("status", "definition_id", "parent_id"))
+    executed.clear()
+    exe.status = Status.RUNNING  # an indexed column changes: the narrow CAS misses, the full
+    store.commit(exe, [], "ev")  # one writes it, inside the side writes' transaction
+    verbs = [sql.split()[0] for sql in executed]
+    assert verbs == ["BEGIN", "UPDATE", "UPDATE", "INSERT", "COMMIT"]
+    assert "status = " in executed[2].split(" WHERE ")[0]
+    assert store.list_executions(status=[Status.RUNNING]).items[0].version == 3
+    stale = store.load("e")
+    assert stale is not None
+    store.commit(exe, [])
+    stale.context["lost"] = True
+    with pytest.raises(StoreConflict) as info:  # both CAS forms miss: the found version
+        store.commit(stale, [])
+    assert info.value.found == 4 and stale.version == 3
 
 
 # -- failed statements leave nothing -------------------------------------------------------------
@@ -549,26 +527,6 @@ async def test_async_conflicting_tasks_losers_leave_nothing(astore: AsyncSqliteS
     winner = winners[0]
     assert {e.event.id for e in await astore.pending_outbox()} == {f"{winner}-out", f"{winner}-t"}
     assert [s.child_id for s in await astore.pending_spawns()] == [f"{winner}-child"]
-
-
-def test_threads_share_one_sync_store(store: SqliteStore) -> None:
-    errors: list[BaseException] = []
-
-    def worker(t: int) -> None:
-        try:
-            for i in range(20):
-                exe = Execution(id=f"t{t}-{i}", definition_id="d")
-                store.commit(exe, [(None, Event(kind="K"))], f"t{t}-{i}")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    assert len(store.pending_outbox()) == 120
 
 
 # -- locks ---------------------------------------------------------------------------------------

@@ -280,9 +280,9 @@ def test_a_directory_of_another_layout_format_is_refused_at_open(store: JsonDirS
     data = json.loads(state.read_text())
     data["format"] = 1
     state.write_text(json.dumps(data))
-    with pytest.raises(SchemaVersionError, match="format 1"):
+    with pytest.raises(SchemaVersionError, match="version 1"):
         JsonDirStore(store.directory)
-    with pytest.raises(SchemaVersionError, match="format 1"):
+    with pytest.raises(SchemaVersionError, match="version 1"):
         store.pending_outbox()
 
 
@@ -407,3 +407,19 @@ def test_the_registry_finds_jsondir_through_its_entry_point(tmp_path: Path) -> N
     harness = harness_for_url(f"jsondir://{tmp_path}", tmp_path / "work")
     assert harness.describe().startswith("jsondir at ")
     harness.destroy()
+
+
+def test_one_hand_damaged_relay_entry_does_not_stop_the_sweep(store: JsonDirStore) -> None:
+    _seed(store)
+    emits = [("next", Event(id="bad", kind="k")), ("next", Event(id="ok", kind="k"))]
+    store.commit(Execution(id="next", definition_id="d"), emits)
+    state = store.directory / _schema.STATE
+    data = json.loads(state.read_text())
+    data["outbox"][1][2] = '{"kind": '  # the "bad" entry, cut short by hand
+    state.write_text(json.dumps(data))
+    swept = [entry.event.kind for entry in store.pending_outbox()]
+    assert swept == ["first", "k"]
+    assert [entry.event.id for entry in JsonDirStore(store.directory).pending_outbox()][1] == "ok"
+    assert store.load("next") is not None  # the execution itself is still served
+    with pytest.raises(StoreCorrupted, match="outbox entry 2 of execution 'next' was quarantined"):
+        store.export_execution("next")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 from harel import Event, Execution, Status, StoreConflict, TimerOp
-from harel.store.common import drive
+from harel.store.common import ListingQuery, committing, drive, listing_query
 from harel.store.errors import ExecutionActive, StoreCorrupted
-from harel_example_jsondir import _plan, _schema
-from harel_example_jsondir._plan import Plan, Read, Request, Write
+from harel_example_jsondir import _schema
+from harel_example_jsondir._plan import PLAN, Plan, Read, Request, Write
 
 
 class Files:
@@ -39,10 +40,15 @@ class Files:
     def writes(self) -> list[Write]:
         return [request for request in self.log if isinstance(request, Write)]
 
-    def commit(self, exe: Execution, *args: Any, **kwargs: Any) -> None:
-        values = {"processed_event_id": None, "timers": (), "spawns": (), "trace": None}
-        values.update(kwargs)
-        self.run(_plan.commit(exe, *args, **values, trace_max=200))
+    def commit(self, exe: Execution, emits: Any, *args: Any, **kwargs: Any) -> None:
+        with committing(exe, emits, *args, **kwargs) as prepared:
+            self.run(PLAN.commit(prepared, 200))
+
+
+def _all(limit: int) -> ListingQuery:
+    return listing_query(
+        status=None, definition_id=None, roots_only=False, limit=limit, cursor=None
+    )
 
 
 @pytest.fixture
@@ -60,9 +66,9 @@ def test_a_commit_is_one_write_of_document_state_and_trace(files: Files) -> None
         _schema.STATE,
         _schema.trace_path("a"),
     ]
-    assert files.run(_plan.load("a")) == exe
-    assert files.run(_plan.read_trace("a")) == [{"x": 1, "index": 0}]
-    assert files.run(_plan.load_for_event("a", "p")) == (exe, True)
+    assert files.run(PLAN.load("a")) == exe
+    assert files.run(PLAN.read_trace("a")) == [{"x": 1, "index": 0}]
+    assert files.run(PLAN.load_for_event("a", "p")) == (exe, True)
 
 
 def test_a_lost_cas_writes_nothing_and_restores_the_version(files: Files) -> None:
@@ -81,7 +87,7 @@ def test_summaries_carry_the_commit_time_and_marks_their_age(files: Files) -> No
     state = json.loads(files.texts[_schema.STATE])
     at = state["executions"]["a"]["updated_at"]
     assert isinstance(at, float) and state["processed"]["a"] == {"p": at}
-    [summary] = files.run(_plan.list_executions(None, None, False, 10, None)).items
+    [summary] = files.run(PLAN.list_executions(_all(10))).items
     assert summary.updated_at == at
 
 
@@ -102,36 +108,36 @@ def _seed_two(files: Files) -> None:
 def test_purge_removes_everything_of_one_execution_in_one_write(files: Files) -> None:
     _seed_two(files)
     files.log.clear()
-    assert files.run(_plan.purge("done", False)) is True
+    assert files.run(PLAN.purge("done", False)) is True
     [write] = files.writes()
     assert dict(write.files)[_schema.document_path("done")] is None
     assert dict(write.files)[_schema.trace_path("done")] is None
-    assert files.run(_plan.load("done")) is None
-    assert files.run(_plan.read_trace("done")) == []
-    assert not files.run(_plan.is_processed("done", "p"))
-    assert files.run(_plan.due_timers(10.0, None)) == []
-    assert files.run(_plan.pending_spawns(None)) == []
-    assert [e.target_id for e in files.run(_plan.pending_outbox(None))] == ["other"]
+    assert files.run(PLAN.load("done")) is None
+    assert files.run(PLAN.read_trace("done")) == []
+    assert not files.run(PLAN.is_processed("done", "p"))
+    assert files.run(PLAN.due_timers(10.0, None)) == []
+    assert files.run(PLAN.pending_spawns(None)) == []
+    assert [e.target_id for e in files.run(PLAN.pending_outbox(None))] == ["other"]
     # the other execution is untouched
-    assert files.run(_plan.is_processed("other", "q"))
-    assert files.run(_plan.read_trace("other")) == [{"index": 0}]
+    assert files.run(PLAN.is_processed("other", "q"))
+    assert files.run(PLAN.read_trace("other")) == [{"index": 0}]
 
 
 def test_purge_refuses_an_unfinished_execution_unless_forced(files: Files) -> None:
     _seed_two(files)
     files.log.clear()
     with pytest.raises(ExecutionActive) as info:
-        files.run(_plan.purge("other", False))
+        files.run(PLAN.purge("other", False))
     assert info.value.status == "PENDING"
     assert files.writes() == []
-    assert files.run(_plan.purge("other", True)) is True
-    assert files.run(_plan.load("other")) is None
+    assert files.run(PLAN.purge("other", True)) is True
+    assert files.run(PLAN.load("other")) is None
 
 
 def test_purging_an_unknown_id_writes_nothing(files: Files) -> None:
     _seed_two(files)
     files.log.clear()
-    assert files.run(_plan.purge("nobody", False)) is False
+    assert files.run(PLAN.purge("nobody", False)) is False
     assert files.writes() == []
 
 
@@ -142,10 +148,10 @@ def test_prune_drops_old_marks_in_batches_with_a_pause_between(files: Files) -> 
     state["processed"] = {f"e{index}": {"p": 100.0 + index} for index in range(5)}
     files.texts[_schema.STATE] = json.dumps(state)
     files.log.clear()
-    assert files.run(_plan.prune_processed(104.0, 2)) == 4  # 104.0 itself is not older
+    assert files.run(PLAN.prune_processed(104.0, 2)) == 4  # 104.0 itself is not older
     kinds = [type(request).__name__ for request in files.log if not isinstance(request, Read)]
     assert kinds == ["Write", "Pause", "Write", "Pause"]
-    assert [files.run(_plan.is_processed(f"e{i}", "p")) for i in range(5)].count(True) == 1
+    assert [files.run(PLAN.is_processed(f"e{i}", "p")) for i in range(5)].count(True) == 1
 
 
 @pytest.mark.parametrize(
@@ -164,21 +170,21 @@ def test_prune_arguments_are_checked_before_any_read(
     files: Files, older_than: Any, batch_size: Any, error: type[Exception]
 ) -> None:
     with pytest.raises(error):
-        files.run(_plan.prune_processed(older_than, batch_size))
+        files.run(PLAN.prune_processed(older_than, batch_size))
     assert files.log == []
 
 
 @pytest.mark.parametrize(
     "plan",
     [
-        lambda: _plan.load(1),  # type: ignore[arg-type]
-        lambda: _plan.load_for_event("a", None),  # type: ignore[arg-type]
-        lambda: _plan.delete_timer("a", "t", None),  # type: ignore[arg-type]
-        lambda: _plan.delete_timer(b"a", "t", 1.0),  # type: ignore[arg-type]
-        lambda: _plan.ack_outbox("1"),  # type: ignore[arg-type]
-        lambda: _plan.due_timers("soon", None),  # type: ignore[arg-type]
-        lambda: _plan.purge("a", "yes"),  # type: ignore[arg-type]
-        lambda: _plan.read_trace(None),  # type: ignore[arg-type]
+        lambda: PLAN.load(1),  # type: ignore[arg-type]
+        lambda: PLAN.load_for_event("a", None),  # type: ignore[arg-type]
+        lambda: PLAN.delete_timer("a", "t", None),  # type: ignore[arg-type]
+        lambda: PLAN.delete_timer(b"a", "t", 1.0),  # type: ignore[arg-type]
+        lambda: PLAN.ack_outbox("1"),  # type: ignore[arg-type]
+        lambda: PLAN.due_timers("soon", None),  # type: ignore[arg-type]
+        lambda: PLAN.purge("a", "yes"),  # type: ignore[arg-type]
+        lambda: PLAN.read_trace(None),  # type: ignore[arg-type]
     ],
 )
 def test_wrong_argument_types_raise_type_error_before_any_read(files: Files, plan: Any) -> None:
@@ -191,16 +197,53 @@ def test_a_document_holding_another_id_is_reported_not_served(files: Files) -> N
     files.commit(Execution(id="a", definition_id="d"), [])
     files.texts[_schema.document_path("b")] = files.texts[_schema.document_path("a")]
     with pytest.raises(StoreCorrupted, match="holds execution 'a'"):
-        files.run(_plan.load("b"))
+        files.run(PLAN.load("b"))
 
 
-def test_an_undecodable_outbox_entry_is_named(files: Files) -> None:
-    files.commit(Execution(id="a", definition_id="d"), [(None, Event(kind="k"))])
+def _damage(files: Files, table: str, index: int) -> None:
+    """Make the last field (event / context text) of one relay row undecodable."""
     state = json.loads(files.texts[_schema.STATE])
-    state["outbox"][0][2] = "{not json"
+    state[table][index][-1] = "{not json"
     files.texts[_schema.STATE] = json.dumps(state)
-    with pytest.raises(StoreCorrupted, match="outbox entry 1"):
-        files.run(_plan.pending_outbox(None))
+
+
+def _three_events(files: Files) -> None:
+    events = [("a", "e1"), ("b", "e2"), ("a", "e3")]
+    emits = [(target, Event(id=event_id, kind="k")) for target, event_id in events]
+    files.commit(Execution(id="a", definition_id="d"), emits)
+
+
+def test_a_damaged_outbox_entry_is_quarantined_and_the_sweep_goes_on(
+    files: Files, caplog: pytest.LogCaptureFixture
+) -> None:
+    _three_events(files)
+    _damage(files, "outbox", 0)
+    with pytest.raises(StoreCorrupted, match="outbox entry 1"):  # a direct read names it
+        files.run(PLAN.export_execution("a"))
+    files.log.clear()
+    with caplog.at_level(logging.WARNING, logger="harel_example_jsondir"):
+        entries = files.run(PLAN.pending_outbox(None))
+    assert [entry.event.id for entry in entries] == ["e2", "e3"]
+    assert "outbox entry 1" in caplog.text
+    assert len(files.writes()) == 1  # moved aside once ...
+    files.log.clear()
+    assert [entry.event.id for entry in files.run(PLAN.pending_outbox(1))] == ["e2"]
+    assert files.writes() == []  # ... so later sweeps neither write nor warn again
+    with pytest.raises(StoreCorrupted, match="outbox entry 1 of execution 'a' was quarantined"):
+        files.run(PLAN.export_execution("a"))
+    other = files.run(PLAN.export_execution("b"))
+    assert other.execution is None and [e.event.id for e in other.outbox] == ["e2"]
+    assert files.run(PLAN.purge("a", True)) is True
+    assert json.loads(files.texts[_schema.STATE])["quarantine"] == []  # purged with its owner
+
+
+def test_a_damaged_spawn_intent_is_quarantined_and_the_sweep_goes_on(files: Files) -> None:
+    spawns = [("c1", "R", {"n": 1}), ("c2", "R", {"n": 2})]
+    files.commit(Execution(id="a", definition_id="d"), [], spawns=spawns)
+    _damage(files, "spawns", 0)
+    assert [entry.child_id for entry in files.run(PLAN.pending_spawns(None))] == ["c2"]
+    with pytest.raises(StoreCorrupted, match="spawns entry 1 of execution 'a'"):
+        files.run(PLAN.export_execution("a"))
 
 
 def test_file_names_are_bounded_for_any_id() -> None:

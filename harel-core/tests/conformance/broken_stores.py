@@ -10,18 +10,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fnmatch
+import json
 import math
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pydantic_core
+import pytest
 from harel.conformance.harness import StoreHarness
-from harel.model import Execution, ExecutionPage
+from harel.model import ChildState, Event, Execution, ExecutionPage
 from harel.store.common import (
     ListingQuery,
     PreparedCommit,
+    PreparedEmit,
+    PreparedImport,
     cas_decision,
     committing,
     conflict,
@@ -30,7 +35,7 @@ from harel.store.common import (
     page_from_probe,
 )
 from harel.store.common.validate import check_event_ref, check_prune, check_timer_ref
-from harel.store.contract import FINISHED, Capabilities, DueTimer
+from harel.store.contract import FINISHED, Capabilities, DueTimer, ExecutionRecord
 from harel.store.errors import ExecutionActive
 from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData
 from harel.store.memory._plan import (
@@ -49,6 +54,7 @@ from harel.store.memory._plan import (
     Transaction,
 )
 from harel.store.memory.testing import footprint
+from pydantic import BaseModel
 
 EVERYTHING = 10**9
 
@@ -578,3 +584,131 @@ HARDENING_BUGS = (
     "raw_driver_errors",
 )
 """The bugs of issue 7 (cancellation, poison payloads, raw errors)."""
+
+
+# -- records (issue 11): export/import and unknown fields --------------------------------------
+# Each bug below is caught by test_kit_strength_records.py.
+
+
+class ImportRenumbersTrace(MemoryPlan):
+    """``import_execution`` numbers the imported trace steps from 0 (their indices are lost)."""
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        trace = tuple((index, body) for index, (_, body) in enumerate(prepared.trace))
+        yield from super().import_execution(dataclasses.replace(prepared, trace=trace))
+
+
+class ImportReversesRelays(MemoryPlan):
+    """``import_execution`` appends the record's outbox entries in reverse order."""
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        emits = tuple(reversed(prepared.emits))
+        yield from super().import_execution(dataclasses.replace(prepared, emits=emits))
+
+
+class ImportRelaysFirst(MemoryPlan):
+    """``import_execution`` appends the relays before it checks that the execution is new, so a
+    refused import leaves them behind."""
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        for emit in prepared.emits:  # the bug: a side write before the existence check
+            yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+        yield from super().import_execution(dataclasses.replace(prepared, emits=()))
+
+
+class ImportOverwrites(MemoryPlan):
+    """``import_execution`` replaces a stored execution (an upsert) instead of refusing."""
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        if prepared.execution is not None:
+            yield from self.purge(prepared.execution_id, True)
+        yield from super().import_execution(prepared)
+
+
+class ExportWithoutTimes(MemoryPlan):
+    """``export_execution`` leaves out the clock: no ``updated_at``, every mark at 0.0."""
+
+    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        record = yield from super().export_execution(execution_id)
+        if record is None:
+            return None
+        marks = tuple((event_id, 0.0) for event_id, _ in record.processed)
+        return dataclasses.replace(record, updated_at=None, processed=marks)
+
+
+def _declared_only(document: str) -> str:
+    """``document`` (an execution) re-encoded with only the fields the models declare."""
+    data = json.loads(document)
+    data = {k: v for k, v in data.items() if k in Execution.model_fields}
+    data["deferred"] = [_declared(Event, item) for item in data.get("deferred", [])]
+    children = data.get("children", {})
+    data["children"] = {key: _declared(ChildState, item) for key, item in children.items()}
+    return json.dumps(data)
+
+
+def _declared(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key in model.model_fields}
+
+
+def _declared_emits(emits: tuple[PreparedEmit, ...]) -> tuple[PreparedEmit, ...]:
+    return tuple(
+        dataclasses.replace(
+            emit, event_json=json.dumps(_declared(Event, json.loads(emit.event_json)))
+        )
+        for emit in emits
+    )
+
+
+class DropsUnknownFields(MemoryPlan):
+    """An older release's encoder: writes only the declared fields of executions and events."""
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        stripped = dataclasses.replace(
+            prepared,
+            document=_declared_only(prepared.document),
+            emits=_declared_emits(prepared.emits),
+        )
+        yield from super().commit(stripped, trace_max)
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        execution = prepared.execution
+        if execution is not None:
+            execution = dataclasses.replace(execution, document=_declared_only(execution.document))
+        stripped = dataclasses.replace(
+            prepared, execution=execution, emits=_declared_emits(prepared.emits)
+        )
+        yield from super().import_execution(stripped)
+
+
+BROKEN.update(
+    {
+        "import_renumbers_trace": Bug(ImportRenumbersTrace),
+        "import_reverses_relays": Bug(ImportReversesRelays),
+        "import_relays_first": Bug(ImportRelaysFirst),
+        "import_overwrites": Bug(ImportOverwrites),
+        "export_without_times": Bug(ExportWithoutTimes),
+        "drops_unknown_fields": Bug(DropsUnknownFields),
+    }
+)
+RECORD_BUGS = (
+    "import_renumbers_trace",
+    "import_reverses_relays",
+    "import_relays_first",
+    "import_overwrites",
+    "export_without_times",
+    "drops_unknown_fields",
+)
+"""The bugs of issue 11 (records, unknown fields)."""
+
+
+def harness_fixture(name: str) -> Any:
+    """A ``harel_harness`` fixture over ``BrokenHarness.named(name)``, for a nested session's
+    conftest (``harel_harness = harness_fixture("import_overwrites")``)."""
+
+    @pytest.fixture
+    def harel_harness() -> Iterator[StoreHarness]:
+        harness = BrokenHarness.named(name)
+        yield harness
+        harness.destroy()
+
+    return harel_harness

@@ -1,4 +1,6 @@
-"""One commit as ONE ``TransactWriteItems``: the CAS'd execution item and every effect.
+"""One commit as ONE ``TransactWriteItems``: the CAS'd execution item and every effect (a
+commit with no side items is one conditional ``UpdateItem`` instead: same condition, same
+attributes, half the write cost and no transaction coordinator).
 
 Action order: ``[0]`` the execution item (``Update`` with the version condition, ``ALL_OLD`` on
 failure), then the dedupe mark, the timer ops (collapsed to the last op per path by the commit
@@ -62,8 +64,15 @@ DEFERRED_TRIMS = 500
 
 @dataclass(frozen=True, slots=True)
 class CommitWrite:
-    """The transaction of one commit attempt and what the plan needs around it."""
+    """The request of one commit attempt and what the plan needs around it.
 
+    ``operation`` is ``"update_item"`` for a commit with no side items (one conditional
+    ``UpdateItem``, no transaction) and ``"transact_write_items"`` otherwise.  Sending the same
+    write again is safe: its condition fails once it (or anything else) landed, and the token's
+    receipt on the execution item then tells which.
+    """
+
+    operation: str
     params: dict[str, Any]
     relay_actions: frozenset[int]
     """Indexes of the relay ``Put`` actions (a failed condition there is a base collision)."""
@@ -73,7 +82,7 @@ class CommitWrite:
     token: str
 
 
-def _guarded_put(table: str, item: Item) -> Action:
+def guarded_put(table: str, item: Item) -> Action:
     e = Expr()
     return {
         "Put": {
@@ -228,7 +237,7 @@ def build_commit(
                 "a DynamoDB item (400 KB) after compression: keep large data outside events"
             )
         relay_indexes.add(len(actions))
-        actions.append(_guarded_put(table, item))
+        actions.append(guarded_put(table, item))
         total += item_size(item)
     if len(actions) > MAX_ACTIONS:
         raise PayloadTooLarge(
@@ -244,8 +253,18 @@ def build_commit(
     for key in trims[len(trims) - room :] if room < len(trims) else trims:
         actions.append({"Delete": {"TableName": table, "Key": key}})
     deferred = tuple(trims[: max(len(trims) - room, 0)][-DEFERRED_TRIMS:])
+    if len(actions) == 1:  # the execution item alone: one conditional UpdateItem
+        return CommitWrite(
+            operation="update_item",
+            params=dict(update["Update"]),
+            relay_actions=frozenset(),
+            after=after,
+            deferred_trims=deferred,
+            token=token,
+        )
     return CommitWrite(
-        params={"TransactItems": actions},
+        operation="transact_write_items",
+        params={"TransactItems": actions, "ClientRequestToken": token},
         relay_actions=frozenset(relay_indexes),
         after=after,
         deferred_trims=deferred,

@@ -57,11 +57,14 @@ def _client_error(exc: boto.ClientError, table: str, operation: str) -> StoreErr
     code = str(error.get("Code", ""))
     message = str(error.get("Message", ""))
     where = f"DynamoDB {operation} on table {table!r}"
+    # botocore may have sent the request more than once (its own retries): an earlier send
+    # may have been applied even though this answer refuses the request
+    retried = int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
     if code == "TransactionCanceledException":
         reasons = exc.response.get("CancellationReasons") or []
-        return TransactionCancelled([dict(reason) for reason in reasons])
+        return TransactionCancelled([dict(reason) for reason in reasons], retried=retried)
     if code == "ConditionalCheckFailedException":
-        return ConditionFailed(exc.response.get("Item"))
+        return ConditionFailed(exc.response.get("Item"), retried=retried)
     if code == "ResourceNotFoundException":
         return TableNotFound(
             f"{where}: the table does not exist (check the table name and region, or open the "

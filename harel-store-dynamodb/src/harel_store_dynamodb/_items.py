@@ -32,6 +32,7 @@ from harel_store_dynamodb._schema import (
     exe_key,
     exe_pk,
     mark_key,
+    receipt_attribute,
     timer_key,
     trace_sk,
 )
@@ -66,7 +67,7 @@ def execution_attributes(commit: PreparedCommit, token: str) -> tuple[Item, list
         "di": s(commit.definition_id),
         "st": s(commit.status),
         "ua": s(repr(commit.committed_at)),
-        "ct": s(token),
+        receipt_attribute(commit.new_version): s(token),
         G1P: s(LISTING),
         G1S: s(commit.execution_id),
         G2P: s(definition_partition(commit.definition_id)),

@@ -1,4 +1,5 @@
-"""Opening a store: find (or create and wait for) the table, check its layout and version."""
+"""Opening a store: find (or create and wait for) the table, check its layout, then settle its
+layout version (:mod:`._upgrade`)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,10 @@ from typing import Any
 
 from harel.store.errors import StoreConfigError, StoreUnavailable
 
-from harel_store_dynamodb._requests import Call, ConditionFailed, Pause, TableInUse, TableNotFound
-from harel_store_dynamodb._schema import (
-    META_KEY,
-    PK,
-    SCHEMA_VERSION,
-    check_schema_version,
-    is_active,
-    layout_problems,
-    table_definition,
-)
+from harel_store_dynamodb._requests import Call, Pause, TableInUse, TableNotFound
+from harel_store_dynamodb._schema import is_active, layout_problems, table_definition
 from harel_store_dynamodb._support import Plan
-from harel_store_dynamodb._values import Expr, n
+from harel_store_dynamodb._upgrade import settle_layout
 
 TABLE_WAIT_SECONDS = 300.0
 """How long a created table may take to become ACTIVE."""
@@ -74,21 +67,4 @@ def _check_table(table: str, create_table: bool, poll: float) -> Plan:
             f"DynamoDB table {table!r} is not laid out for harel: {'; '.join(problems)}; "
             "use another table name (create_table=true creates it)"
         )
-    reply = yield Call("get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True})
-    if check_schema_version(table, reply.get("Item")):
-        e = Expr()
-        try:
-            yield Call(
-                "put_item",
-                {
-                    "TableName": table,
-                    "Item": {**META_KEY, "schema": n(SCHEMA_VERSION)},
-                    "ConditionExpression": f"attribute_not_exists({e.name(PK)})",
-                    **e.args(),
-                },
-            )
-        except ConditionFailed:
-            again = yield Call(
-                "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
-            )
-            check_schema_version(table, again.get("Item"))
+    yield from settle_layout(table)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import unquote, urlencode, urlsplit
 
 from harel.store.common import parse_store_url, redact_url
@@ -106,6 +106,21 @@ class DynamoOptions:
             kwargs["aws_access_key_id"] = key
             kwargs["aws_secret_access_key"] = secret
         return kwargs
+
+
+class StoreKnobs(TypedDict, total=False):
+    """The keyword settings both store classes accept (see :func:`make_options`)."""
+
+    region: str | None
+    endpoint_url: str | None
+    local: bool | str
+    create_table: bool
+    trace_max: int | None
+    request_timeout: float
+    max_attempts: int
+    profile: str | None
+    aws_access_key_id: str | None
+    aws_secret_access_key: str | None
 
 
 def make_options(

@@ -13,8 +13,6 @@ more steps than the transaction holds); ``pending_*``/``due_timers``: 1 GSI quer
 from __future__ import annotations
 
 import contextlib
-import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary
@@ -26,22 +24,23 @@ from harel.store.common import (
     check_now,
     check_seq,
     check_timer_ref,
-    conflict,
     encode_trace_step,
     page_from_probe,
 )
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.listing import ListingQuery
+from harel.store.common.records import PreparedImport
 from harel.store.contract import DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     ExecutionNotFound,
     InvalidCursor,
     InvalidIdentifier,
-    StoreError,
     StoreUnavailable,
 )
 
-from harel_store_dynamodb._commit import MAX_ACTIONS, CommitWrite, build_commit
-from harel_store_dynamodb._cursor import NEW_EXECUTION, CursorCache, TraceCursor, cursor_of
+from harel_store_dynamodb._commit import MAX_ACTIONS
+from harel_store_dynamodb._commit_plan import CommitPlan, delete_quietly
+from harel_store_dynamodb._cursor import CursorCache, cursor_of
 from harel_store_dynamodb._items import (
     Action,
     cursor_update,
@@ -56,10 +55,10 @@ from harel_store_dynamodb._items import (
     step_key,
 )
 from harel_store_dynamodb._open import open_table
+from harel_store_dynamodb._records import export_execution, import_execution
 from harel_store_dynamodb._requests import (
     Call,
     ConditionFailed,
-    RequestInDoubt,
     TransactionCancelled,
 )
 from harel_store_dynamodb._retention import prune_processed, purge
@@ -75,6 +74,7 @@ from harel_store_dynamodb._schema import (
     OUTBOX,
     PK,
     SK,
+    SPAWNS,
     TIMERS,
     TRACE_RANGE,
     definition_partition,
@@ -100,6 +100,9 @@ from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_s
 
 class Operations:
     """The plans of one store: table name, trace-cursor hints and the relay clock."""
+
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
+    """The codec's per-document limit (items are further bounded by 400 KB once compressed)."""
 
     def __init__(
         self, table: str, cache: CursorCache | None = None, clock: BaseClock = CLOCK
@@ -216,6 +219,22 @@ class Operations:
                 return out
             params = {**params, "ExclusiveStartKey": start}
 
+    def pending_outbox(self, limit: int | None) -> Plan:
+        """Undelivered outbox entries, ascending seq (a query of the sparse relay index)."""
+        return self.pending(OUTBOX, limit)
+
+    def pending_spawns(self, limit: int | None) -> Plan:
+        """Undelivered spawn intents, ascending seq."""
+        return self.pending(SPAWNS, limit)
+
+    def ack_outbox(self, seq: object) -> Plan:
+        """Remove outbox entry ``seq`` (no-op when unknown)."""
+        return self.ack(OUTBOX, seq)
+
+    def ack_spawn(self, seq: object) -> Plan:
+        """Remove spawn intent ``seq`` (no-op when unknown)."""
+        return self.ack(SPAWNS, seq)
+
     def ack(self, kind: str, seq: object) -> Plan:
         """Remove relay entry ``seq`` (a no-op when it is not pending)."""
         where = locate(check_seq(seq))
@@ -310,134 +329,10 @@ class Operations:
 
     # -- commit ----------------------------------------------------------------------------
 
-    def _cursor(self, commit: PreparedCommit) -> Plan:
-        """The trace cursor to assume at ``commit.expected_version``.
-
-        A hint is enough: the commit's condition checks it, and a wrong one costs a retry,
-        never a wrong index.  Only a traced commit of an execution this store has never seen
-        reads it first (one consistent ``GetItem``).
-        """
-        if commit.is_insert:
-            return NEW_EXECUTION
-        cached = self.cache.get(commit.execution_id)
-        if cached is not None:
-            if commit.trace is not None or cached.version == commit.expected_version:
-                return cached
-            return None
-        if commit.trace is None:
-            return None
-        e = Expr()
-        reply = yield Call(
-            "get_item",
-            {
-                "TableName": self.table,
-                "Key": exe_key(commit.execution_id),
-                "ConsistentRead": True,
-                "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "tn", "tl")),
-                **e.args(),
-            },
-        )
-        item = reply.get("Item")
-        if item is None:
-            raise conflict(commit, None)
-        cursor = cursor_of(item, f"execution {commit.execution_id!r}")
-        self.cache.put(commit.execution_id, cursor)
-        if cursor.version != commit.expected_version:
-            raise conflict(commit, cursor.version)
-        return cursor
-
     def commit(self, commit: PreparedCommit, trace_max: int | None) -> Plan:
-        """Write one prepared commit in one ``TransactWriteItems`` (see :mod:`._commit`)."""
-        cursor: TraceCursor | None = yield from self._cursor(commit)
-        for attempt in range(ATTEMPTS):
-            write = build_commit(
-                self.table,
-                commit,
-                base=self.clock.next(),
-                token=uuid.uuid4().hex,
-                cursor=cursor,
-                trace_max=trace_max,
-            )
-            try:
-                yield Call("transact_write_items", write.params)
-            except TransactionCancelled as exc:
-                codes = exc.codes()
-                if codes[0] == "ConditionalCheckFailed":
-                    old = exc.reasons[0].get("Item")
-                    if old is not None and _applied(old, commit, write):
-                        break  # an earlier attempt of this very write landed (client retry)
-                    found = (
-                        None
-                        if old is None
-                        else cursor_of(old, f"execution {commit.execution_id!r}")
-                    )
-                    if found is not None:
-                        self.cache.put(commit.execution_id, found)
-                    if (
-                        found is not None
-                        and commit.trace is not None
-                        and not commit.is_insert
-                        and found.version == commit.expected_version
-                    ):
-                        cursor = found  # only the trace cursor moved (append_trace): retry
-                        continue
-                    raise conflict(commit, None if found is None else found.version) from None
-                if any(codes[i] == "ConditionalCheckFailed" for i in write.relay_actions):
-                    continue  # another process drew the same relay base: draw again
-                if set(codes) & BUSY_CODES and attempt + 1 < ATTEMPTS:
-                    yield backoff(attempt)
-                    continue
-                raise cancellation_error(exc, f"the commit of {commit.execution_id!r}") from exc
-            except RequestInDoubt:
-                landed = yield from self._resolve(commit, write)
-                if not landed:
-                    raise
-            break
-        else:
-            raise StoreUnavailable(
-                f"the commit of {commit.execution_id!r} kept colliding after {ATTEMPTS} attempts; "
-                "retry"
-            )
-        if write.after is not None:
-            self.cache.put(commit.execution_id, write.after)
-        else:
-            self.cache.drop(commit.execution_id)
-        yield from self._delete_quietly(write.deferred_trims)
-
-    def _resolve(self, commit: PreparedCommit, write: CommitWrite) -> Plan:
-        """After an answer was lost: did the transaction land?  (one consistent read)"""
-        e = Expr()
-        try:
-            reply = yield Call(
-                "get_item",
-                {
-                    "TableName": self.table,
-                    "Key": exe_key(commit.execution_id),
-                    "ConsistentRead": True,
-                    "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "ct")),
-                    **e.args(),
-                },
-            )
-        except StoreError:
-            return False
-        item = reply.get("Item")
-        return item is not None and _applied(item, commit, write)
-
-    def _delete_quietly(self, keys: Iterable[Item]) -> Plan:
-        """Best-effort deletes after a write (hidden garbage if they fail)."""
-        pending = [{"DeleteRequest": {"Key": key}} for key in keys]
-        attempt = 0
-        while pending and attempt < ATTEMPTS:
-            batch, pending = pending[:25], pending[25:]
-            try:
-                reply = yield Call("batch_write_item", {"RequestItems": {self.table: batch}})
-            except StoreError:
-                return
-            unprocessed = reply.get("UnprocessedItems", {}).get(self.table, [])
-            if unprocessed:
-                pending = unprocessed + pending
-                attempt += 1
-                yield backoff(attempt)
+        """Write one prepared commit (see :mod:`._commit_plan`): stored once when it returns,
+        not stored when it raises."""
+        return CommitPlan(self.table, self.cache, self.clock, commit, trace_max).run()
 
     # -- trace outside commits ---------------------------------------------------------------
 
@@ -493,7 +388,7 @@ class Operations:
                     continue
                 raise cancellation_error(exc, f"append_trace of {execution_id!r}") from exc
             self.cache.put(execution_id, after)
-            yield from self._delete_quietly(trims[: max(len(trims) - room, 0)][-500:])
+            yield from delete_quietly(self.table, trims[: max(len(trims) - room, 0)][-500:])
             return
         raise StoreUnavailable(f"append_trace of {execution_id!r} kept racing other writers; retry")
 
@@ -552,6 +447,17 @@ class Operations:
             }
         return page_from_probe(query, rows[: query.limit + 1])
 
+    # -- records -----------------------------------------------------------------------------
+
+    def export_execution(self, execution_id: str) -> Plan:
+        """See :func:`._records.export_execution`."""
+        return export_execution(self.table, check_id(execution_id))
+
+    def import_execution(self, prepared: PreparedImport) -> Plan:
+        """See :func:`._records.import_execution` (the cursor hint is dropped first)."""
+        self.cache.drop(prepared.execution_id)
+        return import_execution(self.table, self.clock, prepared)
+
     # -- retention ---------------------------------------------------------------------------
 
     def purge(self, execution_id: str, force: bool) -> Plan:
@@ -561,12 +467,6 @@ class Operations:
     def prune_processed(self, older_than: object, batch_size: object) -> Plan:
         """See :func:`._retention.prune_processed`."""
         return prune_processed(self.table, older_than, batch_size)
-
-
-def _applied(item: Item, commit: PreparedCommit, write: CommitWrite) -> bool:
-    """Whether ``item`` (the execution item) carries this very commit attempt."""
-    version = item.get("v", {}).get("N")
-    return version == str(commit.new_version) and opt_str(item, "ct") == write.token
 
 
 __all__ = ["Operations", "Plan"]

@@ -41,10 +41,12 @@ class TransactionCancelled(StoreError):
 
     Each reason is DynamoDB's ``{"Code": ..., "Message": ..., "Item": ...}``; ``Code`` is
     ``"None"`` for actions that did not cause the cancellation.  Plans turn it into a typed error.
+    ``retried``: the client sent the request more than once (an earlier send may have landed).
     """
 
-    def __init__(self, reasons: list[dict[str, Any]]) -> None:
+    def __init__(self, reasons: list[dict[str, Any]], *, retried: bool = False) -> None:
         self.reasons = reasons
+        self.retried = retried
         codes = ", ".join(str(reason.get("Code")) for reason in reasons)
         super().__init__(f"DynamoDB cancelled the transaction ({codes})")
 
@@ -54,10 +56,15 @@ class TransactionCancelled(StoreError):
 
 
 class ConditionFailed(StoreError):
-    """A single-item write's ``ConditionExpression`` was false (plans decide what it means)."""
+    """A single-item write's ``ConditionExpression`` was false (plans decide what it means).
 
-    def __init__(self, item: dict[str, Any] | None = None) -> None:
+    ``item`` is the stored item when the request asked for it (``ALL_OLD``); ``retried`` as in
+    :class:`TransactionCancelled`.
+    """
+
+    def __init__(self, item: dict[str, Any] | None = None, *, retried: bool = False) -> None:
         self.item = item
+        self.retried = retried
         super().__init__("the conditional write was not applied")
 
 

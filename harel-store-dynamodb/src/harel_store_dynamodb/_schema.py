@@ -9,7 +9,7 @@ One table (``pk`` S, ``sk`` S), on-demand billing, two sparse overloaded GSIs::
     x:<execution id>   t:<path>           an armed timer (T:<sha256> when the path is long)
     q:<base, 12 hex>   o:<j> | O:<c>      outbox entries of one commit (one each, or packed)
     q:<base, 12 hex>   s:<j> | S:<c>      spawn intents of one commit (one each, or packed)
-    meta               schema             the schema version of this table
+    meta               schema             the layout version of this table and its writer
 
     GSI harel-g1 (g1p, g1s)   L/<id>: listing   T/<fire_at key>: due timers
                               O/<seq>: outbox   S/<seq>: spawns   P/<at key>: marks by age
@@ -28,8 +28,18 @@ from typing import Any
 
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 1
-"""Bump (with a migration note) whenever the layout above changes."""
+SCHEMA_VERSION = 2
+"""Bump (with an upgrade step in :mod:`._upgrade`) whenever the layout above changes.
+
+* 1 — the execution item carries the token of the commit that wrote it in ``ct``;
+* 2 — commit *receipts*: the token of the commit that wrote version ``v`` lives in
+  ``k<v % RECEIPTS>`` (the last :data:`RECEIPTS` commits are told apart, so a commit whose
+  answer was lost can tell that it landed even after later commits); the meta item records
+  ``written_by``.  Upgrade from 1: each execution item's ``ct`` becomes its version's receipt.
+"""
+UPGRADES = frozenset({1})
+"""Layout versions this release upgrades in place on open."""
+DISTRIBUTION = "harel-store-dynamodb"
 
 PK, SK = "pk", "sk"
 G1P, G1S, G2P, G2S = "g1p", "g1s", "g2p", "g2s"
@@ -40,6 +50,16 @@ EXE_SK = "x"
 TRACE_RANGE = ("x", "x;")
 """``BETWEEN`` bounds covering the execution item and all its trace steps (``;`` follows ``:``)."""
 META_KEY = {PK: {"S": "meta"}, SK: {"S": "schema"}}
+RECEIPTS = 8
+"""Commit receipts kept on the execution item: the token of the commit that wrote version ``v``
+sits in attribute ``k<v % RECEIPTS>``, so a commit whose answer was lost can tell whether it
+landed even after up to ``RECEIPTS - 1`` later commits."""
+
+
+def receipt_attribute(version: int) -> str:
+    """The attribute holding the token of the commit that wrote ``version``."""
+    return f"k{version % RECEIPTS}"
+
 
 LISTING, TIMERS, OUTBOX, SPAWNS, MARKS = "L", "T", "O", "S", "P"
 """The GSI1 partitions."""
@@ -173,14 +193,16 @@ def is_active(description: dict[str, Any]) -> bool:
     )
 
 
-def check_schema_version(table: str, item: dict[str, Any] | None) -> bool:
-    """Whether the meta item must still be written; SchemaVersionError when it is foreign."""
+def stored_layout(item: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """The layout version and ``written_by`` release a meta item records (``None``: no item)."""
     if item is None:
-        return True
-    stored = item.get("schema", {}).get("N")
-    if stored != str(SCHEMA_VERSION):
+        return None, None
+    try:
+        version = int(item["schema"]["N"])
+    except (KeyError, TypeError, ValueError):
         raise SchemaVersionError(
-            f"DynamoDB table {table!r} holds harel schema version {stored}, this release uses "
-            f"{SCHEMA_VERSION}: use a matching harel-store-dynamodb or another table"
-        )
-    return False
+            "the meta item of this DynamoDB table holds no layout version: the table was not "
+            "written by harel; use another table"
+        ) from None
+    written_by = item.get("written_by", {}).get("S")
+    return version, written_by if isinstance(written_by, str) else None

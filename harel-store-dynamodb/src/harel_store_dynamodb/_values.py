@@ -69,6 +69,17 @@ def float_key(value: float) -> str:
     return f"{bits:016x}"
 
 
+def float_from_key(key: str, what: str) -> float:
+    """The float a :func:`float_key` was made from (bit-exact; ``-0.0`` reads as ``0.0``)."""
+    try:
+        bits = int(key, 16)
+    except ValueError:
+        raise StoreCorrupted(f"{what}: {key[:40]!r} is not a number key") from None
+    bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFF_FFFF_FFFF_FFFF
+    value: float = struct.unpack(">d", struct.pack(">Q", bits))[0]
+    return value
+
+
 def exact_float(text: str, what: str) -> float:
     """Parse the ``repr`` a float was stored as (bit-exact round trip)."""
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from harel.store.common.sql import SQLITE, Dialect, SqlPlan
 
 from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._plugin import DISTRIBUTION
 
 DIALECT: Dialect = SQLITE
 """SQLite's dialect: libSQL speaks it unchanged."""
@@ -20,4 +21,4 @@ DIALECT: Dialect = SQLITE
 
 def libsql_plan(options: LibsqlOptions) -> SqlPlan:
     """The plan of the database ``options`` names (documents up to the shared 16 MiB limit)."""
-    return SqlPlan(DIALECT, where=options.where)
+    return SqlPlan(DIALECT, where=options.where, distribution=DISTRIBUTION)

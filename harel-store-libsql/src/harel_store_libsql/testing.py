@@ -14,25 +14,21 @@ are refused by :func:`harness_from_url`.
 
 from __future__ import annotations
 
-import uuid
-import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
-from urllib.parse import quote, urlencode
+from typing import Any, ClassVar
 
-from harel.conformance.harness import StoreHarness
 from harel.store.common import drive, redact_url
 from harel.store.common.sql import Statement
+from harel.store.common.sql.harness import FileHarness
+from harel.store.common.sql.testing import FileBackend
 from harel.store.contract import Capabilities
 from harel.store.errors import HarnessUnavailable
 
 from harel_store_libsql._driver import connect, execute, open_database
 from harel_store_libsql._options import (
-    DEFAULT_BUSY_TIMEOUT_MS,
-    MEMORY,
-    LibsqlKnobs,
+    LibsqlOptions,
     make_options,
     parse_libsql_url,
 )
@@ -41,51 +37,19 @@ from harel_store_libsql._plugin import CAPABILITIES
 from harel_store_libsql.aio import AsyncLibsqlStore
 from harel_store_libsql.sync import LibsqlStore
 
-_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
-
-class LibsqlHarness(StoreHarness):
+class LibsqlHarness(FileHarness):
     """One local libSQL file as the kit's dataset (created empty on the first open)."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    name = "libsql"
+    url_prefix = "libsql+file:///"
+    store_class = LibsqlStore
+    async_class = AsyncLibsqlStore
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        synchronous: str = "FULL",
-    ) -> None:
-        self.path = Path(path)
-        if str(path) == MEMORY:
-            raise ValueError("a harness needs a database file (':memory:' cannot be reopened)")
-        self.options = make_options(  # validate now, not at the first open
-            str(self.path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous
-        )
-        self._sync: weakref.WeakSet[LibsqlStore] = weakref.WeakSet()
-        self._async: weakref.WeakSet[AsyncLibsqlStore] = weakref.WeakSet()
-
-    def _knobs(self) -> LibsqlKnobs:
-        return {
-            "busy_timeout_ms": self.options.busy_timeout_ms,
-            "synchronous": self.options.synchronous,
-        }
-
-    def open_sync(self) -> LibsqlStore:
-        """A new ``LibsqlStore`` (its own connection) over the harness file."""
-        store = LibsqlStore(str(self.path), **self._knobs())
-        self._sync.add(store)
-        return store
-
-    async def open_async(self) -> AsyncLibsqlStore:
-        """A new ``AsyncLibsqlStore`` (its own connection and thread) over the harness file."""
-        store = await AsyncLibsqlStore.open(str(self.path), **self._knobs())
-        self._async.add(store)
-        return store
-
-    def url(self) -> str:
-        """``libsql+file:////absolute/path.db?busy_timeout_ms=...&synchronous=...``."""
-        return f"libsql+file:///{quote(str(self.path.resolve()))}?{urlencode(self._knobs())}"
+    def make_options(self, path: str, **knobs: Any) -> LibsqlOptions:
+        """libSQL's validated options (a local file)."""
+        return make_options(path, **knobs)
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every row the file holds for ``execution_id``, read on a connection of its own."""
@@ -109,19 +73,6 @@ class LibsqlHarness(StoreHarness):
 
         return write
 
-    def destroy(self) -> None:
-        """Close every store still open through this harness and delete the database files."""
-        for store in list(self._sync):
-            store.close()
-        for astore in list(self._async):
-            astore.close_blocking()
-        for suffix in _COMPANIONS:
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-
-    def describe(self) -> str:
-        """``libsql <file>``."""
-        return f"libsql {self.path}"
-
 
 def harness_from_url(url: str, workdir: Path) -> LibsqlHarness:
     """A harness over a NEW file under ``workdir`` with the local knobs of ``url``.
@@ -138,10 +89,10 @@ def harness_from_url(url: str, workdir: Path) -> LibsqlHarness:
             "test: run the kit against libsql+file:///scratch.db (the same engine), and the "
             "server with your own integration tests"
         )
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    return LibsqlHarness(
-        workdir / f"harel-kit-{uuid.uuid4().hex}.db",
-        busy_timeout_ms=knobs.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS),
-        synchronous=knobs.get("synchronous", "FULL"),
-    )
+    return LibsqlHarness.in_workdir(workdir, knobs)
+
+
+FILE_BACKEND = FileBackend(
+    "harel-store-libsql", LibsqlStore, AsyncLibsqlStore.open, "libsql+file:///{path}", LibsqlHarness
+)
+"""This backend as the SQL family's shared test suite reaches it."""

@@ -16,7 +16,7 @@ default authentication database, not the data's.  Nothing here imports PyMongo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import unquote_plus
 
 from harel.store.common import redact_url
@@ -42,6 +42,29 @@ HAREL_KNOBS = STORE_KNOBS | CONNECT_KNOBS
 
 _DB_FORBIDDEN = frozenset('/\\. "$*<>:|?\x00')
 MAX_DB_BYTES = 63
+
+
+class StoreKnobs(TypedDict, total=False):
+    """The store constructors' keyword arguments besides the client, all optional: ``db``
+    (default ``harel``), ``trace_max`` (default 200), ``owns_client`` (default ``False``: the
+    caller closes the client), ``where`` (names the data in messages; default: the database
+    and the client type)."""
+
+    db: str
+    trace_max: int | None
+    owns_client: bool
+    where: str | None
+
+
+def check_knobs(knobs: StoreKnobs) -> StoreKnobs:
+    """``knobs``, or ``TypeError`` naming a keyword the constructors do not take."""
+    unknown = sorted(set(knobs) - set(StoreKnobs.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}; the store takes "
+            f"{', '.join(StoreKnobs.__annotations__)}"
+        )
+    return knobs
 
 
 def check_db(name: object) -> str:
@@ -90,9 +113,15 @@ class MongoOptions:
         """Where the data lives, for messages: the servers and the database (no secrets)."""
         return f"MongoDB {self.shown} (database {self.db!r})"
 
-    def store_kwargs(self) -> dict[str, Any]:
-        """The store constructors' keyword arguments besides the client."""
-        return {"db": self.db, "trace_max": self.trace_max}
+    def store_kwargs(self) -> StoreKnobs:
+        """The store constructors' keyword arguments besides the client (a store opened from
+        a URL owns its client)."""
+        return {
+            "db": self.db,
+            "trace_max": self.trace_max,
+            "owns_client": True,
+            "where": self.where,
+        }
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``MongoClient`` / ``AsyncMongoClient`` besides the URI: harel's

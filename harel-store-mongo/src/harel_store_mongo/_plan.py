@@ -1,29 +1,36 @@
 """The IO-free plan of the MongoDB store: the requests each operation sends and how replies
 become values.  ``sync.py`` (PyMongo) and ``aio.py`` (PyMongo async / motor) only execute these
-plans through :func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`.
+plans through :func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`, under the
+contract's method names (:class:`~harel_store_mongo._contract.MongoPlan`).
 
 Round trips (each request is one server call; a cursor holding more than one batch adds a
 ``getMore`` per further batch):
 
-* commit: ONE ``update_one`` (the version CAS in its filter, everything the step writes in one
-  update pipeline, atomic on a standalone server); a commit that emits events or spawns
+* open: 1 ``find_one`` of the schema record when the layout is ready (creating or upgrading
+  it: + ``createIndexes`` + the record's write);
+* commit: ONE ``update_one`` (the version CAS in its filter; a state-only commit is a plain
+  ``$set``, any other writes everything the step writes in one update pipeline, atomic on a
+  standalone server); a commit that emits events or spawns
   children first reserves its seqs with one ``find_one_and_update`` on the counter: <= 2;
 * load, load_for_event, is_processed, read_trace, append_trace, delete_timer, ack: 1
   (an ack that empties a purged execution's relay-only document: 2);
 * pending_outbox, pending_spawns, due_timers, list_executions: 1 indexed ``find``;
-* a lost CAS reads the stored version once more (to name it in ``StoreConflict``).
+* a lost CAS reads the stored version once more (to name it in ``StoreConflict``);
+* export_execution: 1 ``aggregate``; import_execution: 1 upsert (+1 seq reservation when the
+  record carries relays) — see :mod:`harel_store_mongo._records`.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common import (
     MAX_INT,
+    ListingQuery,
     PreparedCommit,
     check_event_ref,
     check_flag,
@@ -38,7 +45,6 @@ from harel.store.common import (
     decode_payload,
     decode_trace_step,
     encode_trace_step,
-    listing_query,
     page_from_probe,
     sweep_limit,
     trace_keep_from,
@@ -55,7 +61,7 @@ from harel.store.errors import (
 
 from harel_store_mongo import _requests as rq
 from harel_store_mongo._requests import CommitWrite, Request
-from harel_store_mongo._schema import SCHEMA_VERSION, check_schema
+from harel_store_mongo._schema import SCHEMA_VERSION, schema_decision
 
 log = logging.getLogger("harel_store_mongo")
 
@@ -85,7 +91,7 @@ def _field(doc: Any, name: str, what: str) -> Any:
     return doc[name]
 
 
-def _version(doc: Any) -> int | None:
+def stored_version(doc: Any) -> int | None:
     """The stored version of an execution document; ``None`` when none is stored (no document,
     or a relay-only one)."""
     if doc is None:
@@ -99,15 +105,27 @@ def _version(doc: Any) -> int | None:
 # -- open -----------------------------------------------------------------------------------------
 
 
-def open_plan(where: str) -> Plan[None]:
-    """Reach the server, check (or record) the layout version, create the indexes."""
-    yield rq.ping()
-    try:
-        found = yield rq.claim_schema(SCHEMA_VERSION)
-    except DuplicateKey:  # another store created it at the same moment
-        found = yield rq.read_schema()
-    check_schema(found, where)
+def open_plan(where: str, written_by: str) -> Plan[None]:
+    """Read the layout version and create, use or upgrade the layout (see
+    :mod:`harel_store_mongo._schema`); a newer layout is refused before anything is written.
+
+    Reading a ready layout is one round trip.  Creating and upgrading create the indexes first
+    and write the schema record last, so the record never names indexes that do not exist.
+    """
+    found = yield rq.read_schema()
+    verdict = schema_decision(found, where)
+    if verdict == "ready":
+        return
     yield rq.create_indexes()
+    if verdict == "create":
+        try:
+            found = yield rq.claim_schema(SCHEMA_VERSION, written_by)
+        except DuplicateKey:  # another store created it at the same moment
+            found = yield rq.read_schema()
+        verdict = schema_decision(found if found is not None else {}, where)
+        if verdict != "upgrade":  # ours, or a racing opener's of this layout
+            return
+    yield rq.upgrade_schema(found["version"], SCHEMA_VERSION, written_by)
 
 
 # -- commit ---------------------------------------------------------------------------------------
@@ -193,12 +211,13 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     seqs: list[int] = []
     if count:
         seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
-    token = new_token()
+    p, token = prepared, new_token()
+    side = p.emits or p.spawns or p.timers or p.trace is not None or p.processed_event_id
     request = rq.commit_request(
-        prepared.execution_id,
-        prepared.expected_version,
-        summary_of(prepared, token),
-        write_of(prepared, seqs),
+        p.execution_id,
+        p.expected_version,
+        summary_of(p, token),
+        write_of(p, seqs) if side else None,
         trace_max,
     )
     result: Any = None
@@ -217,7 +236,7 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     if result is not None and (result.matched_count == 1 or result.upserted_id is not None):
         return
     stored = yield rq.probe_commit(prepared.execution_id)
-    found = _version(stored)
+    found = stored_version(stored)
     if found == prepared.new_version and stored.get("token") == token:
         return  # our first attempt landed; its reply was lost
     raise conflict(prepared, found)
@@ -249,7 +268,7 @@ def ack_plan(seq: int, *, spawns: bool) -> Plan[None]:
     """Remove one relay entry (unknown seq: nothing happens)."""
     seq = check_seq(seq)
     doc = yield rq.ack_request(seq, spawns=spawns)
-    if doc is not None and _version(doc) is None and doc.get("outbox_next") is None:
+    if doc is not None and stored_version(doc) is None and doc.get("outbox_next") is None:
         yield rq.drop_empty_relay([doc["_id"]])
 
 
@@ -282,7 +301,7 @@ def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
     if holders:
         ids = [doc["_id"] for doc in holders]
         yield rq.untarget(ids, execution_id)
-        relay_only = [doc["_id"] for doc in holders if _version(doc) is None]
+        relay_only = [doc["_id"] for doc in holders if stored_version(doc) is None]
         if relay_only:
             yield rq.drop_empty_relay(relay_only)
     return existed
@@ -331,8 +350,9 @@ def _mark_age(mark: Any) -> float:
 # -- reads ----------------------------------------------------------------------------------------
 
 
-def _execution(doc: Any, execution_id: str) -> Execution | None:
-    if _version(doc) is None:
+def execution_of(doc: Any, execution_id: str) -> Execution | None:
+    """The execution a document holds (``None``: no document, or a relay-only one)."""
+    if stored_version(doc) is None:
         return None
     what = f"the stored execution {show(execution_id)}"
     return decode_execution(_field(doc, "data", what), what=what)
@@ -342,14 +362,14 @@ def load_plan(execution_id: str) -> Plan[Execution | None]:
     """The stored execution (a fresh object) or ``None``."""
     execution_id = check_id(execution_id)
     doc = yield rq.load_request(execution_id)
-    return _execution(doc, execution_id)
+    return execution_of(doc, execution_id)
 
 
 def load_for_event_plan(execution_id: str, event_id: str) -> Plan[tuple[Execution | None, bool]]:
     """``(execution, processed)`` in one read; unknown execution: ``(None, False)``."""
     execution_id, event_id = check_event_ref(execution_id, event_id)
     doc = yield rq.load_request(execution_id, event_id)
-    exe = _execution(doc, execution_id)
+    exe = execution_of(doc, execution_id)
     return (None, False) if exe is None else (exe, bool(doc.get("processed")))
 
 
@@ -359,12 +379,12 @@ def is_processed_plan(execution_id: str, event_id: str) -> Plan[bool]:
     return (yield rq.is_processed_request(execution_id, event_id)) is not None
 
 
-def _outbox_entry(doc: dict[str, Any], raw: dict[str, Any]) -> OutboxEntry:
+def outbox_entry(doc: dict[str, Any], raw: dict[str, Any]) -> OutboxEntry:
     seq = raw["seq"]
     return OutboxEntry(seq, raw.get("target"), decode_event(raw["event"], what=f"outbox {seq}"))
 
 
-def _spawn_entry(doc: dict[str, Any], raw: dict[str, Any]) -> SpawnEntry:
+def spawn_entry(doc: dict[str, Any], raw: dict[str, Any]) -> SpawnEntry:
     seq = raw["seq"]
     context = decode_payload(raw["context"], what=f"spawn {seq}")
     if not isinstance(context, dict):
@@ -391,7 +411,7 @@ def pending_outbox_plan(limit: int | None) -> Plan[list[OutboxEntry]]:
     """Undelivered events, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(False, limit)
-    entries = sorted(_relay_entries(docs, "outbox", _outbox_entry), key=lambda e: e.seq)
+    entries = sorted(_relay_entries(docs, "outbox", outbox_entry), key=lambda e: e.seq)
     return entries[:limit]
 
 
@@ -399,7 +419,7 @@ def pending_spawns_plan(limit: int | None) -> Plan[list[SpawnEntry]]:
     """Uncreated children, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(True, limit)
-    entries = sorted(_relay_entries(docs, "spawns", _spawn_entry), key=lambda e: e.seq)
+    entries = sorted(_relay_entries(docs, "spawns", spawn_entry), key=lambda e: e.seq)
     return entries[:limit]
 
 
@@ -428,33 +448,25 @@ def read_trace_plan(execution_id: str) -> Plan[list[dict[str, Any]]]:
     ``trace_next - len(trace) + j``."""
     execution_id = check_id(execution_id)
     doc = yield rq.read_trace_request(execution_id)
-    if _version(doc) is None:
+    if stored_version(doc) is None:
         return []
+    return ring_steps(doc, f"execution {show(execution_id)}")
+
+
+def ring_steps(doc: dict[str, Any], what: str) -> list[dict[str, Any]]:
+    """The steps of a document's trace ring with their indices: ``trace[j]`` has index
+    ``trace_next - len(trace) + j``."""
     ring = doc.get("trace") or []
-    written = doc.get("trace_next", 0)
-    what = f"a trace step of execution {show(execution_id)}"
+    written = doc.get("trace_next") or 0
+    what = f"a trace step of {what}"
     if isinstance(written, bool) or not isinstance(written, int) or written < len(ring):
         raise StoreCorrupted(f"{what}: the step count {written!r} is unreadable")
     first = written - len(ring)
     return [decode_trace_step(body, first + j, what=what) for j, body in enumerate(ring)]
 
 
-def listing_plan(
-    *,
-    status: Iterable[Status] | None,
-    definition_id: str | None,
-    roots_only: bool,
-    limit: int,
-    cursor: str | None,
-) -> Plan[ExecutionPage]:
+def listing_plan(query: ListingQuery) -> Plan[ExecutionPage]:
     """One page ordered by id, read from the summary fields (keyset cursor)."""
-    query = listing_query(
-        status=status,
-        definition_id=definition_id,
-        roots_only=roots_only,
-        limit=limit,
-        cursor=cursor,
-    )
     if query.matches_nothing:
         return ExecutionPage()
     docs = yield rq.listing_request(

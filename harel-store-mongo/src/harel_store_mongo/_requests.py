@@ -56,17 +56,17 @@ def lit(value: Any) -> dict[str, Any]:
     return {"$literal": value}
 
 
-def _or_empty(name: str) -> dict[str, Any]:
+def or_empty(name: str) -> dict[str, Any]:
     return {"$ifNull": [f"${name}", []]}
 
 
 def _appended(name: str, items: Sequence[Any]) -> dict[str, Any]:
-    return {"$concatArrays": [_or_empty(name), lit(list(items))]}
+    return {"$concatArrays": [or_empty(name), lit(list(items))]}
 
 
 def _without(name: str, keep: dict[str, Any]) -> dict[str, Any]:
     """The elements of array ``name`` for which ``keep`` holds (``$$this`` is the element)."""
-    return {"$filter": {"input": _or_empty(name), "cond": keep}}
+    return {"$filter": {"input": or_empty(name), "cond": keep}}
 
 
 def _is_false(condition: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def _is_false(condition: dict[str, Any]) -> dict[str, Any]:
     return {"$eq": [condition, False]}
 
 
-def _minimum(path: str) -> dict[str, Any]:
+def minimum(path: str) -> dict[str, Any]:
     """The smallest value under ``path`` of an array (null when the array is empty)."""
     return {"$min": f"${path}"}
 
@@ -112,25 +112,25 @@ def commit_pipeline(
     keys: dict[str, Any] = {}
     if write.outbox:
         stage["outbox"] = _appended("outbox", write.outbox)
-        keys["outbox_next"] = _minimum("outbox.seq")
+        keys["outbox_next"] = minimum("outbox.seq")
     if write.spawns:
         stage["spawns"] = _appended("spawns", write.spawns)
-        keys["spawns_next"] = _minimum("spawns.seq")
+        keys["spawns_next"] = minimum("spawns.seq")
     if write.timer_paths:
         untouched = {
             "$filter": {
-                "input": _or_empty("timers"),
+                "input": or_empty("timers"),
                 "cond": _is_false({"$in": ["$$this.path", lit(list(write.timer_paths))]}),
             }
         }
         stage["timers"] = {"$concatArrays": [untouched, lit(list(write.schedules))]}
-        keys["timers_next"] = _minimum("timers.at")
+        keys["timers_next"] = minimum("timers.at")
     if write.mark is not None:
         seen = {"$in": [lit(write.mark["event"]), {"$ifNull": ["$processed.event", []]}]}
         stage["processed"] = {
-            "$cond": [seen, _or_empty("processed"), _appended("processed", [write.mark])]
+            "$cond": [seen, or_empty("processed"), _appended("processed", [write.mark])]
         }
-        keys["marks_since"] = _minimum("processed.at")
+        keys["marks_since"] = minimum("processed.at")
     if write.trace is not None:
         stage.update(_trace_fields(write.trace, trace_max))
     return [{"$set": stage}, {"$set": keys}] if keys else [{"$set": stage}]
@@ -140,19 +140,24 @@ def commit_request(
     execution_id: str,
     expected_version: int,
     summary: Mapping[str, Any],
-    write: CommitWrite,
+    write: CommitWrite | None,
     trace_max: int | None,
 ) -> Request:
     """The commit: ONE ``update_one`` with the version CAS in its filter.
 
-    An insert (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: it creates the
+    A state-only commit (``write`` ``None``: no side data) is a plain ``$set`` of the summary
+    fields, values as they are (an update document never reads a value as a path or an
+    operator), so no pipeline is evaluated; any other commit is :func:`commit_pipeline`.  An insert
+    (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: it creates the
     document (or takes over a relay-only one), and a document already stored at a real version
     makes it fail with a duplicate key (a lost CAS).
     """
-    pipeline = commit_pipeline(summary, write, trace_max)
+    update: Any = {"$set": dict(summary)}
+    if write is not None:
+        update = commit_pipeline(summary, write, trace_max)
     query = {"_id": execution_id, "version": expected_version}
     kwargs = {"upsert": True} if expected_version == 0 else {}
-    return Request(EXECUTIONS, "update_one", (query, pipeline), kwargs)
+    return Request(EXECUTIONS, "update_one", (query, update), kwargs)
 
 
 def allocate_seqs(count: int) -> Request:
@@ -173,24 +178,28 @@ def probe_commit(execution_id: str) -> Request:
 # -- open -----------------------------------------------------------------------------------------
 
 
-def ping() -> Request:
-    """Reach the server."""
-    return Request("", "command", ("ping",))
-
-
-def claim_schema(version: int) -> Request:
-    """Read the layout version, recording ``version`` in a new database."""
+def claim_schema(version: int, written_by: str) -> Request:
+    """Record ``version`` and the release writing it in a new database; the reply is the
+    schema record (another opener's, when it came first)."""
     return Request(
         META,
         "find_one_and_update",
-        ({"_id": SCHEMA_ID}, {"$setOnInsert": {"version": version}}),
+        ({"_id": SCHEMA_ID}, {"$setOnInsert": {"version": version, "written_by": written_by}}),
         {"upsert": True, "return_document": True},
     )
 
 
 def read_schema() -> Request:
-    """Read the layout version (after a racing open created it)."""
+    """Read the schema record (``None`` in an empty database)."""
     return Request(META, "find_one", ({"_id": SCHEMA_ID},))
+
+
+def upgrade_schema(found: int, version: int, written_by: str) -> Request:
+    """Record the upgrade from ``found`` to ``version``, only while the record still says
+    ``found`` (racing upgraders: one writes, the others match nothing)."""
+    query = {"_id": SCHEMA_ID, "version": found}
+    update = {"$set": {"version": version, "written_by": written_by}}
+    return Request(META, "update_one", (query, update))
 
 
 def create_indexes() -> Request:
@@ -219,8 +228,8 @@ def delete_timer_request(execution_id: str, path: str, fire_at: float) -> Reques
         ]
     }
     pipeline = [
-        {"$set": {"timers": {"$filter": {"input": _or_empty("timers"), "cond": other}}}},
-        {"$set": {"timers_next": _minimum("timers.at")}},
+        {"$set": {"timers": {"$filter": {"input": or_empty("timers"), "cond": other}}}},
+        {"$set": {"timers_next": minimum("timers.at")}},
     ]
     return Request(EXECUTIONS, "update_one", (query, pipeline))
 
@@ -231,7 +240,7 @@ def ack_request(seq: int, *, spawns: bool) -> Request:
     query = {f"{array}.seq": {**PRESENT, "$eq": seq}}
     pipeline = [
         {"$set": {array: _without(array, {"$ne": ["$$this.seq", lit(seq)]})}},
-        {"$set": {f"{array}_next": _minimum(f"{array}.seq")}},
+        {"$set": {f"{array}_next": minimum(f"{array}.seq")}},
     ]
     return Request(
         EXECUTIONS,
@@ -253,7 +262,7 @@ def drop_empty_relay(execution_ids: Sequence[str]) -> Request:
 def _not_targeted(execution_id: str) -> dict[str, Any]:
     return {
         "$filter": {
-            "input": _or_empty("outbox"),
+            "input": or_empty("outbox"),
             "cond": {"$ne": ["$$this.target", lit(execution_id)]},
         }
     }
@@ -267,7 +276,7 @@ def purge_request(execution_id: str, force: bool) -> Request:
         query["status"] = {"$in": sorted(status.value for status in FINISHED)}
     pipeline = [
         {"$project": {"_id": 1, "version": lit(0), "outbox": _not_targeted(execution_id)}},
-        {"$set": {"outbox_next": _minimum("outbox.seq")}},
+        {"$set": {"outbox_next": minimum("outbox.seq")}},
     ]
     return Request(
         EXECUTIONS,
@@ -294,7 +303,7 @@ def untarget(execution_ids: Sequence[str], target: str) -> Request:
     query = {"_id": {"$in": list(execution_ids)}, "outbox.target": target}
     pipeline = [
         {"$set": {"outbox": _not_targeted(target)}},
-        {"$set": {"outbox_next": _minimum("outbox.seq")}},
+        {"$set": {"outbox_next": minimum("outbox.seq")}},
     ]
     return Request(EXECUTIONS, "update_many", (query, pipeline))
 
@@ -324,8 +333,8 @@ def drop_marks(execution_id: str, events: Sequence[str], older_than: float) -> R
         ]
     }
     pipeline = [
-        {"$set": {"processed": {"$filter": {"input": _or_empty("processed"), "cond": keep}}}},
-        {"$set": {"marks_since": _minimum("processed.at")}},
+        {"$set": {"processed": {"$filter": {"input": or_empty("processed"), "cond": keep}}}},
+        {"$set": {"marks_since": minimum("processed.at")}},
     ]
     return Request(EXECUTIONS, "update_one", (query, pipeline))
 
@@ -334,7 +343,7 @@ def fix_marks_since(execution_id: str, seen: Any) -> Request:
     """Recompute a document's ``marks_since`` (it named no old mark)."""
     query = {"_id": execution_id, "marks_since": seen}
     return Request(
-        EXECUTIONS, "update_one", (query, [{"$set": {"marks_since": _minimum("processed.at")}}])
+        EXECUTIONS, "update_one", (query, [{"$set": {"marks_since": minimum("processed.at")}}])
     )
 
 

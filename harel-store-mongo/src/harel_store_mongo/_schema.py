@@ -1,4 +1,4 @@
-"""The document layout (schema version 1), its indexes, and the pure schema decision.
+"""The document layout (schema version 2), its indexes, and the pure schema decision.
 
 One database (``?db=``, default ``harel``) holds two collections.
 
@@ -31,8 +31,15 @@ emitted to others or broadcast (those belong to their targets): then it keeps a 
 document ``{_id, version: 0, outbox, outbox_next}``, deleted with its last ack.  Every read of
 an execution ignores ``version`` 0, and a new execution with that id simply takes it over.
 
-``meta`` — ``{_id: "schema", version}`` and ``{_id: "seq", n}``, the one counter outbox and
-spawn seqs are allocated from (one block per emitting commit).
+``meta`` — ``{_id: "schema", version, written_by}`` (the layout version and the release that
+wrote it, e.g. ``"harel-store-mongo 0.1.0"``) and ``{_id: "seq", n}``, the one counter outbox
+and spawn seqs are allocated from (one block per emitting commit).
+
+Layout versions: 1 (the releases before it) lacked the ``list_definition_id`` index and the
+``written_by`` field; opening it creates the index, then records version 2 with one update
+guarded by ``version: 1`` (idempotent; several processes opening at once all create the same
+index, one records the version).  The schema record is written last, after the indexes, so a
+store that says version 2 has every index of version 2.
 """
 
 from __future__ import annotations
@@ -40,10 +47,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harel.store.common import SchemaVerdict, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The layout version this release reads and writes."""
+UPGRADES = frozenset({1})
+"""The older layout versions opening upgrades in place (1 -> 2: the ``list_definition_id``
+index)."""
+DISTRIBUTION = "harel-store-mongo"
 
 EXECUTIONS = "executions"
 META = "meta"
@@ -86,12 +98,15 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("marks_since", (("marks_since", 1),), {"marks_since": NUMBER}),
     # listing: keyset pages by id under the usual filters
     IndexSpec("list_definition", (("definition_id", 1), ("status", 1), ("_id", 1))),
+    # since layout 2: listing one definition under any status (the index above, its status
+    # unconstrained, cannot give the _id order: the server sorted every match in memory)
+    IndexSpec("list_definition_id", (("definition_id", 1), ("_id", 1))),
     IndexSpec("list_status", (("status", 1), ("_id", 1))),
     IndexSpec("list_parent", (("parent_id", 1), ("_id", 1))),
 )
-"""Every secondary index of ``executions`` (created at open; creating an existing one is a
-no-op).  The partial ones hold only documents with something pending, so an idle execution
-costs them nothing."""
+"""Every secondary index of ``executions`` (created when opening creates or upgrades the
+layout; creating an existing one is a no-op).  The partial ones hold only documents with
+something pending, so an idle execution costs them nothing."""
 
 
 def index_named(name: str) -> IndexSpec:
@@ -102,25 +117,27 @@ def index_named(name: str) -> IndexSpec:
     raise KeyError(name)
 
 
-def check_schema(found: Any, where: str) -> None:
-    """Accept the stored layout version or raise :class:`SchemaVersionError`.
+def schema_decision(found: Any, where: str) -> SchemaVerdict:
+    """What opening needs, given the ``meta`` schema document (``None``: an empty database).
 
-    ``found`` is the ``meta`` schema document after the open's upsert (``None`` only if the
-    server returned nothing, which is treated as damage).
+    ``"create"``, ``"ready"`` or ``"upgrade"``; a layout this release cannot read (newer, or
+    older than :data:`UPGRADES`) raises :class:`SchemaVersionError` naming both versions, the
+    release that wrote it and the ``pip install`` line, and so does an unreadable record.
     """
+    if found is None:
+        return "create"
     version = found.get("version") if isinstance(found, dict) else None
     if isinstance(version, bool) or not isinstance(version, int):
         raise SchemaVersionError(
-            f"{where}: the schema record of collection {META!r} is unreadable ({found!r}); "
+            f"{where}: the schema record of collection {META!r} is unreadable ({found!r:.200}); "
             "is another application using this database? Use another ?db="
         )
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{where} holds layout version {version}, written by a newer harel-store-mongo; "
-            f"this release reads version {SCHEMA_VERSION}: upgrade harel-store-mongo"
-        )
-    if version < SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{where} holds layout version {version}, older than this release's "
-            f"{SCHEMA_VERSION}, and no migration exists: use a new database (?db=)"
-        )
+    written_by = found.get("written_by")
+    return schema_verdict(
+        version,
+        current=SCHEMA_VERSION,
+        upgrades=UPGRADES,
+        where=where,
+        distribution=DISTRIBUTION,
+        written_by=written_by if isinstance(written_by, str) else None,
+    )

@@ -12,7 +12,8 @@ server (4.2+) accepts the request and evaluates it as mongomock did.  The rules:
   operators, the store's own field paths and ``$literal`` values: a caller's string is never
   read as a field path (``"$x"``) or an operator, and no object or array literal holds an
   expression (a server would evaluate it, mongomock would store it);
-* a filter uses known query operators only, and no key comes from a caller;
+* a filter uses known query operators only (``$or`` of such filters at the top level), and
+  no key comes from a caller;
 * ``$not`` is never used (mongomock reads its argument list wrongly) and a ``$slice`` count
   fits 32 bits.
 """
@@ -195,6 +196,11 @@ def filter_violations(query: Any, where: str = "filter") -> list[str]:
         return [f"{where}: not a document"]
     problems = []
     for key, value in query.items():
+        if key == "$or" and isinstance(value, list) and value:
+            problems += [
+                p for i, q in enumerate(value) for p in filter_violations(q, f"{where}[{i}]")
+            ]
+            continue
         if key.startswith("$"):
             problems.append(f"{where}: top-level operator {key!r}")
             continue

@@ -1,16 +1,18 @@
 """``AsyncMongoStore``: the asyncio twin of :class:`~harel_store_mongo.sync.MongoStore`.
 
-It runs the same plans through :func:`harel.store.common.adrive` over PyMongo's own async API
+Every contract method is :class:`harel.store.common.AsyncPlanStore`'s; it runs the same plans
+through :func:`harel.store.common.adrive` over PyMongo's own async API
 (``pymongo.AsyncMongoClient``, opened by :meth:`AsyncMongoStore.from_url`) or over an injected
 motor ``AsyncIOMotorClient`` (motor reached end of life in May 2026; it keeps working here for
 users who still run it, and mongomock-motor is the tests' stand-in).
 
 Cancellation: every request is one server call, run as its own task and awaited through
-``asyncio.shield``.  When the caller is cancelled mid-call, the call is still awaited to its
-reply (so the outcome is known), no further request of that operation is sent, and
-``CancelledError`` is raised once the operation has settled.  A cancelled ``commit`` therefore
-either stored everything and left ``exe.version`` bumped (its single update was applied), or
-stored nothing and restored it — ``exe.version`` tells which; a retry never duplicates a step.
+``asyncio.shield``.  A read cancelled mid-call still awaits that call to its reply, sends no
+further request and then raises ``CancelledError``.  A write (``AsyncPlanStore._write`` /
+``_settle``) runs to its end, every request of it, before ``CancelledError`` is raised.  A
+cancelled ``commit`` therefore either stored everything and left ``exe.version`` bumped (its
+single update was applied), or stored nothing and restored it — ``exe.version`` tells which; a
+retry never duplicates a step.
 """
 
 from __future__ import annotations
@@ -18,18 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, Unpack
 
-from harel.model import Execution, ExecutionPage, Status
-from harel.store import contract
-from harel.store.common import aconnect_with_retry, adrive
+from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
+from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
-from harel_store_mongo._options import DEFAULT_DB, MongoOptions, describe_client, from_url_args
+from harel_store_mongo._options import MongoOptions, StoreKnobs, from_url_args
 from harel_store_mongo._plan import Plan
 from harel_store_mongo._requests import Request
 
@@ -82,7 +82,7 @@ class _Shielded:
             raise asyncio.CancelledError
 
 
-class AsyncMongoStore(MongoStoreBase):
+class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` in MongoDB.
 
     Build it with ``await AsyncMongoStore.from_url(url)`` (a PyMongo ``AsyncMongoClient``) or
@@ -90,28 +90,14 @@ class AsyncMongoStore(MongoStoreBase):
     ``AsyncIOMotorClient``).  Safe for any number of concurrent tasks on one event loop.
     """
 
-    def __init__(
-        self,
-        client: Any,
-        *,
-        db: str = DEFAULT_DB,
-        trace_max: int | None = contract.DEFAULT_TRACE_MAX,
-        owns_client: bool = False,
-        where: str | None = None,
-    ) -> None:
-        """Wrap ``client`` without any IO (use :meth:`open`, which also checks the server)."""
-        self._configure(db=db, trace_max=trace_max, where=where or describe_client(client, db))
-        self._client: Any = client
-        self._owns_client = owns_client
-        self._database: Any = client.get_database(self.db)
-
     @classmethod
-    async def open(cls, client: Any, **knobs: Any) -> Self:
-        """Wrap ``client`` (knobs as for the constructor), reach the server, check the layout
-        version and create the indexes; a failure closes a client the store was to own."""
+    async def open(cls, client: Any, **knobs: Unpack[StoreKnobs]) -> Self:
+        """Wrap ``client`` (knobs: :class:`~harel_store_mongo._options.StoreKnobs`; the
+        constructor does no IO), reach the server and check the layout version (creating or
+        upgrading the layout); a failure closes a client the store was to own."""
         try:
             store = cls(client, **knobs)
-            await store._run(store._open())
+            await store._run(store._plan.open())
         except BaseException:
             if knobs.get("owns_client"):
                 await _close_client(client)
@@ -133,121 +119,22 @@ class AsyncMongoStore(MongoStoreBase):
 
         with translate(options.where):
             client: Any = AsyncMongoClient(options.driver_uri, **options.client_kwargs())
-        return await cls.open(
-            client, **options.store_kwargs(), owns_client=True, where=options.where
-        )
+        return await cls.open(client, **options.store_kwargs())
 
     async def _run(self, operation: Plan[T]) -> T:
+        """Drive one plan, each request shielded (see the module docstring); no driver
+        exception escapes (see :mod:`harel_store_mongo._errors`)."""
         call = _Shielded(self)
         try:
             return await adrive(operation, call.execute)
         finally:
             call.settle()
 
-    # -- the contract ---------------------------------------------------------------------------
-
-    async def load(self, execution_id: str) -> Execution | None:
-        """A fresh copy of the stored execution, or ``None`` (one round trip)."""
-        return await self._run(self._load(execution_id))
-
-    async def load_for_event(
-        self, execution_id: str, event_id: str
-    ) -> tuple[Execution | None, bool]:
-        """``load`` plus whether ``event_id`` was already processed, in one round trip."""
-        return await self._run(self._load_for_event(execution_id, event_id))
-
-    async def save(self, exe: Execution) -> None:
-        """CAS-write the snapshot alone (``commit(exe, [])``)."""
-        await self.commit(exe, [])
-
-    async def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[contract.Emit],
-        processed_event_id: str | None = None,
-        timers: Sequence[contract.TimerOp] = (),
-        spawns: Sequence[contract.Spawn] = (),
-        trace: dict[str, Any] | None = None,
-    ) -> None:
-        """Write one step with one ``update_one``: all of it, or nothing and ``exe.version``
-        back.  Cancelled mid-call, it settles the update first, then raises ``CancelledError``
-        (``exe.version`` tells whether the step was stored)."""
-        call = _Shielded(self)
-        try:
-            with self._prepare(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
-                await adrive(self._commit(prepared), call.execute)
-        finally:
-            call.settle()
-
-    async def is_processed(self, execution_id: str, event_id: str) -> bool:
-        """Whether that execution already processed that event."""
-        return await self._run(self._is_processed(execution_id, event_id))
-
-    async def pending_outbox(self, *, limit: int | None = None) -> list[contract.OutboxEntry]:
-        """Undelivered events, oldest first (at most ``limit``)."""
-        return await self._run(self._pending_outbox(limit))
-
-    async def ack_outbox(self, seq: int) -> None:
-        """Forget a delivered event (unknown seq: no-op)."""
-        await self._run(self._ack(seq, spawns=False))
-
-    async def pending_spawns(self, *, limit: int | None = None) -> list[contract.SpawnEntry]:
-        """Uncreated children, oldest first (at most ``limit``)."""
-        return await self._run(self._pending_spawns(limit))
-
-    async def ack_spawn(self, seq: int) -> None:
-        """Forget a created child's intent (unknown seq: no-op)."""
-        await self._run(self._ack(seq, spawns=True))
-
-    async def due_timers(self, now: float, *, limit: int | None = None) -> list[contract.DueTimer]:
-        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
-        return await self._run(self._due_timers(now, limit))
-
-    async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Disarm a timer only if it still holds exactly ``fire_at`` (one guarded update)."""
-        await self._run(self._delete_timer(execution_id, path, fire_at))
-
-    async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        """The retained trace steps, oldest first, each with its ``index``."""
-        return await self._run(self._read_trace(execution_id))
-
-    async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        """Append a step atomically; unknown execution raises ``ExecutionNotFound``."""
-        await self._run(self._append_trace(execution_id, entry))
-
-    async def list_executions(
-        self,
-        *,
-        status: Iterable[Status] | None = None,
-        definition_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """One page of summaries ordered by id (keyset cursor, indexed, no snapshot read)."""
-        return await self._run(self._list(status, definition_id, roots_only, limit, cursor))
-
-    async def purge(self, execution_id: str, *, force: bool = False) -> bool:
-        """Remove the execution and all it owns; whether it was stored."""
-        return await self._run(self._purge(execution_id, force))
-
-    async def prune_processed(
-        self, older_than: float, *, batch_size: int = contract.DEFAULT_PRUNE_BATCH
-    ) -> int:
-        """Drop dedupe marks recorded before ``older_than``, in short single-document writes."""
-        return await self._run(self._prune(older_than, batch_size))
-
     async def close(self) -> None:
         """Release the client if this store owns it (idempotent); later calls raise."""
-        client, self._client, self._database = self._client, None, None
-        if client is not None and self._owns_client:
+        client = self._release()
+        if client is not None:
             await _close_client(client)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
 
 async def _close_client(client: Any) -> None:

@@ -5,7 +5,7 @@ name quoted by ``psycopg.sql.Identifier``; values always travel as bound paramet
 Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
 the quoted name never appears inside a dollar-quoted body.
 
-Layout version 1, in the configured schema:
+Layout version 2, in the configured schema:
 
 * ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
   would reorder keys, turn ``-0.0`` into ``0`` and refuse ``NaN``), the summary columns
@@ -17,7 +17,12 @@ Layout version 1, in the configured schema:
 * ``timers`` — one armed timer per ``(execution_id, path)``; ``fire_at`` is ``double
   precision``, which holds every float bit-exactly (``-0.0`` and subnormals included).
 * ``trace`` — the ring of steps per execution, keyed by ``(execution_id, idx)``.
-* ``harel_schema`` — one row holding :data:`SCHEMA_VERSION`.
+* ``harel_schema`` — one row holding the layout version and ``written_by``, the release that
+  wrote it (``harel-store-postgres 0.1.0``).
+
+Version 2 is version 1 plus :data:`UPGRADE_TO_2`: the ``written_by`` column and the
+``harel_import`` function (``import_execution``).  Creating a schema runs :data:`V1_DDL` then
+every upgrade step; opening a version-1 schema runs the steps alone (each is idempotent).
 
 Indexes: one per sweep (``timers_due`` on ``(fire_at, execution_id, path)``; the ``seq``
 primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions_definition``,
@@ -28,11 +33,11 @@ primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions
 
 from __future__ import annotations
 
-from typing import Literal
+from harel.store.common import release_of
 
-from harel.store.errors import SchemaVersionError
+DISTRIBUTION = "harel-store-postgres"
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The layout version this release reads and writes."""
 
 ADVISORY_LOCK_CLASS = 7723019
@@ -41,7 +46,8 @@ ADVISORY_LOCK_CLASS = 7723019
 EXISTS_PROBE = "SELECT to_regclass(format('%%I.harel_schema', %s::text)) IS NOT NULL"
 """Whether the schema-version table exists (the schema name is a bound value here)."""
 
-VERSION_PROBE = "SELECT max(version) FROM {schema}.harel_schema"
+VERSION_PROBE = "SELECT to_jsonb(s) FROM {schema}.harel_schema AS s"
+"""The version row as JSON: reads every layout's row, whatever columns it has."""
 
 LOCK = "SELECT pg_advisory_xact_lock(%s, hashtext(%s::text))"
 
@@ -49,9 +55,16 @@ BEGIN = "BEGIN"
 COMMIT = "COMMIT"
 
 RECORD_VERSION = (
-    "INSERT INTO {schema}.harel_schema (singleton, version) VALUES (true, %s) "
-    "ON CONFLICT (singleton) DO UPDATE SET version = excluded.version"
+    "INSERT INTO {schema}.harel_schema (singleton, version, written_by) VALUES (true, %s, %s) "
+    "ON CONFLICT (singleton) DO UPDATE "
+    "SET version = excluded.version, written_by = excluded.written_by"
 )
+
+
+def written_by() -> str:
+    """What this release records as the writer of a layout (``harel-store-postgres 0.1.0``)."""
+    return release_of(DISTRIBUTION)
+
 
 _TABLES: tuple[str, ...] = (
     "CREATE SCHEMA IF NOT EXISTS {schema}",
@@ -238,25 +251,66 @@ _FUNCTIONS: tuple[str, ...] = (
     $harel$""",
 )
 
-DDL: tuple[str, ...] = _TABLES + _INDEXES + _FUNCTIONS
-"""Every statement that creates the layout, in order; each is idempotent."""
+V1_DDL: tuple[str, ...] = _TABLES + _INDEXES + _FUNCTIONS
+"""Every statement that creates layout version 1, in order; each is idempotent."""
+
+UPGRADE_TO_2: tuple[str, ...] = (
+    "ALTER TABLE {schema}.harel_schema ADD COLUMN IF NOT EXISTS written_by text",
+    # import_execution: one record in one statement.  The execution (when the record has one)
+    # is inserted only if absent: false, and nothing written, when it is already stored.
+    # Marks, timers and trace keep their stored values; relays get new seqs in record order.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_import(
+        p_id text, p_has_execution boolean, p_definition_id text, p_status text,
+        p_outcome text, p_active_path text, p_parent_id text, p_version bigint,
+        p_updated_at double precision, p_data text,
+        p_event_ids text[], p_processed_at double precision[],
+        p_timer_paths text[], p_timer_fire_at double precision[],
+        p_emit_targets text[], p_emit_events text[],
+        p_spawn_children text[], p_spawn_roots text[], p_spawn_contexts text[],
+        p_trace_idx bigint[], p_trace_entries text[]
+    ) RETURNS boolean
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    BEGIN
+        IF p_has_execution THEN
+            INSERT INTO executions (id, definition_id, status, outcome, active_path, parent_id,
+                                    version, updated_at, data)
+            VALUES (p_id, p_definition_id, p_status, p_outcome, p_active_path, p_parent_id,
+                    p_version, p_updated_at, p_data)
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+            INSERT INTO processed_events (execution_id, event_id, processed_at)
+            SELECT p_id, m.event_id, m.at
+            FROM unnest(p_event_ids, p_processed_at) AS m (event_id, at)
+            ON CONFLICT (execution_id, event_id) DO UPDATE SET processed_at = excluded.processed_at;
+            INSERT INTO timers (execution_id, path, fire_at)
+            SELECT p_id, t.path, t.fire_at
+            FROM unnest(p_timer_paths, p_timer_fire_at) AS t (path, fire_at)
+            ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at;
+            FOR i IN 1 .. coalesce(array_length(p_spawn_children, 1), 0) LOOP
+                INSERT INTO spawns (parent_id, child_id, root_path, context)
+                VALUES (p_id, p_spawn_children[i], p_spawn_roots[i], p_spawn_contexts[i]);
+            END LOOP;
+            INSERT INTO trace (execution_id, idx, entry)
+            SELECT p_id, s.idx, s.entry
+            FROM unnest(p_trace_idx, p_trace_entries) AS s (idx, entry)
+            ON CONFLICT (execution_id, idx) DO UPDATE SET entry = excluded.entry;
+        END IF;
+        FOR i IN 1 .. coalesce(array_length(p_emit_events, 1), 0) LOOP
+            INSERT INTO outbox (target_id, event) VALUES (p_emit_targets[i], p_emit_events[i]);
+        END LOOP;
+        RETURN true;
+    END
+    $harel$""",
+)
+"""From version 1 to 2; idempotent, run under the schema's advisory lock."""
+
+UPGRADES: dict[int, tuple[str, ...]] = {1: UPGRADE_TO_2}
+"""The steps that bring each older version to :data:`SCHEMA_VERSION`."""
+
+DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2
+"""Every statement that creates the current layout, in order; each is idempotent."""
 
 TABLES = ("executions", "outbox", "spawns", "processed_events", "timers", "trace", "harel_schema")
 """The tables of the layout (for tests and tools)."""
-
-SchemaAction = Literal["ready", "create"]
-
-
-def schema_action(exists: bool, version: int | None, where: str) -> SchemaAction:
-    """What an open does: ``ready`` (current layout), ``create`` (fresh or half-made schema).
-
-    :class:`SchemaVersionError` for a layout written by another release of this backend.
-    """
-    if not exists or version is None:
-        return "create"
-    if version == SCHEMA_VERSION:
-        return "ready"
-    raise SchemaVersionError(
-        f"{where} holds harel layout version {version}, this harel-store-postgres reads "
-        f"version {SCHEMA_VERSION}; use the matching release or a fresh schema (?schema=...)"
-    )

@@ -1,7 +1,7 @@
 """redis-py exceptions -> ``harel.store.errors``: the one mapping both drivers use.
 
 No redis-py exception escapes a contract method.  ``NOSCRIPT`` becomes the plan's private
-:class:`~harel_store_redis._plan.ScriptMissing` (the plan then re-sends the script's source).
+:class:`~harel_store_redis._requests.ScriptMissing` (the plan then re-sends the script's source).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import redis.exceptions as rex
 from harel.store.errors import StoreConfigError, StoreCorrupted, StoreError, StoreUnavailable
 
-from harel_store_redis._plan import ScriptMissing
+from harel_store_redis._requests import ScriptMissing
 
 _RETRYABLE_REPLIES = ("BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY")
 _CLUSTER_REPLIES = ("CROSSSLOT", "MOVED", "ASK")

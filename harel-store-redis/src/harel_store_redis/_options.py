@@ -24,7 +24,7 @@ from harel.store.common.urls import knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL, StoreConfigError, StoreUnavailable
 
-from harel_store_redis._plan import DEFAULT_MAX_PAYLOAD_BYTES
+from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES
 
 SCHEMES = ("redis", "rediss", "unix")
 DEFAULT_PREFIX = "harel:"

@@ -1,6 +1,9 @@
 """The IO-free plan of the Redis store: the requests each operation sends and how replies
-become values.  ``sync.py`` (redis-py) and ``aio.py`` (redis.asyncio) only execute these plans
-through :func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`.
+become values, gathered in :class:`RedisPlan` (the ``ContractPlan`` that
+:class:`harel.store.common.PlanStore` / ``AsyncPlanStore`` drive; ``sync.py`` and ``aio.py``
+only execute its requests).  Commits are in :mod:`harel_store_redis._commit`, export/import
+in :mod:`harel_store_redis._records`, the request machinery in
+:mod:`harel_store_redis._requests`.
 
 Every operation is ONE server call — a Lua script of :mod:`harel_store_redis._scripts` run by
 SHA (``EVALSHA``), so the server never interleaves another client's commands with it:
@@ -18,14 +21,15 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common import (
+    MAX_DOCUMENT_BYTES,
+    ListingQuery,
     PreparedCommit,
+    PreparedImport,
     check_event_ref,
     check_flag,
     check_id,
@@ -33,50 +37,60 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    conflict,
-    decode_event,
     decode_execution,
-    decode_payload,
-    decode_trace_step,
-    dumps,
     encode_trace_step,
-    listing_query,
     loads,
     page_from_probe,
     sweep_limit,
     trace_keep_from,
 )
 from harel.store.common.validate import show
-from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
+from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     ExecutionActive,
     ExecutionNotFound,
-    PayloadTooLarge,
     StoreCorrupted,
-    StoreUnavailable,
 )
 
+from harel_store_redis._commit import commit_plan, new_token
 from harel_store_redis._keys import (
     TAG_MARK,
     TAG_TIMER,
     owned,
-    owner_prefix,
     seq_of,
     split_owned,
     stream_id,
     text,
     untext,
 )
-from harel_store_redis._schema import SCHEMA_VERSION, Keys, check_schema
+from harel_store_redis._records import (
+    decode_trace,
+    export_plan,
+    import_plan,
+    outbox_entry,
+    spawn_entry,
+)
+from harel_store_redis._requests import (
+    Command,
+    Plan,
+    guarded,
+    number,
+    run_script,
+    text_reply,
+)
+from harel_store_redis._schema import (
+    SCHEMA_VERSION,
+    Keys,
+    layout_verdict,
+    written_by,
+)
 from harel_store_redis._scripts import (
     ACK,
     APPEND_TRACE,
-    APPLIED,
-    COMMIT,
-    CONFLICT,
     DELETE_TIMER,
     DUE_TIMERS,
     IS_PROCESSED,
+    LAYOUT,
     LIST,
     LOAD,
     LOAD_FOR_EVENT,
@@ -84,253 +98,42 @@ from harel_store_redis._scripts import (
     PRUNE,
     PURGE,
     READ_TRACE,
-    SCHEMA,
     SCRIPTS,
-    SEQ_EXHAUSTED,
-    WRONG_TYPE,
-    LuaScript,
+    UPGRADE,
 )
 
 log = logging.getLogger("harel_store_redis")
-
-DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
-"""Largest request one operation may send: Redis' default ``proto-max-bulk-len``."""
-
-
-# -- requests -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One Redis command; ``wire`` is what the driver hands ``execute_command``."""
-
-    wire: tuple[Any, ...]
-
-
-def evalsha(script: LuaScript, keys: Sequence[bytes], args: Sequence[bytes]) -> Command:
-    """Run a cached script by SHA."""
-    return Command(("EVALSHA", script.sha, len(keys), *keys, *args))
-
-
-def eval_source(script: LuaScript, keys: Sequence[bytes], args: Sequence[bytes]) -> Command:
-    """Run a script from its source (and cache it on the server)."""
-    return Command(("EVAL", script.source, len(keys), *keys, *args))
-
-
-class ScriptMissing(Exception):
-    """The server answered ``NOSCRIPT`` (the drivers' error mapping raises it into the plan)."""
-
-
-T = TypeVar("T")
-
-Plan: TypeAlias = Generator[Command, Any, T]
-"""A sans-IO operation returning ``T``: yields commands, is sent each command's reply."""
-
-
-def run_script(
-    script: LuaScript,
-    keys: Sequence[bytes],
-    args: Sequence[bytes],
-    *,
-    retry_unavailable: bool = True,
-    limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
-) -> Plan[Any]:
-    """One server call: ``EVALSHA``, falling back to ``EVAL`` after ``NOSCRIPT``.
-
-    With ``retry_unavailable`` (idempotent scripts only) a connection or timeout failure is
-    retried once on a fresh connection: a pooled connection the server closed while idle fails
-    its first command, and a commit whose reply was lost learns its outcome from the re-run.
-    """
-    size = sum(len(value) for value in (*keys, *args))
-    if size > limit:
-        raise PayloadTooLarge(
-            f"{script.name} would send {size} bytes to Redis, over the limit of {limit} bytes "
-            "(max_payload_bytes; Redis refuses values over proto-max-bulk-len, 512 MiB by "
-            "default): store less in the context, events or trace steps"
-        )
-    attempts = 2 if retry_unavailable else 1
-    for attempt in range(attempts):
-        try:
-            try:
-                return (yield evalsha(script, keys, args))
-            except ScriptMissing:
-                return (yield eval_source(script, keys, args))
-        except StoreUnavailable:
-            if attempt + 1 >= attempts:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _wrong_type(reply: Any, where: str) -> StoreCorrupted:
-    key = reply[1] if isinstance(reply, list) and len(reply) > 1 else b"?"
-    shown = key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)
-    return StoreCorrupted(
-        f"Redis key {shown[:200]!r} in {where} holds a value of another type than harel "
-        "writes there (something else wrote under this prefix); nothing was written. Move the "
-        "foreign key away or use another prefix"
-    )
-
-
-def _guarded(reply: Any, where: str) -> Any:
-    """``reply`` itself unless it is a script's wrong-type report."""
-    if isinstance(reply, list) and reply and reply[0] == WRONG_TYPE:
-        raise _wrong_type(reply, where)
-    return reply
 
 
 # -- open -----------------------------------------------------------------------------------------
 
 
 def open_plan(keys: Keys, where: str) -> Plan[None]:
-    """Reach the server (``PING``), cache every script it lacks, check the layout version."""
+    """Reach the server (``PING``), cache every script it lacks, then check the layout: create
+    it in an empty namespace, upgrade an older one in place, refuse a newer or unknown one."""
     yield Command(("PING",))
     present = yield Command(("SCRIPT", "EXISTS", *(script.sha for script in SCRIPTS)))
     for script, exists in zip(SCRIPTS, present, strict=True):
         if not exists:
             sha = yield Command(("SCRIPT", "LOAD", script.source))
-            if _text_reply(sha) != script.sha:
+            if text_reply(sha) != script.sha:
                 raise StoreCorrupted(
                     f"{where}: the server hashed script {script.name} to {sha!r}, not "
                     f"{script.sha}; is this a Redis-compatible server with Lua scripting?"
                 )
-    found = yield from run_script(
-        SCHEMA, (keys.schema, *keys.global_keys[1:]), (str(SCHEMA_VERSION).encode(),)
+    version, writer, created = yield from run_script(
+        LAYOUT, keys.global_keys, (str(SCHEMA_VERSION).encode(), written_by())
     )
-    check_schema(found, where)
-
-
-def _text_reply(reply: Any) -> str:
-    return reply.decode("ascii", "replace") if isinstance(reply, bytes) else str(reply)
-
-
-# -- commit -------------------------------------------------------------------------------------
-
-
-def _number(value: float) -> bytes:
-    """A score as Redis parses it exactly (``repr`` is the shortest exact decimal)."""
-    return repr(float(value)).encode("ascii")
-
-
-def summary_json(prepared: PreparedCommit) -> bytes:
-    """The listing row of a commit: ``[definition, status, outcome, active_path, version,
-    parent_id, updated_at]``."""
-    p = prepared
-    row = [
-        p.definition_id,
-        p.status,
-        p.outcome,
-        p.active_path,
-        p.new_version,
-        p.parent_id,
-        p.committed_at,
-    ]
-    return dumps(row, what=f"summary of execution {p.execution_id!r}").encode()
-
-
-def commit_request(
-    keys: Keys, prepared: PreparedCommit, trace_max: int | None, token: bytes
-) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """``(KEYS, ARGV)`` of the commit script for ``prepared``."""
-    p = prepared
-    trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
-    status = Status(p.status)
-    index_keys = keys.indexes_of(status, p.parent_id is None, p.definition_id)
-    mark = b""
-    if p.processed_event_id is not None:
-        mark = owned(p.execution_id, TAG_MARK, p.processed_event_id)
-    args: list[bytes] = [
-        str(p.expected_version).encode(),
-        str(p.new_version).encode(),
-        p.document.encode(),
-        token,
-        status.value.encode(),
-        summary_json(p),
-        text(p.execution_id),
-        owner_prefix(p.execution_id),
-        b"\n".join(index_keys),
-        mark,
-        _number(p.committed_at),
-        b"" if p.trace is None else p.trace.encode(),
-        str(trace_max or 0).encode(),
-        str(len(p.emits)).encode(),
-        str(len(p.spawns)).encode(),
-        str(len(p.timers)).encode(),
-    ]
-    for emit in p.emits:
-        if emit.target_id is None:
-            args += [b"u", b"", b"", emit.event_json.encode()]
-        else:
-            args += [
-                b"t",
-                text(emit.target_id),
-                owner_prefix(emit.target_id),
-                emit.event_json.encode(),
-            ]
-    for spawn in p.spawns:
-        args += [text(spawn.child_id), text(spawn.root_path), spawn.context_json.encode()]
-    for op in p.timers:
-        member = owned(p.execution_id, TAG_TIMER, op.path)
-        if op.action == "schedule":
-            args += [b"s", member, _number(op.fire_at)]
-        else:
-            args += [b"c", member, b""]
-    command_keys = (*keys.write_keys(p.execution_id), *index_keys)
-    return command_keys, tuple(args)
-
-
-def new_token() -> bytes:
-    """A fresh commit token (recognises a commit's own earlier, reply-lost attempt)."""
-    return uuid.uuid4().hex.encode("ascii")
-
-
-def commit_plan(
-    keys: Keys,
-    prepared: PreparedCommit,
-    trace_max: int | None,
-    *,
-    where: str,
-    limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
-) -> Plan[None]:
-    """Write ``prepared`` in one script call; raises ``StoreConflict`` when the CAS is lost.
-
-    The script is idempotent by its token, so a connection failure re-sends it once: if the
-    first attempt did land, the re-run reports a conflict carrying this commit's own token,
-    which counts as success.
-    """
-    token = new_token()
-    command_keys, args = commit_request(keys, prepared, trace_max, token)
-    try:
-        reply = yield from run_script(COMMIT, command_keys, args, limit=limit)
-    except StoreUnavailable as exc:
-        raise StoreUnavailable(
-            f"{exc}; the commit of execution {prepared.execution_id!r} may or may not be "
-            "stored: load the execution before retrying the step"
-        ) from exc
-    decide_commit(prepared, reply, token, where)
-
-
-def decide_commit(prepared: PreparedCommit, reply: Any, token: bytes, where: str) -> None:
-    """Map the commit script's reply: applied, conflict (raised), or a typed failure."""
-    _guarded(reply, where)
-    if not isinstance(reply, list) or not reply:
-        raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
-    code = reply[0]
-    if code == APPLIED:
+    if layout_verdict(version, writer, bool(created), where) != "upgrade":
         return
-    if code == SEQ_EXHAUSTED:
-        raise StoreUnavailable(
-            f"{where}: the outbox/spawn stream ran out of ids in the current millisecond (the "
-            "server clock stepped back, or over a million entries in one commit); nothing was "
-            "written, retry the commit"
-        )
-    if code != CONFLICT:
-        raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
-    if len(reply) < 2:
-        raise conflict(prepared, None)
-    found = int(reply[1])
-    if len(reply) > 2 and reply[2] == token and found == prepared.new_version:
-        return  # our own earlier attempt landed; its reply was lost
-    raise conflict(prepared, found)
+    log.info("upgrading the Redis layout of %s from version %s", where, text_reply(version))
+    version, writer = yield from run_script(
+        UPGRADE,
+        (keys.layout, keys.schema),
+        (version, str(SCHEMA_VERSION).encode(), written_by()),
+    )
+    if layout_verdict(version, writer, False, where) != "ready":
+        raise StoreCorrupted(f"{where}: the layout upgrade left version {version!r}")
 
 
 # -- single-call writes ---------------------------------------------------------------------------
@@ -350,7 +153,7 @@ def append_trace_plan(
         (body.encode(), str(trace_max or 0).encode()),
         retry_unavailable=False,
     )
-    _guarded(reply, where)
+    guarded(reply, where)
     if reply == 0:
         raise ExecutionNotFound(execution_id)
 
@@ -363,9 +166,9 @@ def delete_timer_plan(
     reply = yield from run_script(
         DELETE_TIMER,
         (keys.timers, keys.timer_at, keys.owned),
-        (owned(execution_id, TAG_TIMER, path), _number(fire_at)),
+        (owned(execution_id, TAG_TIMER, path), number(fire_at)),
     )
-    _guarded(reply, where)
+    guarded(reply, where)
 
 
 def ack_plan(keys: Keys, seq: int, *, spawns: bool, where: str) -> Plan[None]:
@@ -378,39 +181,40 @@ def ack_plan(keys: Keys, seq: int, *, spawns: bool, where: str) -> Plan[None]:
         (keys.spawns if spawns else keys.outbox, keys.owned),
         (entry_id, b"s" if spawns else b"o"),
     )
-    _guarded(reply, where)
+    guarded(reply, where)
 
 
 def purge_plan(keys: Keys, execution_id: str, force: bool, where: str) -> Plan[bool]:
     """Remove the execution and everything it owns in one script; returns whether it existed."""
     execution_id = check_id(execution_id)
     force = check_flag(force, "force")
+    names = keys.of(execution_id)
     reply = yield from run_script(
         PURGE,
-        keys.write_keys(execution_id),
+        names.write_keys,
         (
-            text(execution_id),
-            owner_prefix(execution_id),
+            names.raw_id,
+            names.owner,
             b"1" if force else b"0",
             *sorted(status.value.encode() for status in FINISHED),
         ),
     )
-    _guarded(reply, where)
+    guarded(reply, where)
     if reply[0] == 0:
-        raise ExecutionActive(execution_id, _text_reply(reply[1]))
+        raise ExecutionActive(execution_id, text_reply(reply[1]))
     return bool(reply[1])
 
 
 def prune_plan(keys: Keys, older_than: float, batch_size: int, where: str) -> Plan[int]:
     """Drop marks recorded before ``older_than``, one short script per batch; returns the count."""
     older_than, batch_size = check_prune(older_than, batch_size)
-    bound = b"(" + _number(older_than)
+    bound = b"(" + number(older_than)
     total = 0
     while True:
         reply = yield from run_script(
             PRUNE, (keys.marks, keys.owned), (bound, str(batch_size).encode())
         )
-        _guarded(reply, where)
+        guarded(reply, where)
         total += int(reply)
         if int(reply) < batch_size:
             return total
@@ -460,49 +264,21 @@ def _count(limit: int | None) -> bytes:
     return b"" if checked is None else str(checked).encode()
 
 
-def _fields(entry: Any) -> tuple[bytes, dict[bytes, bytes]]:
-    entry_id, flat = entry
-    return entry_id, dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 def pending_outbox_plan(keys: Keys, limit: int | None) -> Plan[list[OutboxEntry]]:
     """Undelivered events, oldest first (stream order = commit order)."""
     reply = yield from run_script(PENDING, (keys.outbox,), (_count(limit),))
-    entries = []
-    for raw in reply:
-        entry_id, fields = _fields(raw)
-        seq = seq_of(entry_id)
-        target = fields.get(b"t")
-        event = decode_event(_field(fields, b"e", seq), what=f"outbox entry {seq}")
-        entries.append(OutboxEntry(seq, None if target is None else untext(target), event))
-    return entries
+    return [outbox_entry(seq_of(entry_id), flat) for entry_id, flat in reply]
 
 
 def pending_spawns_plan(keys: Keys, limit: int | None) -> Plan[list[SpawnEntry]]:
     """Uncreated children, oldest first."""
     reply = yield from run_script(PENDING, (keys.spawns,), (_count(limit),))
-    entries = []
-    for raw in reply:
-        entry_id, fields = _fields(raw)
-        seq = seq_of(entry_id)
-        parent, child, root, context = (
-            _field(fields, name, seq) for name in (b"p", b"c", b"r", b"x")
-        )
-        context_value = decode_payload(context, what=f"spawn {seq}")
-        entries.append(SpawnEntry(seq, untext(parent), untext(child), untext(root), context_value))
-    return entries
-
-
-def _field(fields: dict[bytes, bytes], name: bytes, seq: int) -> bytes:
-    value = fields.get(name)
-    if value is None:
-        raise StoreCorrupted(f"relay entry {seq} lacks its {name.decode()!r} field")
-    return value
+    return [spawn_entry(seq_of(entry_id), flat) for entry_id, flat in reply]
 
 
 def due_timers_plan(keys: Keys, now: float, limit: int | None) -> Plan[list[DueTimer]]:
     """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
-    bound = _number(check_now(now))
+    bound = number(check_now(now))
     reply = yield from run_script(DUE_TIMERS, (keys.timers, keys.timer_at), (bound, _count(limit)))
     due: list[DueTimer] = []
     for member, score, exact in zip(reply[::3], reply[1::3], reply[2::3], strict=True):
@@ -518,37 +294,15 @@ def read_trace_plan(keys: Keys, execution_id: str) -> Plan[list[dict[str, Any]]]
     """The retained trace steps, oldest first, each with its store-assigned ``index``."""
     execution_id = check_id(execution_id)
     reply = yield from run_script(READ_TRACE, (keys.trace(execution_id),), ())
-    steps = []
-    what = f"a trace step of execution {show(execution_id)}"
-    for raw in reply:
-        index, _, body = raw.partition(b" ")
-        if not index.isdigit():
-            raise StoreCorrupted(f"{what} has no index")
-        steps.append(decode_trace_step(body, int(index), what=what))
-    return steps
+    return decode_trace(reply, execution_id)
 
 
 # -- listing ------------------------------------------------------------------------------------
 
 
-def listing_plan(
-    keys: Keys,
-    *,
-    status: Iterable[Status] | None,
-    definition_id: str | None,
-    roots_only: bool,
-    limit: int,
-    cursor: str | None,
-) -> Plan[ExecutionPage]:
+def listing_plan(keys: Keys, query: ListingQuery) -> Plan[ExecutionPage]:
     """One page ordered by id: each status arm reads at most ``limit + 1`` ids after the
     cursor from its lexicographic index, the arms are merged by id in Python."""
-    query = listing_query(
-        status=status,
-        definition_id=definition_id,
-        roots_only=roots_only,
-        limit=limit,
-        cursor=cursor,
-    )
     if query.matches_nothing:
         return ExecutionPage()
     statuses: Sequence[Status | None] = [None] if query.statuses is None else sorted(query.statuses)
@@ -584,3 +338,97 @@ def _summary(raw_id: bytes, row: bytes | None) -> ExecutionSummary:
         raise StoreCorrupted(
             f"the listing summary of execution {execution_id!r} cannot be read: {exc}"
         ) from exc
+
+
+# -- the plan object ------------------------------------------------------------------------------
+
+
+class RedisPlan:
+    """The Redis store's :class:`~harel.store.common.ContractPlan`: every contract operation as
+    a sans-IO generator over one key prefix (``PlanStore``/``AsyncPlanStore`` drive them)."""
+
+    max_document_bytes = MAX_DOCUMENT_BYTES
+    """Core's per-document cap (a whole request is capped by ``max_payload_bytes``)."""
+
+    def __init__(self, keys: Keys, where: str, max_payload_bytes: int) -> None:
+        self.keys = keys
+        self.where = where
+        self.max_payload_bytes = max_payload_bytes
+
+    def open(self) -> Plan[None]:
+        """Ping, cache the scripts, check (create, upgrade) the layout."""
+        return open_plan(self.keys, self.where)
+
+    def load(self, execution_id: str) -> Plan[Execution | None]:
+        """The stored execution or ``None``."""
+        return load_plan(self.keys, execution_id)
+
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Plan[tuple[Execution | None, bool]]:
+        """``(execution, processed)`` in one call."""
+        return load_for_event_plan(self.keys, execution_id, event_id)
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        """One step in one script."""
+        limit = self.max_payload_bytes
+        return commit_plan(self.keys, prepared, trace_max, where=self.where, limit=limit)
+
+    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
+        """Whether the mark exists."""
+        return is_processed_plan(self.keys, execution_id, event_id)
+
+    def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
+        """Undelivered events, oldest first."""
+        return pending_outbox_plan(self.keys, limit)
+
+    def ack_outbox(self, seq: int) -> Plan[None]:
+        """Remove one outbox entry."""
+        return ack_plan(self.keys, seq, spawns=False, where=self.where)
+
+    def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
+        """Uncreated children, oldest first."""
+        return pending_spawns_plan(self.keys, limit)
+
+    def ack_spawn(self, seq: int) -> Plan[None]:
+        """Remove one spawn intent."""
+        return ack_plan(self.keys, seq, spawns=True, where=self.where)
+
+    def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
+        """Armed timers due at ``now``."""
+        return due_timers_plan(self.keys, now, limit)
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        """Compare-and-delete one timer."""
+        return delete_timer_plan(self.keys, execution_id, path, fire_at, self.where)
+
+    def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
+        """The retained trace steps."""
+        return read_trace_plan(self.keys, execution_id)
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> Plan[None]:
+        """One step outside a commit."""
+        return append_trace_plan(self.keys, execution_id, entry, trace_max, self.where)
+
+    def list_executions(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        """One listing page."""
+        return listing_plan(self.keys, query)
+
+    def purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        """Remove the execution and all it owns."""
+        return purge_plan(self.keys, execution_id, force, self.where)
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        """Drop old marks, batch by batch."""
+        return prune_plan(self.keys, older_than, batch_size, self.where)
+
+    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        """Everything stored for the id, from one script."""
+        return export_plan(self.keys, execution_id)
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        """One record in one atomic script."""
+        limit = self.max_payload_bytes
+        return import_plan(self.keys, prepared, new_token(), where=self.where, limit=limit)

@@ -1,4 +1,5 @@
-"""The key layout (schema version 1) under one prefix, and the pure schema decision.
+"""The key layout (schema version 2) under one prefix, key names cached per execution, and the
+pure schema decision.
 
 ``P`` is the prefix (default ``harel:``).  Per execution (``<id>`` = :func:`key_part`):
 
@@ -14,7 +15,10 @@ key                type    content
 Global (members of one execution share :func:`~harel_store_redis._keys.owner_prefix`):
 
 =================  ======  ====================================================================
-``P schema``       string  the layout version, :data:`SCHEMA_VERSION`
+``P layout``       hash    ``v`` the layout version (:data:`SCHEMA_VERSION`), ``by`` the release
+                           that created or upgraded it (``harel-store-redis 0.1.0``)
+``P schema``       string  the layout version again, as version 1 kept it: a release that reads
+                           only this key refuses a newer layout naming its version
 ``P sum``          hash    raw id -> summary JSON (listing reads only this)
 ``P ix:S:R:D``     zset    listing indexes, score 0, members raw ids (lexicographic): S a status
                            or ``*``, R ``root`` or ``*``, D ``=<definition key_part>`` or ``*``
@@ -28,6 +32,11 @@ Global (members of one execution share :func:`~harel_store_redis._keys.owner_pre
 ``P spawns``       stream  ``p`` parent, ``c`` child, ``r`` root path, ``x`` context JSON,
                            ``o`` parent's owner prefix
 =================  ======  ====================================================================
+
+Layout history: version 1 kept only ``P schema`` (the version, no release); version 2 adds
+``P layout`` with the release that wrote it.  Opening a version 1 namespace upgrades it in
+place with one atomic script (:data:`~harel_store_redis._scripts.UPGRADE`), which several
+processes may run at once: the first upgrades, the others find it done.
 """
 
 from __future__ import annotations
@@ -35,18 +44,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harel.model import Status
+from harel.store.common import release_of, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-from harel_store_redis._keys import key_part
+from harel_store_redis._keys import key_part, owner_prefix, text
 
-SCHEMA_VERSION = 1
+DISTRIBUTION = "harel-store-redis"
+SCHEMA_VERSION = 2
 """The layout version this release reads and writes."""
+UPGRADES = frozenset({1})
+"""Older layout versions this release upgrades in place when it opens them."""
 
 ANY = b"*"
 ROOT = b"root"
+_CACHED_EXECUTIONS = 4096
+"""How many executions' key names one :class:`Keys` remembers (then it starts afresh)."""
 
 
 GLOBAL_KEYS = {
+    "layout": b"layout",
     "schema": b"schema",
     "summaries": b"sum",
     "owned": b"own",
@@ -60,11 +76,26 @@ GLOBAL_KEYS = {
 
 
 @dataclass(frozen=True, slots=True)
+class ExecutionKeys:
+    """The names one execution's operations use, built once (see :meth:`Keys.of`)."""
+
+    raw_id: bytes
+    owner: bytes
+    execution: bytes
+    trace: bytes
+    write_keys: tuple[bytes, ...]
+    """``KEYS[1..9]`` of the commit, purge and import scripts: the execution's hash and trace,
+    then the summaries, owned, marks, timers, timer-at, outbox and spawns keys."""
+
+
+@dataclass(frozen=True, slots=True)
 class Keys:
     """Key names under one prefix (bytes; ids already encoded).  The global keys are attributes
-    (:data:`GLOBAL_KEYS`); per-execution and index keys are methods."""
+    (:data:`GLOBAL_KEYS`); per-execution and index keys are methods, remembered per execution
+    and per summary so a commit rebuilds none of them."""
 
     prefix: bytes
+    layout: bytes = field(init=False)
     schema: bytes = field(init=False)
     summaries: bytes = field(init=False)
     owned: bytes = field(init=False)
@@ -73,6 +104,15 @@ class Keys:
     timer_at: bytes = field(init=False)
     outbox: bytes = field(init=False)
     spawns: bytes = field(init=False)
+    _executions: dict[str, ExecutionKeys] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
+    _indexes: dict[tuple[Status, bool, str], tuple[bytes, ...]] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
+    _joined: dict[tuple[bytes, ...], bytes] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         for attribute, name in GLOBAL_KEYS.items():
@@ -81,28 +121,45 @@ class Keys:
     def _key(self, name: bytes) -> bytes:
         return self.prefix + name
 
+    def of(self, execution_id: str) -> ExecutionKeys:
+        """Every name of one execution, built on first use and then remembered."""
+        found = self._executions.get(execution_id)
+        if found is None:
+            part = key_part(execution_id)
+            execution, trace = self._key(b"x:" + part), self._key(b"tr:" + part)
+            found = ExecutionKeys(
+                raw_id=text(execution_id),
+                owner=owner_prefix(execution_id),
+                execution=execution,
+                trace=trace,
+                write_keys=(
+                    execution,
+                    trace,
+                    self.summaries,
+                    self.owned,
+                    self.marks,
+                    self.timers,
+                    self.timer_at,
+                    self.outbox,
+                    self.spawns,
+                ),
+            )
+            if len(self._executions) >= _CACHED_EXECUTIONS:
+                self._executions.clear()
+            self._executions[execution_id] = found
+        return found
+
     def execution(self, execution_id: str) -> bytes:
         """The hash of one execution."""
-        return self._key(b"x:" + key_part(execution_id))
+        return self.of(execution_id).execution
 
     def trace(self, execution_id: str) -> bytes:
         """The trace ring of one execution."""
-        return self._key(b"tr:" + key_part(execution_id))
+        return self.of(execution_id).trace
 
     def write_keys(self, execution_id: str) -> tuple[bytes, ...]:
-        """``KEYS[1..9]`` of the commit and purge scripts: the execution's hash and trace, then
-        the summaries, owned, marks, timers, timer-at, outbox and spawns keys."""
-        return (
-            self.execution(execution_id),
-            self.trace(execution_id),
-            self.summaries,
-            self.owned,
-            self.marks,
-            self.timers,
-            self.timer_at,
-            self.outbox,
-            self.spawns,
-        )
+        """``KEYS[1..9]`` of the commit, purge and import scripts (see :class:`ExecutionKeys`)."""
+        return self.of(execution_id).write_keys
 
     def index(self, status: Status | None, roots: bool, definition_id: str | None) -> bytes:
         """One listing index: executions with that status / root-ness / definition."""
@@ -113,36 +170,70 @@ class Keys:
 
     def indexes_of(self, status: Status, is_root: bool, definition_id: str) -> tuple[bytes, ...]:
         """Every listing index an execution with these summary fields belongs to (8 or 4)."""
+        found = self._indexes.get((status, is_root, definition_id))
+        if found is not None:
+            return found
         keys = []
         for s in (None, status):
             for d in (None, definition_id):
                 keys.append(self.index(s, False, d))
                 if is_root:
                     keys.append(self.index(s, True, d))
-        return tuple(keys)
+        if len(self._indexes) >= _CACHED_EXECUTIONS:
+            self._indexes.clear()
+        self._indexes[(status, is_root, definition_id)] = found = tuple(keys)
+        return found
+
+    def joined(self, index_keys: tuple[bytes, ...]) -> bytes:
+        """``index_keys`` newline separated (the ``ix`` field), remembered like them."""
+        found = self._joined.get(index_keys)
+        if found is None:
+            if len(self._joined) >= _CACHED_EXECUTIONS:
+                self._joined.clear()
+            self._joined[index_keys] = found = b"\n".join(index_keys)
+        return found
 
     @property
     def global_keys(self) -> tuple[bytes, ...]:
-        """The keys every dataset has once written to (the schema key first)."""
+        """The keys every dataset has once written to (the layout and schema keys first)."""
         return tuple(getattr(self, attribute) for attribute in GLOBAL_KEYS)
 
 
-def check_schema(found: bytes | None, where: str) -> None:
-    """Accept the stored layout version, or raise :class:`SchemaVersionError`.
+def _version(raw: bytes, where: str) -> int:
+    try:
+        return int(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        shown = raw[:40].decode("utf-8", "replace")
+        raise SchemaVersionError(
+            f"{where} holds harel Redis layout version {shown!r}, which is not a version "
+            "number (something else wrote under this prefix); point the store at another "
+            "prefix (?prefix=...)"
+        ) from None
 
-    ``found`` is what the schema script returned: the version it found, or the one it just
-    recorded in an empty namespace.
+
+def layout_verdict(found: bytes | None, written_by: bytes | None, created: bool, where: str) -> str:
+    """``"create"`` (the open just created the layout), ``"ready"`` or ``"upgrade"``, else
+    :class:`SchemaVersionError` (a newer or unknown layout, or harel keys without a version).
+
+    ``found``/``written_by`` are what the layout script read (``None``: absent).
     """
-    if found == str(SCHEMA_VERSION).encode():
-        return
+    if created:
+        return "create"
     if found is None:
         raise SchemaVersionError(
             f"{where} already holds harel keys but no layout version (a foreign or unversioned "
             "dataset under this prefix); point the store at another prefix (?prefix=...)"
         )
-    shown = found[:40].decode("utf-8", "replace")
-    raise SchemaVersionError(
-        f"{where} holds harel Redis layout version {shown!r}, but this release of "
-        f"harel-store-redis reads version {SCHEMA_VERSION}; install the release that wrote it, "
-        "or point the store at another prefix (?prefix=...)"
+    return schema_verdict(
+        _version(found, where),
+        current=SCHEMA_VERSION,
+        upgrades=UPGRADES,
+        where=where,
+        distribution=DISTRIBUTION,
+        written_by=None if written_by is None else written_by.decode("utf-8", "replace"),
     )
+
+
+def written_by() -> bytes:
+    """What this release records as the writer of a layout it creates or upgrades."""
+    return release_of(DISTRIBUTION).encode("utf-8")

@@ -11,7 +11,8 @@ re-sent with ``EVAL`` after ``NOSCRIPT``.  Conventions:
 * a write script checks, before its first write, that no key holds a foreign type (Redis does
   not roll a failing script back, so a ``WRONGTYPE`` after a write would tear the operation);
 * replies are arrays whose first element is a code (:data:`APPLIED`, :data:`CONFLICT`,
-  :data:`SEQ_EXHAUSTED`, :data:`WRONG_TYPE`) where the caller must decide something.
+  :data:`SEQ_EXHAUSTED`, :data:`WRONG_TYPE`, :data:`ALREADY_EXISTS`) where the caller must
+  decide something.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-CONFLICT, APPLIED, SEQ_EXHAUSTED, WRONG_TYPE = 0, 1, 2, 3
+CONFLICT, APPLIED, SEQ_EXHAUSTED, WRONG_TYPE, ALREADY_EXISTS = 0, 1, 2, 3, 4
 """Reply codes of the write scripts."""
 
 
@@ -47,9 +48,41 @@ end
 """Checked before a script's first write: a key of a foreign type would fail mid-script,
 after earlier writes, and Redis scripts do not roll back."""
 
+_RELAY_WRITES = """
+-- the commit and import scripts' KEYS: 1 execution hash, 2 trace list, 3 summaries,
+-- 4 owned, 5 marks, 6 timers, 7 timer-at, 8 outbox, 9 spawns, 10.. listing indexes
+-- the first key of KEYS holding a foreign type, among those need[i] does not rule out
+local function foreign_write_key(need)
+  local expected = {'hash', 'list', 'hash', 'zset', 'zset', 'zset', 'hash', 'stream', 'stream'}
+  for i = 1, #KEYS do
+    if need[i] ~= false then
+      local t = redis.call('TYPE', KEYS[i])['ok']
+      if t ~= 'none' and t ~= (expected[i] or 'zset') then return KEYS[i] end
+    end
+  end
+  return nil
+end
+local outbox_ids, spawn_ids, overflow = {}, {}, false
+-- XADD with an automatic id; an id whose counter does not fit a seq marks the write undone
+local function relay(ids, key, ...)
+  local entry_id = redis.call('XADD', key, '*', ...)
+  local dash = string.find(entry_id, '-', 1, true)
+  if tonumber(string.sub(entry_id, dash + 1)) >= 1048576 then overflow = true end
+  ids[#ids + 1] = entry_id
+  return entry_id
+end
+local function undo_relays()
+  for _, e in ipairs(outbox_ids) do redis.call('XDEL', KEYS[8], e) end
+  for _, e in ipairs(spawn_ids) do redis.call('XDEL', KEYS[9], e) end
+end
+"""
+"""What the commit and import scripts share: the type probe of the keys they write (checked
+before the first write, like :data:`_TYPE_GUARD`) and the relay entries they append (undone
+when a stream id cannot be a seq)."""
+
 COMMIT = LuaScript(
     "commit",
-    _TYPE_GUARD
+    _RELAY_WRITES
     + """
 -- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
 --       8 outbox, 9 spawns, 10.. the listing indexes the new state belongs to
@@ -65,50 +98,43 @@ if cur[1] then
 elseif ARGV[1] ~= '0' then
   return {0}
 end
-local expected = {'hash', 'list', 'hash', 'zset', 'zset', 'zset', 'hash', 'stream', 'stream'}
-for i = 10, #KEYS do expected[i] = 'zset' end
-local bad = wrong_type(expected)
-if bad then return {3, bad} end
-
 local id, owner = ARGV[7], ARGV[8]
 local n_emits, n_spawns, n_timers = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local has_mark, moved = ARGV[10] ~= '', cur[3] ~= ARGV[9]
+-- probe only the keys this commit writes (the hash was read above: a foreign type failed it)
+local need = {false, ARGV[12] ~= '', true, has_mark or n_timers + n_spawns + n_emits > 0,
+              has_mark, n_timers > 0, n_timers > 0, n_emits > 0, n_spawns > 0}
+for i = 10, #KEYS do need[i] = moved end
+local bad = foreign_write_key(need)
+if bad then return {3, bad} end
+
 local a = 17
-local outbox_ids, spawn_ids, owned = {}, {}, {}
-local overflow = false
-local function check(entry_id)
-  local dash = string.find(entry_id, '-', 1, true)
-  if tonumber(string.sub(entry_id, dash + 1)) >= 1048576 then overflow = true end
-  return entry_id
-end
+local owned = {}
 for i = 1, n_emits do
-  local entry_id
   if ARGV[a] == 't' then
-    entry_id = check(redis.call('XADD', KEYS[8], '*', 'e', ARGV[a + 3], 't', ARGV[a + 1],
-                                'o', ARGV[a + 2]))
+    local entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3], 't', ARGV[a + 1],
+                           'o', ARGV[a + 2])
     owned[#owned + 1] = ARGV[a + 2] .. 'o' .. entry_id
   else
-    entry_id = check(redis.call('XADD', KEYS[8], '*', 'e', ARGV[a + 3]))
+    relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3])
   end
-  outbox_ids[#outbox_ids + 1] = entry_id
   a = a + 4
 end
 for i = 1, n_spawns do
-  local entry_id = check(redis.call('XADD', KEYS[9], '*', 'p', id, 'c', ARGV[a],
-                                    'r', ARGV[a + 1], 'x', ARGV[a + 2], 'o', owner))
-  spawn_ids[#spawn_ids + 1] = entry_id
+  local entry_id = relay(spawn_ids, KEYS[9], 'p', id, 'c', ARGV[a], 'r', ARGV[a + 1],
+                         'x', ARGV[a + 2], 'o', owner)
   owned[#owned + 1] = owner .. 's' .. entry_id
   a = a + 3
 end
 if overflow then
-  for _, e in ipairs(outbox_ids) do redis.call('XDEL', KEYS[8], e) end
-  for _, e in ipairs(spawn_ids) do redis.call('XDEL', KEYS[9], e) end
+  undo_relays()
   return {2}
 end
 for _, m in ipairs(owned) do redis.call('ZADD', KEYS[4], 0, m) end
 
 redis.call('HSET', exe, 'v', ARGV[2], 'd', ARGV[3], 'c', ARGV[4], 'st', ARGV[5], 'ix', ARGV[9])
 redis.call('HSET', KEYS[3], id, ARGV[6])
-if cur[3] ~= ARGV[9] then
+if moved then
   if cur[3] then
     for k in string.gmatch(cur[3], '[^\\n]+') do redis.call('ZREM', k, id) end
   end
@@ -140,6 +166,52 @@ end
 return {1}
 """,
 )
+
+COMMIT_STATE = LuaScript(
+    "commit_state",
+    """
+-- A commit with no side writes (no emit, spawn, timer, mark or trace step).
+-- KEYS: 1 execution hash, 2 summaries
+-- ARGV: 1 expected version, 2 new version, 3 document, 4 token, 5 status, 6 summary JSON,
+--       7 raw id, 8 the listing index keys the new state belongs to (newline separated)
+local cur = redis.call('HMGET', KEYS[1], 'v', 'c', 'ix')
+if cur[1] then
+  if cur[1] ~= ARGV[1] then return {0, cur[1], cur[2] or ''} end
+elseif ARGV[1] ~= '0' then
+  return {0}
+end
+local moved = cur[3] ~= ARGV[8]
+if moved then
+  local function foreign(k, want)
+    local t = redis.call('TYPE', k)['ok']
+    return t ~= 'none' and t ~= want
+  end
+  if foreign(KEYS[2], 'hash') then return {3, KEYS[2]} end
+  for k in string.gmatch(ARGV[8], '[^\\n]+') do
+    if foreign(k, 'zset') then return {3, k} end
+  end
+  if cur[3] then
+    for k in string.gmatch(cur[3], '[^\\n]+') do
+      if foreign(k, 'zset') then return {3, k} end
+    end
+  end
+end
+-- the summary first: the execution hash was read above, so only this write can fail, and
+-- it fails before anything is written
+redis.call('HSET', KEYS[2], ARGV[7], ARGV[6])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3], 'c', ARGV[4], 'st', ARGV[5], 'ix', ARGV[8])
+if moved then
+  if cur[3] then
+    for k in string.gmatch(cur[3], '[^\\n]+') do redis.call('ZREM', k, ARGV[7]) end
+  end
+  for k in string.gmatch(ARGV[8], '[^\\n]+') do redis.call('ZADD', k, 0, ARGV[7]) end
+end
+return {1}
+""",
+)
+"""The state-only commit: two declared keys and no type probe unless the listing indexes
+move (status or definition changed, or an insert).  The index keys travel in ``ARGV``, like
+the ones a commit leaves, which the full commit reads back from the hash too."""
 
 APPEND_TRACE = LuaScript(
     "append_trace",
@@ -252,19 +324,44 @@ return #batch
 """,
 )
 
-SCHEMA = LuaScript(
-    "schema",
+LAYOUT = LuaScript(
+    "layout",
     """
--- KEYS: 1 schema, 2.. the other global keys; ARGV: 1 the version to record in a new namespace
-local found = redis.call('GET', KEYS[1])
-if found then return found end
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return false end
+-- KEYS: 1 layout hash, 2 schema string (version 1's record), 3.. the other global keys
+-- ARGV: 1 the version to record in an empty namespace, 2 the release recording it
+-- reply: {version found or false, its writer or false, 1 if this call created the layout}
+local cur = redis.call('HMGET', KEYS[1], 'v', 'by')
+if cur[1] then return {cur[1], cur[2], 0} end
+local old = redis.call('GET', KEYS[2])
+if old then return {old, false, 0} end
+for i = 3, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then return {false, false, 0} end
 end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'by', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1])
+return {false, false, 1}
 """,
 )
+"""Read the layout version, creating the layout in an empty namespace (one atomic call, so
+two processes opening an empty namespace at once both end up with one layout)."""
+
+UPGRADE = LuaScript(
+    "upgrade_layout",
+    """
+-- KEYS: 1 layout hash, 2 schema string; ARGV: 1 from version, 2 to version, 3 the release
+-- reply: {version now stored, its writer or false}
+local cur = redis.call('HMGET', KEYS[1], 'v', 'by')
+if cur[1] then return {cur[1], cur[2]} end
+local old = redis.call('GET', KEYS[2])
+if old ~= ARGV[1] then return {old, false} end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'by', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[2])
+return {ARGV[2], ARGV[3]}
+""",
+)
+"""Layout 1 -> 2: record the version and the release in ``P layout`` and set ``P schema`` to
+the new version (what a release reading only ``P schema`` refuses by number).  Atomic and
+idempotent: concurrent openers find it done and report the stored version."""
 
 LOAD = LuaScript("load", "return redis.call('HGET', KEYS[1], 'd')")
 
@@ -323,14 +420,117 @@ return arms
 """,
 )
 
+EXPORT = LuaScript(
+    "export_execution",
+    """
+-- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
+--       8 outbox, 9 spawns
+-- ARGV: 1 raw id, 2 owner prefix
+-- reply: {document or false, summary or false, trace list, {member, value, ...}} where the
+--   value of a mark is its score, of a timer its exact fire_at text, of an outbox entry or a
+--   spawn intent its stream entry's fields (false when the member has nothing behind it)
+local prefix = ARGV[2]
+local n = #prefix
+local rows = {}
+for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[4], '[' .. prefix, '(' .. prefix .. '\\255')) do
+  local tag = string.sub(m, n + 1, n + 1)
+  local value = false
+  if tag == 'm' then
+    value = redis.call('ZSCORE', KEYS[5], m)
+  elseif tag == 't' then
+    value = redis.call('HGET', KEYS[7], m) or redis.call('ZSCORE', KEYS[6], m)
+  elseif tag == 'o' or tag == 's' then
+    local entry_id = string.sub(m, n + 2)
+    local found = redis.call('XRANGE', KEYS[tag == 'o' and 8 or 9], entry_id, entry_id)
+    if #found > 0 then value = found[1][2] end
+  end
+  rows[#rows + 1] = m
+  rows[#rows + 1] = value
+end
+return {redis.call('HGET', KEYS[1], 'd'), redis.call('HGET', KEYS[3], ARGV[1]),
+        redis.call('LRANGE', KEYS[2], 0, -1), rows}
+""",
+)
+"""Everything stored for one id, read by one script (so from one consistent state)."""
+
+IMPORT = LuaScript(
+    "import_execution",
+    _RELAY_WRITES
+    + """
+-- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
+--       8 outbox, 9 spawns, 10.. the listing indexes (when the record holds an execution)
+-- ARGV: 1 with execution (1/0), 2 raw id, 3 owner prefix, 4 version, 5 document, 6 token,
+--       7 status, 8 summary JSON, 9 index keys (newline separated), 10 next trace index,
+--       11 marks, 12 timers, 13 emits, 14 spawns, 15 trace steps; then 2 per mark (member,
+--       score), 2 per timer (member, repr(fire_at)), 1 per emit (event JSON), 3 per spawn
+--       (child, root path, context), 1 per trace step ('<index> <step JSON>')
+local with_exe = ARGV[1] == '1'
+if with_exe and redis.call('EXISTS', KEYS[1]) == 1 then
+  return {4, redis.call('HGET', KEYS[1], 'c') or ''}
+end
+local bad = foreign_write_key({})
+if bad then return {3, bad} end
+
+local id, owner = ARGV[2], ARGV[3]
+local n_marks, n_timers = tonumber(ARGV[11]), tonumber(ARGV[12])
+local n_emits, n_spawns, n_steps = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local marks_at = 16
+local timers_at = marks_at + 2 * n_marks
+local emits_at = timers_at + 2 * n_timers
+local spawns_at = emits_at + n_emits
+local steps_at = spawns_at + 3 * n_spawns
+for i = 0, n_emits - 1 do
+  relay(outbox_ids, KEYS[8], 'e', ARGV[emits_at + i], 't', id, 'o', owner)
+end
+for i = 0, n_spawns - 1 do
+  local b = spawns_at + 3 * i
+  relay(spawn_ids, KEYS[9], 'p', id, 'c', ARGV[b], 'r', ARGV[b + 1], 'x', ARGV[b + 2],
+        'o', owner)
+end
+if overflow then
+  undo_relays()
+  return {2}
+end
+for _, e in ipairs(outbox_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 'o' .. e) end
+for _, e in ipairs(spawn_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 's' .. e) end
+if not with_exe then return {1} end
+
+redis.call('HSET', KEYS[1], 'v', ARGV[4], 'd', ARGV[5], 'c', ARGV[6], 'st', ARGV[7],
+           'ix', ARGV[9], 'tn', ARGV[10])
+redis.call('HSET', KEYS[3], id, ARGV[8])
+for i = 10, #KEYS do redis.call('ZADD', KEYS[i], 0, id) end
+for i = 0, n_marks - 1 do
+  local b = marks_at + 2 * i
+  redis.call('ZADD', KEYS[5], ARGV[b + 1], ARGV[b])
+  redis.call('ZADD', KEYS[4], 0, ARGV[b])
+end
+for i = 0, n_timers - 1 do
+  local b = timers_at + 2 * i
+  redis.call('ZADD', KEYS[6], ARGV[b + 1], ARGV[b])
+  redis.call('HSET', KEYS[7], ARGV[b], ARGV[b + 1])
+  redis.call('ZADD', KEYS[4], 0, ARGV[b])
+end
+redis.call('DEL', KEYS[2])
+for i = 0, n_steps - 1 do redis.call('RPUSH', KEYS[2], ARGV[steps_at + i]) end
+return {1}
+""",
+)
+"""One record in one atomic script: the execution's absence is checked inside it (two
+importers racing: one wins, the other writes nothing); relays get new stream ids, in record
+order, after every existing one."""
+
 SCRIPTS: tuple[LuaScript, ...] = (
     COMMIT,
+    COMMIT_STATE,
     APPEND_TRACE,
     DELETE_TIMER,
     ACK,
     PURGE,
     PRUNE,
-    SCHEMA,
+    LAYOUT,
+    UPGRADE,
+    EXPORT,
+    IMPORT,
     LOAD,
     LOAD_FOR_EVENT,
     IS_PROCESSED,

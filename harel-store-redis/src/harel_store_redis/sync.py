@@ -1,77 +1,62 @@
 """``RedisStore``: the synchronous Redis store over redis-py.
 
-Every contract method runs one plan of :mod:`harel_store_redis._plan` through
-:func:`harel.store.common.drive`; each request is one ``execute_command`` on the client's
-connection pool, so the store is safe to share between threads.  The client makes no retries
-of its own (a blind re-send is not safe for every script): the plan retries once what is.
+Every contract method (written once in :class:`harel.store.common.PlanStore`) runs one
+operation of :class:`~harel_store_redis._plan.RedisPlan` through :meth:`RedisStore._run`; each
+request is one ``execute_command`` on the client's connection pool, so the store is safe to
+share between threads.  The client makes no retries of its own (a blind re-send is not safe for
+every script): the plan retries once what is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from functools import partial
+from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import redis
-from harel.model import Execution, ExecutionPage, Status
-from harel.store import contract
-from harel.store.common import committing, connect_with_retry, drive
+from harel.store.common import PlanStore, connect_with_retry, drive
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from harel_store_redis._base import RedisStoreBase
 from harel_store_redis._errors import translate
-from harel_store_redis._options import DEFAULT_PREFIX, RedisOptions, from_url_args
-from harel_store_redis._plan import DEFAULT_MAX_PAYLOAD_BYTES, Command, Plan
+from harel_store_redis._options import from_url_args
+from harel_store_redis._plan import RedisPlan
+from harel_store_redis._requests import Command, Plan
 
 T = TypeVar("T")
 
 
-class RedisStore(RedisStoreBase):
+class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` in Redis.
 
-    Wraps a ``redis.Redis`` client made with ``decode_responses=False`` (the caller keeps
-    owning it unless ``owns_client=True``); opening pings the server, caches the scripts and
-    checks the key layout's version under ``prefix``.  Prefer :meth:`from_url`.
+    ``RedisStore(client, prefix=, trace_max=, max_payload_bytes=, owns_client=)`` wraps a
+    ``redis.Redis`` and opens at once: pings the server, caches the scripts and checks
+    (creates, upgrades) the key layout under ``prefix``.  Prefer :meth:`from_url`.
     """
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        prefix: str = DEFAULT_PREFIX,
-        trace_max: int | None = contract.DEFAULT_TRACE_MAX,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        owns_client: bool = False,
-    ) -> None:
-        self._client: redis.Redis | None = client
-        self._owns_client = owns_client
-        try:
-            settings: Callable[[], dict[str, Any]] = client.get_connection_kwargs
-            self._configure(
-                settings(), prefix=prefix, trace_max=trace_max, max_payload_bytes=max_payload_bytes
-            )
-            self._drive(self._open())
-        except BaseException:
-            self.close()
-            raise
+    def _opened(self) -> None:
+        self._run(self._plan.open())
+
+    def _opening_failed(self) -> None:
+        self.close()
 
     @classmethod
     def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open ``redis://host:port/db``, ``rediss://…`` or ``unix:///path.sock`` (``?prefix=``).
 
         An unreachable server is retried ``connect_retries`` times (default 5, backoff from
-        ``retry_delay`` seconds) and then raises ``StoreUnavailable``.  Other knobs: see
-        :mod:`harel_store_redis._options`.
+        ``retry_delay`` seconds) and then raises ``StoreUnavailable``; each attempt builds a
+        new client without client-side retries.  Other knobs: :mod:`harel_store_redis._options`.
         """
         options, retry = from_url_args(url, knobs)
-        return connect_with_retry(partial(cls._connect, options), **retry)
-
-    @classmethod
-    def _connect(cls, options: RedisOptions) -> Self:
-        """One attempt of :meth:`from_url`: a new client (no client-side retries) and the open."""
-        client = redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
-        return cls(client, **options.store_kwargs(), owns_client=True)
+        return connect_with_retry(
+            lambda: cls(
+                redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0)),
+                **options.store_kwargs(),
+                owns_client=True,
+            ),
+            **retry,
+        )
 
     def _execute(self, request: Command) -> Any:
         client = self._client
@@ -81,102 +66,12 @@ class RedisStore(RedisStoreBase):
         with translate(self.where):
             return send(*request.wire)
 
-    def _drive(self, operation: Plan[T]) -> T:
+    def _run(self, operation: Plan[T]) -> T:
+        """Drive one plan operation, each request through the error mapping."""
         return drive(operation, self._execute)
-
-    # -- the contract ---------------------------------------------------------------------------
-
-    def load(self, execution_id: str) -> Execution | None:
-        """A fresh copy of the stored execution, or ``None`` (one round trip)."""
-        return self._drive(self._load(execution_id))
-
-    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
-        """``load`` plus whether ``event_id`` was already processed, in one round trip."""
-        return self._drive(self._load_for_event(execution_id, event_id))
-
-    def save(self, exe: Execution) -> None:
-        """CAS-write the snapshot alone (``commit(exe, [])``)."""
-        self.commit(exe, [])
-
-    def commit(
-        self,
-        exe: Execution,
-        emits: Sequence[contract.Emit],
-        processed_event_id: str | None = None,
-        timers: Sequence[contract.TimerOp] = (),
-        spawns: Sequence[contract.Spawn] = (),
-        trace: dict[str, Any] | None = None,
-    ) -> None:
-        """Write one step in one script call: all of it, or nothing and ``exe.version`` back."""
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
-            self._drive(self._commit(prepared))
-
-    def is_processed(self, execution_id: str, event_id: str) -> bool:
-        """Whether that execution already processed that event."""
-        return self._drive(self._is_processed(execution_id, event_id))
-
-    def pending_outbox(self, *, limit: int | None = None) -> list[contract.OutboxEntry]:
-        """Undelivered events, oldest first (at most ``limit``)."""
-        return self._drive(self._pending_outbox(limit))
-
-    def ack_outbox(self, seq: int) -> None:
-        """Forget a delivered event (unknown seq: no-op)."""
-        self._drive(self._ack(seq, spawns=False))
-
-    def pending_spawns(self, *, limit: int | None = None) -> list[contract.SpawnEntry]:
-        """Uncreated children, oldest first (at most ``limit``)."""
-        return self._drive(self._pending_spawns(limit))
-
-    def ack_spawn(self, seq: int) -> None:
-        """Forget a created child's intent (unknown seq: no-op)."""
-        self._drive(self._ack(seq, spawns=True))
-
-    def due_timers(self, now: float, *, limit: int | None = None) -> list[contract.DueTimer]:
-        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, execution_id, path)``."""
-        return self._drive(self._due_timers(now, limit))
-
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
-        """Disarm a timer only if it still holds exactly ``fire_at`` (one atomic script)."""
-        self._drive(self._delete_timer(execution_id, path, fire_at))
-
-    def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
-        """The retained trace steps, oldest first, each with its ``index``."""
-        return self._drive(self._read_trace(execution_id))
-
-    def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None:
-        """Append a step atomically; unknown execution raises ``ExecutionNotFound``."""
-        self._drive(self._append_trace(execution_id, entry))
-
-    def list_executions(
-        self,
-        *,
-        status: Iterable[Status] | None = None,
-        definition_id: str | None = None,
-        roots_only: bool = False,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> ExecutionPage:
-        """One page of summaries ordered by id, from lexicographic indexes (keyset cursor)."""
-        return self._drive(self._list(status, definition_id, roots_only, limit, cursor))
-
-    def purge(self, execution_id: str, *, force: bool = False) -> bool:
-        """Remove the execution and all it owns in one script; whether it was stored."""
-        return self._drive(self._purge(execution_id, force))
-
-    def prune_processed(
-        self, older_than: float, *, batch_size: int = contract.DEFAULT_PRUNE_BATCH
-    ) -> int:
-        """Drop dedupe marks recorded before ``older_than``, one short script per batch."""
-        return self._drive(self._prune(older_than, batch_size))
 
     def close(self) -> None:
         """Release the client if this store owns it (idempotent); later calls raise."""
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -17,6 +17,7 @@ from typing import Any
 from harel.store.common.sql import RQLITE, Dialect, SqlPlan
 
 from harel_store_rqlite._options import RqliteOptions
+from harel_store_rqlite._plugin import DISTRIBUTION
 from harel_store_rqlite._wire import READY, Request
 
 DIALECT: Dialect = RQLITE
@@ -28,7 +29,8 @@ EXECUTE_ONLY: Dialect = replace(RQLITE, name="rqlite (no unified endpoint)", bat
 
 def rqlite_plan(options: RqliteOptions) -> SqlPlan:
     """The plan of the node ``options`` names (documents up to the shared 16 MiB limit)."""
-    return SqlPlan(DIALECT if options.unified else EXECUTE_ONLY, where=options.where)
+    dialect = DIALECT if options.unified else EXECUTE_ONLY
+    return SqlPlan(dialect, where=options.where, distribution=DISTRIBUTION)
 
 
 def open_store(plan: SqlPlan, now: float) -> Generator[Request, Any, None]:

@@ -40,17 +40,28 @@ def mapped(options: SqliteOptions) -> Iterator[None]:
     """Translate driver failures raised inside the block (see the module table)."""
     try:
         yield
-    except sqlite3.Error as exc:
-        raise driver_error(exc, options) from exc
-    except OverflowError as exc:
-        raise InvalidPayload(
+    except Exception as exc:
+        error = translate(exc, options)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def translate(exc: Exception, options: SqliteOptions) -> Exception | None:
+    """The typed error for one driver failure (see the module table), or ``None`` when
+    ``exc`` is not the driver's."""
+    if isinstance(exc, sqlite3.Error):
+        return driver_error(exc, options)
+    if isinstance(exc, OverflowError):
+        return InvalidPayload(
             f"a number is outside SQLite's range ({exc}); integers must fit in 64 bits"
-        ) from exc
-    except UnicodeEncodeError as exc:
-        raise InvalidPayload(
+        )
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidPayload(
             f"a text value holds a lone surrogate ({exc.object[exc.start : exc.end]!a} at "
             f"{exc.start}) and cannot be stored as UTF-8; pass well-formed str values"
-        ) from exc
+        )
+    return None
 
 
 def closed_error(options: SqliteOptions) -> StoreError:

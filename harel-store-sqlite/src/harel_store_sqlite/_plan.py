@@ -13,6 +13,7 @@ from __future__ import annotations
 from harel.store.common.sql import SQLITE, Dialect, SqlPlan
 
 from harel_store_sqlite._options import SqliteOptions
+from harel_store_sqlite._plugin import DISTRIBUTION
 
 DIALECT: Dialect = SQLITE
 """``?`` placeholders, ``BEGIN IMMEDIATE`` (the write lock before the first read, so lock
@@ -21,4 +22,4 @@ waits happen before any work), ``ON CONFLICT`` upserts (SQLite >= 3.24)."""
 
 def sqlite_plan(options: SqliteOptions) -> SqlPlan:
     """The plan of the database ``options`` names (documents up to the shared 16 MiB limit)."""
-    return SqlPlan(DIALECT, where=options.where)
+    return SqlPlan(DIALECT, where=options.where, distribution=DISTRIBUTION)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, ClassVar, Self, Unpack
 
@@ -25,7 +24,7 @@ from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
-from harel_store_sqlite._errors import closed_error, mapped
+from harel_store_sqlite._errors import closed_error, mapped, translate
 from harel_store_sqlite._options import SqliteKnobs, SqliteOptions, from_url_args, make_options
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
@@ -70,8 +69,8 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
     def _closed_error(self) -> StoreError:
         return closed_error(self.options)
 
-    def _driver_errors(self) -> AbstractContextManager[None]:
-        return mapped(self.options)
+    def _map_error(self, exc: Exception) -> Exception | None:
+        return translate(exc, self.options)
 
 
 def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:

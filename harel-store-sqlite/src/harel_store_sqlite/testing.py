@@ -10,78 +10,36 @@ harness opened and removes the file with its WAL and shared-memory companions.
 from __future__ import annotations
 
 import sqlite3
-import uuid
-import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
-from urllib.parse import quote, urlencode
+from typing import Any, ClassVar
 
-from harel.conformance.harness import StoreHarness
 from harel.store.common import drive
+from harel.store.common.sql.harness import FileHarness
+from harel.store.common.sql.testing import FileBackend
 from harel.store.contract import Capabilities
 
-from harel_store_sqlite._options import DEFAULT_BUSY_TIMEOUT_MS, make_options, parse_sqlite_url
+from harel_store_sqlite._options import SqliteOptions, make_options, parse_sqlite_url
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 from harel_store_sqlite.aio import AsyncSqliteStore
 from harel_store_sqlite.sync import SqliteStore, _execute
 
-_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
-
-class SqliteHarness(StoreHarness):
+class SqliteHarness(FileHarness):
     """One SQLite file as the kit's dataset (created empty on the first open)."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    name = "sqlite"
+    url_prefix = "sqlite:///"
+    store_class = SqliteStore
+    async_class = AsyncSqliteStore
 
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        synchronous: str = "FULL",
-    ) -> None:
-        self.path = Path(path)
-        if str(self.path) == ":memory:":
-            raise ValueError("a harness needs a database file (':memory:' cannot be reopened)")
-        self.options = make_options(  # validate now, not at the first open
-            str(self.path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous
-        )
-        self._sync: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
-        self._async: weakref.WeakSet[AsyncSqliteStore] = weakref.WeakSet()
-
-    def open_sync(self) -> SqliteStore:
-        """A new ``SqliteStore`` (its own connection) over the harness file."""
-        store = SqliteStore(
-            str(self.path),
-            busy_timeout_ms=self.options.busy_timeout_ms,
-            synchronous=self.options.synchronous,
-        )
-        self._sync.add(store)
-        return store
-
-    async def open_async(self) -> AsyncSqliteStore:
-        """A new ``AsyncSqliteStore`` (its own connection and thread) over the harness file."""
-        store = await AsyncSqliteStore.open(
-            str(self.path),
-            busy_timeout_ms=self.options.busy_timeout_ms,
-            synchronous=self.options.synchronous,
-        )
-        self._async.add(store)
-        return store
-
-    def url(self) -> str:
-        """``sqlite:////absolute/path.db?busy_timeout_ms=...&synchronous=...``."""
-        query = urlencode(
-            {
-                "busy_timeout_ms": self.options.busy_timeout_ms,
-                "synchronous": self.options.synchronous,
-            }
-        )
-        return f"sqlite:///{quote(str(self.path.resolve()))}?{query}"
+    def make_options(self, path: str, **knobs: Any) -> SqliteOptions:
+        """SQLite's validated options."""
+        return make_options(path, **knobs)
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every row the file holds for ``execution_id``, read on a connection of its own."""
@@ -111,19 +69,6 @@ class SqliteHarness(StoreHarness):
 
         return write
 
-    def destroy(self) -> None:
-        """Close every store still open through this harness and delete the database files."""
-        for store in list(self._sync):
-            store.close()
-        for astore in list(self._async):
-            astore.close_blocking()
-        for suffix in _COMPANIONS:
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-
-    def describe(self) -> str:
-        """``sqlite <file>``."""
-        return f"sqlite {self.path}"
-
 
 def harness_from_url(url: str, workdir: Path) -> SqliteHarness:
     """A harness over a NEW file under ``workdir`` with the knobs of ``url``.
@@ -131,10 +76,10 @@ def harness_from_url(url: str, workdir: Path) -> SqliteHarness:
     The URL's own file (or ``:memory:``) is never touched: isolation means a fresh, empty file.
     """
     _path, knobs = parse_sqlite_url(url)
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    return SqliteHarness(
-        workdir / f"harel-kit-{uuid.uuid4().hex}.db",
-        busy_timeout_ms=knobs.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS),
-        synchronous=knobs.get("synchronous", "FULL"),
-    )
+    return SqliteHarness.in_workdir(workdir, knobs)
+
+
+FILE_BACKEND = FileBackend(
+    "harel-store-sqlite", SqliteStore, AsyncSqliteStore.open, "sqlite:///{path}", SqliteHarness
+)
+"""This backend as the SQL family's shared test suite reaches it."""

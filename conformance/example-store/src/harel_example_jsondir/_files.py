@@ -67,7 +67,7 @@ os.register_at_fork(after_in_child=_forget_process_locks)
 
 def _journal_files(text: str) -> list[FileWrite]:
     """The writes of a journal, each checked to be a file of the layout (else ``ValueError``)."""
-    data = _schema.check_format(json.loads(text), _schema.JOURNAL)
+    data = _schema.check_format(json.loads(text), _schema.JOURNAL, _schema.SAME_FILES)
     files: list[FileWrite] = []
     for path, body in data["files"]:
         if not _schema.is_store_file(path):

@@ -1,25 +1,36 @@
 """The store's operations as sans-IO plans: generators that yield file requests.
 
-Every contract operation is one generator here.  It validates its arguments first (a wrong
-type raises ``TypeError``/``ValueError`` before anything is read), then yields requests — a
+Every contract operation is one generator method of :class:`JsonDirPlan` (the
+:class:`~harel.store.common.ContractPlan` of this store).  It validates its arguments first (a
+wrong type raises ``TypeError``/``ValueError`` before anything is read), then yields requests — a
 :class:`Read` of one file, a :class:`Write` of several files at once, a :class:`Pause` between
 two batches — receives each request's result, and returns the operation's value or raises its
 typed error.  Nothing here touches the disk: ``sync.py`` runs a plan under the directory lock
 with :func:`harel.store.common.drive`, handing each request to the file layer (``_files``).
 
-The rules of the store live here once: the CAS, what a commit, a purge or a prune writes, the
-trace ring, the decoding of stored records (a record that does not decode raises
-:class:`~harel.store.errors.StoreCorrupted` naming it).
+The rules of the store live here once: the layout check and upgrade at open, the CAS, what a
+commit, a purge, a prune or an import writes, the trace ring, the decoding of stored records (a
+record that does not decode raises :class:`~harel.store.errors.StoreCorrupted` naming it).
+One exception to the last rule keeps a worker serving: a sweep (``pending_outbox``,
+``pending_spawns``) that meets an entry it cannot decode moves it to the quarantine of
+``state.json`` with a logged warning and returns the others; reading that entry's owner
+directly (``export_execution``) still raises ``StoreCorrupted``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Sequence
+import json
+import logging
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from harel.model import Execution, ExecutionPage, Status
+from harel.model import Execution, ExecutionPage
 from harel.store.common import (
+    MAX_DOCUMENT_BYTES,
+    ListingQuery,
+    PreparedCommit,
+    PreparedImport,
     cas_decision,
     check_event_ref,
     check_flag,
@@ -28,26 +39,31 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    committing,
     conflict,
     decode_event,
     decode_execution,
     decode_payload,
     decode_trace_step,
     encode_trace_step,
-    listing_query,
     page_from_probe,
+    release_of,
     sweep_limit,
     trace_keep_from,
 )
 from harel.store.common.validate import show
-from harel.store.contract import FINISHED, DueTimer, Emit, OutboxEntry, Spawn, SpawnEntry, TimerOp
-from harel.store.errors import ExecutionActive, ExecutionNotFound, StoreCorrupted
+from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionAlreadyExists,
+    ExecutionNotFound,
+    StoreCorrupted,
+)
 
 from harel_example_jsondir import _schema
-from harel_example_jsondir._state import StoreState, TraceRing
+from harel_example_jsondir._state import Relay, StoreState, TraceRing
 
 T = TypeVar("T")
+_log = logging.getLogger("harel_example_jsondir")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,46 +114,89 @@ def decode_document(text: str, execution_id: str) -> Execution:
     return exe
 
 
-def open_directory() -> Plan[None]:
-    """Check that the directory holds this release's layout (an empty one does)."""
-    yield from read_state()
+def outbox_entry(seq: int, row: tuple[str | None, str]) -> OutboxEntry:
+    """Decode one outbox row (``StoreCorrupted`` naming it when it is damaged)."""
+    target, event = row
+    return OutboxEntry(seq, target, decode_event(event, what=f"outbox entry {seq}"))
+
+
+def spawn_entry(seq: int, row: tuple[str, str, str, str]) -> SpawnEntry:
+    """Decode one spawn row (``StoreCorrupted`` naming it when it is damaged)."""
+    parent, child, root, context = row
+    decoded = decode_payload(context, what=f"spawn intent {seq}")
+    if not isinstance(decoded, dict):
+        raise StoreCorrupted(f"spawn intent {seq} has a context that is not an object")
+    return SpawnEntry(seq, parent, child, root, decoded)
+
+
+def _owned_entries(
+    state: StoreState, execution_id: str
+) -> tuple[tuple[OutboxEntry, ...], tuple[SpawnEntry, ...]]:
+    """The outbox entries targeted at / spawn intents written by ``execution_id``, decoded;
+    ``StoreCorrupted`` when one of them is damaged or was quarantined by a sweep."""
+    for seq, (table, _, why) in state.quarantined_of(execution_id)[:1]:
+        raise StoreCorrupted(
+            f"{table} entry {seq} of execution {show(execution_id)} was quarantined ({why}); "
+            "repair or remove it in state.json's quarantine"
+        )
+    _, _, outbox, spawns = state.record_parts(execution_id)
+    return (
+        tuple(outbox_entry(seq, state.outbox[seq]) for seq in outbox),
+        tuple(spawn_entry(seq, state.spawns[seq]) for seq in spawns),
+    )
 
 
 # -- the contract's operations ----------------------------------------------------------------
 
 
-def load(execution_id: str) -> Plan[Execution | None]:
-    """A fresh copy of the stored execution, or ``None``."""
-    check_id(execution_id)
-    text = yield Read(_schema.document_path(execution_id))
-    return None if text is None else decode_document(text, execution_id)
+class JsonDirPlan:
+    """One generator per contract operation, plus :meth:`open_directory` (stateless)."""
 
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
 
-def load_for_event(execution_id: str, event_id: str) -> Plan[tuple[Execution | None, bool]]:
-    """``load`` plus whether ``event_id`` was already processed by that execution."""
-    check_event_ref(execution_id, event_id)
-    text = yield Read(_schema.document_path(execution_id))
-    if text is None:
-        return None, False
-    state = yield from read_state()
-    return decode_document(text, execution_id), state.is_processed(execution_id, event_id)
+    def open_directory(self) -> Plan[None]:
+        """Check the layout: create it in an empty directory, upgrade an older format in one
+        journaled write, refuse a newer one before writing anything (``SchemaVersionError``)."""
+        text = yield Read(_schema.STATE)
+        data: dict[str, Any] | None = None
+        if text is not None:
+            try:
+                data = _schema.check_object(json.loads(text), _schema.STATE)
+            except ValueError as exc:
+                raise StoreCorrupted(f"{_schema.STATE} is not JSON ({exc}); restore it") from exc
+        found = None if data is None else data["format"]
+        written_by = None if data is None else data.get("written_by")
+        verdict = _schema.verdict(found, _schema.STATE, written_by)
+        if verdict == "ready":
+            StoreState.parse(text)  # a damaged state is reported at open
+            return
+        if verdict == "create":
+            state = StoreState(written_by=release_of(_schema.DISTRIBUTION))
+        else:
+            assert data is not None
+            upgraded = _schema.upgrade_state(data, release_of(_schema.DISTRIBUTION))
+            state = StoreState.parse(json.dumps(upgraded))
+        yield Write(((_schema.STATE, state.dump()),))
 
+    def load(self, execution_id: str) -> Plan[Execution | None]:
+        """A fresh copy of the stored execution, or ``None``."""
+        check_id(execution_id)
+        text = yield Read(_schema.document_path(execution_id))
+        return None if text is None else decode_document(text, execution_id)
 
-def commit(
-    exe: Execution,
-    emits: Sequence[Emit],
-    processed_event_id: str | None,
-    timers: Sequence[TimerOp],
-    spawns: Sequence[Spawn],
-    trace: dict[str, Any] | None,
-    trace_max: int | None,
-) -> Plan[None]:
-    """CAS the document and write the step's effects, in one :class:`Write`.
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Plan[tuple[Execution | None, bool]]:
+        """``load`` plus whether ``event_id`` was already processed by that execution."""
+        check_event_ref(execution_id, event_id)
+        text = yield Read(_schema.document_path(execution_id))
+        if text is None:
+            return None, False
+        state = yield from read_state()
+        return decode_document(text, execution_id), state.is_processed(execution_id, event_id)
 
-    ``exe.version`` is bumped while the plan runs and restored when it raises or is closed
-    early, so it says whether the write happened.
-    """
-    with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        """CAS the document and write the step's effects, in one :class:`Write`."""
         trace_keep_from(0, trace_max)  # a bad trace_max fails before any IO
         execution_id = prepared.execution_id
         state = yield from read_state()
@@ -155,162 +214,205 @@ def commit(
             files.append((_schema.trace_path(execution_id), ring.dump()))
         yield Write(tuple(files))
 
-
-def is_processed(execution_id: str, event_id: str) -> Plan[bool]:
-    """Whether that execution already processed that event."""
-    check_event_ref(execution_id, event_id)
-    state = yield from read_state()
-    return state.is_processed(execution_id, event_id)
-
-
-def _update_state(change: Callable[[StoreState], bool]) -> Plan[None]:
-    """Apply ``change`` to the state and write it back when it reports a change."""
-    state = yield from read_state()
-    if change(state):
-        yield Write(((_schema.STATE, state.dump()),))
-
-
-def pending_outbox(limit: int | None) -> Plan[list[OutboxEntry]]:
-    """Undelivered events, oldest first."""
-    sweep_limit(limit)
-    state = yield from read_state()
-    rows = sorted(state.outbox.items())[:limit]
-    return [
-        OutboxEntry(seq, target, decode_event(event, what=f"outbox entry {seq}"))
-        for seq, (target, event) in rows
-    ]
-
-
-def ack_outbox(seq: int) -> Plan[None]:
-    """Forget a delivered event (unknown seq: no-op)."""
-    check_seq(seq)
-    yield from _update_state(lambda state: state.outbox.pop(seq, None) is not None)
-
-
-def pending_spawns(limit: int | None) -> Plan[list[SpawnEntry]]:
-    """Uncreated children, oldest first."""
-    sweep_limit(limit)
-    state = yield from read_state()
-    rows = sorted(state.spawns.items())[:limit]
-    return [
-        SpawnEntry(seq, parent, child, root, decode_payload(context, what=f"spawn intent {seq}"))
-        for seq, (parent, child, root, context) in rows
-    ]
-
-
-def ack_spawn(seq: int) -> Plan[None]:
-    """Forget a created child's intent (unknown seq: no-op)."""
-    check_seq(seq)
-    yield from _update_state(lambda state: state.spawns.pop(seq, None) is not None)
-
-
-def due_timers(now: float, limit: int | None) -> Plan[list[DueTimer]]:
-    """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, id, path)``."""
-    moment = check_now(now)
-    sweep_limit(limit)
-    state = yield from read_state()
-    return state.due(moment)[:limit]
-
-
-def delete_timer(execution_id: str, path: str, fire_at: float) -> Plan[None]:
-    """Disarm a timer only if it still holds exactly ``fire_at``."""
-    execution_id, path, expected = check_timer_ref(execution_id, path, fire_at)
-    key = (execution_id, path)
-
-    def disarm(state: StoreState) -> bool:
-        if key in state.timers and state.timers[key] == expected:
-            del state.timers[key]
-            return True
-        return False
-
-    yield from _update_state(disarm)
-
-
-def read_trace(execution_id: str) -> Plan[list[dict[str, Any]]]:
-    """The retained trace steps, oldest first, each with its ``index``."""
-    check_id(execution_id)
-    ring = yield from read_ring(execution_id)
-    what = f"a trace step of execution {show(execution_id)}"
-    return [decode_trace_step(body, index, what=what) for index, body in ring.ordered()]
-
-
-def append_trace(execution_id: str, entry: dict[str, Any], trace_max: int | None) -> Plan[None]:
-    """Append a step outside a commit; an unknown execution raises ``ExecutionNotFound``."""
-    check_id(execution_id)
-    body = encode_trace_step(entry)
-    trace_keep_from(0, trace_max)
-    state = yield from read_state()
-    if state.version_of(execution_id) is None:
-        raise ExecutionNotFound(execution_id)
-    ring = yield from read_ring(execution_id)
-    ring.append(body, trace_max)
-    yield Write(((_schema.trace_path(execution_id), ring.dump()),))
-
-
-def list_executions(
-    status: Iterable[Status] | None,
-    definition_id: str | None,
-    roots_only: bool,
-    limit: int,
-    cursor: str | None,
-) -> Plan[ExecutionPage]:
-    """One page of summaries ordered by id (keyset cursor, exact pages)."""
-    query = listing_query(
-        status=status,
-        definition_id=definition_id,
-        roots_only=roots_only,
-        limit=limit,
-        cursor=cursor,
-    )
-    if query.matches_nothing:
-        return ExecutionPage()
-    state = yield from read_state()
-    rows = [
-        summary
-        for summary in state.summaries()
-        if (query.after is None or summary.id > query.after) and query.matches(summary)
-    ]
-    return page_from_probe(query, rows[: query.limit + 1])
-
-
-def purge(execution_id: str, force: bool) -> Plan[bool]:
-    """Remove the execution and everything that belongs to it, in one :class:`Write`.
-
-    Returns whether the execution was stored; refuses an unfinished one unless ``force``.
-    """
-    check_id(execution_id)
-    check_flag(force, "force")
-    state = yield from read_state()
-    status = state.status_of(execution_id)
-    if status is not None and status not in _FINISHED and not force:
-        raise ExecutionActive(execution_id, status)
-    if state.forget(execution_id):
-        yield Write(
-            (
-                (_schema.STATE, state.dump()),
-                (_schema.document_path(execution_id), None),
-                (_schema.trace_path(execution_id), None),
-            )
-        )
-    return status is not None
-
-
-def prune_processed(older_than: float, batch_size: int) -> Plan[int]:
-    """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per write.
-
-    The lock is released between two batches (:class:`Pause`), so a long prune never keeps
-    writers out for long; returns how many marks were dropped.
-    """
-    cutoff, size = check_prune(older_than, batch_size)
-    dropped = 0
-    while True:
+    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
+        """Whether that execution already processed that event."""
+        check_event_ref(execution_id, event_id)
         state = yield from read_state()
-        batch = state.marks_before(cutoff, size)
-        if not batch:
-            return dropped
-        state.drop_marks(batch)
-        yield Write(((_schema.STATE, state.dump()),))
-        dropped += len(batch)
-        if len(batch) < size:
-            return dropped
-        yield Pause()
+        return state.is_processed(execution_id, event_id)
+
+    def _update_state(self, change: Callable[[StoreState], bool]) -> Plan[None]:
+        """Apply ``change`` to the state and write it back when it reports a change."""
+        state = yield from read_state()
+        if change(state):
+            yield Write(((_schema.STATE, state.dump()),))
+
+    def _sweep(
+        self, table: Relay, limit: int | None, decode: Callable[[int, Any], T]
+    ) -> Plan[list[T]]:
+        """The oldest ``limit`` entries of a relay that decode; the ones met on the way that
+        do not are quarantined (one write, one warning each) instead of failing the sweep."""
+        sweep_limit(limit)
+        state = yield from read_state()
+        rows: dict[int, Any] = state.outbox if table == "outbox" else state.spawns
+        found: list[T] = []
+        damaged: list[tuple[int, str]] = []
+        for seq in sorted(rows):
+            if limit is not None and len(found) >= limit:
+                break
+            try:
+                found.append(decode(seq, rows[seq]))
+            except StoreCorrupted as exc:
+                damaged.append((seq, str(exc)))
+        for seq, why in damaged:
+            _log.warning("jsondir: %s entry %d quarantined, the sweep goes on: %s", table, seq, why)
+            state.set_aside(table, seq, why)
+        if damaged:
+            yield Write(((_schema.STATE, state.dump()),))
+        return found
+
+    def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
+        """Undelivered events, oldest first (damaged entries quarantined, not returned)."""
+        return (yield from self._sweep("outbox", limit, outbox_entry))
+
+    def ack_outbox(self, seq: int) -> Plan[None]:
+        """Forget a delivered event (unknown seq: no-op)."""
+        yield from self._ack("outbox", seq)
+
+    def _ack(self, table: Relay, seq: int) -> Plan[None]:
+        check_seq(seq)
+        yield from self._update_state(lambda state: state.drop_relay(table, seq))
+
+    def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
+        """Uncreated children, oldest first (damaged intents quarantined, not returned)."""
+        return (yield from self._sweep("spawns", limit, spawn_entry))
+
+    def ack_spawn(self, seq: int) -> Plan[None]:
+        """Forget a created child's intent (unknown seq: no-op)."""
+        yield from self._ack("spawns", seq)
+
+    def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
+        """Armed timers with ``fire_at <= now``, ascending by ``(fire_at, id, path)``."""
+        moment = check_now(now)
+        sweep_limit(limit)
+        state = yield from read_state()
+        return state.due(moment)[:limit]
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        """Disarm a timer only if it still holds exactly ``fire_at``."""
+        execution_id, path, expected = check_timer_ref(execution_id, path, fire_at)
+        key = (execution_id, path)
+
+        def disarm(state: StoreState) -> bool:
+            if key in state.timers and state.timers[key] == expected:
+                del state.timers[key]
+                return True
+            return False
+
+        yield from self._update_state(disarm)
+
+    def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
+        """The retained trace steps, oldest first, each with its ``index``."""
+        check_id(execution_id)
+        ring = yield from read_ring(execution_id)
+        what = f"a trace step of execution {show(execution_id)}"
+        return [decode_trace_step(body, index, what=what) for index, body in ring.ordered()]
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> Plan[None]:
+        """Append a step outside a commit; an unknown execution raises ``ExecutionNotFound``."""
+        check_id(execution_id)
+        body = encode_trace_step(entry)
+        trace_keep_from(0, trace_max)
+        state = yield from read_state()
+        if state.version_of(execution_id) is None:
+            raise ExecutionNotFound(execution_id)
+        ring = yield from read_ring(execution_id)
+        ring.append(body, trace_max)
+        yield Write(((_schema.trace_path(execution_id), ring.dump()),))
+
+    def list_executions(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        """One page of summaries ordered by id (keyset cursor, exact pages)."""
+        if query.matches_nothing:
+            return ExecutionPage()
+        state = yield from read_state()
+        rows = [
+            summary
+            for summary in state.summaries()
+            if (query.after is None or summary.id > query.after) and query.matches(summary)
+        ]
+        return page_from_probe(query, rows[: query.limit + 1])
+
+    def purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        """Remove the execution and everything that belongs to it, in one :class:`Write`.
+
+        Returns whether the execution was stored; refuses an unfinished one unless ``force``.
+        """
+        check_id(execution_id)
+        check_flag(force, "force")
+        state = yield from read_state()
+        status = state.status_of(execution_id)
+        if status is not None and status not in _FINISHED and not force:
+            raise ExecutionActive(execution_id, status)
+        if state.forget(execution_id):
+            yield Write(
+                (
+                    (_schema.STATE, state.dump()),
+                    (_schema.document_path(execution_id), None),
+                    (_schema.trace_path(execution_id), None),
+                )
+            )
+        return status is not None
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        """Drop dedupe marks recorded before ``older_than``, ``batch_size`` per write.
+
+        The lock is released between two batches (:class:`Pause`), so a long prune never keeps
+        writers out for long; returns how many marks were dropped.
+        """
+        cutoff, size = check_prune(older_than, batch_size)
+        dropped = 0
+        while True:
+            state = yield from read_state()
+            batch = state.marks_before(cutoff, size)
+            if not batch:
+                return dropped
+            state.drop_marks(batch)
+            yield Write(((_schema.STATE, state.dump()),))
+            dropped += len(batch)
+            if len(batch) < size:
+                return dropped
+            yield Pause()
+
+    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        """Everything stored for the id, read under one hold of the lock (``None``: nothing).
+
+        A damaged or quarantined record of the id raises ``StoreCorrupted`` naming it.
+        """
+        check_id(execution_id)
+        state = yield from read_state()
+        text = yield Read(_schema.document_path(execution_id))
+        ring = yield from read_ring(execution_id)
+        marks, timers, _, _ = state.record_parts(execution_id)
+        outbox, spawns = _owned_entries(state, execution_id)
+        row = state.executions.get(execution_id)
+        what = f"a trace step of execution {show(execution_id)}"
+        record = ExecutionRecord(
+            execution_id=execution_id,
+            execution=None if text is None else decode_document(text, execution_id),
+            updated_at=None if row is None else _updated_at(row, execution_id),
+            processed=tuple(marks),
+            timers=tuple(timers),
+            outbox=outbox,
+            spawns=spawns,
+            trace=tuple(decode_trace_step(b, i, what=what) for i, b in ring.ordered()),
+        )
+        return None if record.is_empty else record
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        """Write a record in one :class:`Write` (document, state, trace ring); refuses an
+        execution already stored with ``ExecutionAlreadyExists`` before writing anything."""
+        execution_id = prepared.execution_id
+        state = yield from read_state()
+        files: list[tuple[str, str | None]] = []
+        if prepared.execution is not None:
+            if state.version_of(execution_id) is not None:
+                raise ExecutionAlreadyExists(execution_id)
+            files.append((_schema.document_path(execution_id), prepared.execution.document))
+        state.apply_import(prepared)
+        files.append((_schema.STATE, state.dump()))
+        if prepared.trace:
+            ring = TraceRing(execution_id, prepared.trace[-1][0], dict(prepared.trace))
+            files.append((_schema.trace_path(execution_id), ring.dump()))
+        yield Write(tuple(files))
+
+
+def _updated_at(row: dict[str, Any], execution_id: str) -> float | None:
+    value = row.get("updated_at")
+    if value is not None and not isinstance(value, (int, float)):
+        raise StoreCorrupted(f"the index row of execution {show(execution_id)} is damaged")
+    return None if value is None else float(value)
+
+
+PLAN = JsonDirPlan()
+"""The plan every jsondir store uses."""

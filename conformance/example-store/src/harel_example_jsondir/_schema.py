@@ -3,8 +3,10 @@
 Layout (format :data:`FORMAT`)::
 
     <dir>/.lock                    the file lock every operation holds
-    <dir>/state.json               index of executions (summaries, versions, commit times), the
-                                   outbox, spawn intents, timers and dedupe marks with their ages
+    <dir>/state.json               the layout format and the release that wrote it, the index
+                                   of executions (summaries, versions, commit times), the
+                                   outbox, spawn intents, timers, dedupe marks with their ages,
+                                   and the relay entries a sweep could not decode (quarantine)
     <dir>/journal.json             a multi-file write's new texts, present only between its
                                    commit point and its completion
     <dir>/executions/<name>.json   one execution document per id (the document holds the id)
@@ -23,14 +25,29 @@ other path, so a forged journal can never write outside the directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
 
+from harel.store.common import schema_verdict
 from harel.store.errors import SchemaVersionError, StoreCorrupted
 
-FORMAT = 2
-"""Version of the layout.  Format 1 (base32 file names) is refused with a message."""
+DISTRIBUTION = "harel-example-jsondir"
+
+FORMAT = 3
+"""Version of the layout.  3 added ``written_by`` and the quarantine to ``state.json``."""
+
+UPGRADES = frozenset({2})
+"""Formats that opening a directory upgrades in place (:func:`upgrade_state`).  Format 1
+(base32 file names) is refused with a message."""
+
+_VERDICT = functools.partial(
+    schema_verdict, current=FORMAT, upgrades=UPGRADES, distribution=DISTRIBUTION
+)
+
+SAME_FILES = frozenset({2, FORMAT})
+"""Formats whose trace files and journal read as this one's (they did not change in 3)."""
 
 LOCK = ".lock"
 STATE = "state.json"
@@ -69,18 +86,49 @@ def is_store_file(relative: object) -> bool:
     return isinstance(relative, str) and _STORE_FILE.match(relative) is not None
 
 
-def check_format(data: Any, what: str) -> dict[str, Any]:
-    """``data`` when it is a JSON object of this layout format.
-
-    ``StoreCorrupted`` when it is not a JSON object, ``SchemaVersionError`` when another
-    release's format wrote it.
-    """
+def check_object(data: Any, what: str) -> dict[str, Any]:
+    """``data`` when it is a JSON object with an integer ``format`` (else ``StoreCorrupted``)."""
     if not isinstance(data, dict):
         raise StoreCorrupted(f"{what} is not a JSON object; restore the directory from a backup")
     found = data.get("format")
-    if found != FORMAT:
-        raise SchemaVersionError(
-            f"{what} has layout format {found!r}, this harel-example-jsondir reads format "
-            f"{FORMAT}; open the directory with the release that wrote it or start a new one"
+    if isinstance(found, bool) or not isinstance(found, int):
+        raise StoreCorrupted(
+            f"{what} has no layout format (format={found!r}); restore the directory from a backup"
         )
     return data
+
+
+def check_format(
+    data: Any, what: str, accepted: frozenset[int] = frozenset({FORMAT})
+) -> dict[str, Any]:
+    """``data`` when it is a JSON object of a format in ``accepted``.
+
+    ``StoreCorrupted`` when it is not a JSON object, ``SchemaVersionError`` when another
+    release's format wrote it (an upgradable one: reopen the directory to upgrade it).
+    """
+    checked = check_object(data, what)
+    found = checked["format"]
+    if found in accepted:
+        return checked
+    if found in UPGRADES:
+        raise SchemaVersionError(
+            f"{what} has layout format {found}, which opening the directory upgrades to "
+            f"{FORMAT}: open it again (JsonDirStore(directory)) before using it"
+        )
+    verdict(found, what, checked.get("written_by"))  # raises: neither current nor upgradable
+    raise SchemaVersionError(f"{what} has layout format {found}; this release reads {FORMAT}")
+
+
+def verdict(found: int | None, what: str, written_by: Any) -> str:
+    """What opening a directory whose ``state.json`` holds format ``found`` needs (``"create"``,
+    ``"ready"``, ``"upgrade"``), or ``SchemaVersionError`` naming the release to install."""
+    writer = written_by if isinstance(written_by, str) else None
+    return _VERDICT(found, where=what, written_by=writer)
+
+
+def upgrade_state(data: dict[str, Any], written_by: str) -> dict[str, Any]:
+    """A format-2 ``state.json`` object as format 3: the same tables, plus the release that
+    upgraded it and an empty quarantine (pure: the caller writes it)."""
+    if data.get("format") != 2:
+        raise ValueError(f"upgrade_state reads format 2, got {data.get('format')!r}")
+    return {**data, "format": FORMAT, "written_by": written_by, "quarantine": []}

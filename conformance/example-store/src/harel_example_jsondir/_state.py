@@ -14,10 +14,18 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from harel.model import ExecutionSummary
-from harel.store.common import PreparedCommit, next_trace_index, trace_keep_from
+from harel.store.common import (
+    PreparedCommit,
+    PreparedEmit,
+    PreparedExecution,
+    PreparedImport,
+    PreparedSpawn,
+    next_trace_index,
+    trace_keep_from,
+)
 from harel.store.common.validate import show
 from harel.store.contract import DueTimer
 from harel.store.errors import StoreCorrupted
@@ -26,6 +34,11 @@ from harel_example_jsondir import _schema
 
 Mark = tuple[str, str]
 """``(execution_id, event_id)`` of one dedupe mark."""
+
+Relay = Literal["outbox", "spawns"]
+
+Quarantined = tuple[Relay, list[Any], str]
+"""A relay entry a sweep could not decode: its table, its row as stored, and why."""
 
 
 def _dump(data: dict[str, Any]) -> str:
@@ -48,12 +61,16 @@ def _reading(what: str) -> Iterator[None]:
 class StoreState:
     """Everything but documents and traces: the execution index and the relay tables."""
 
+    written_by: str | None = None
+    """The release that created (or upgraded) the layout."""
     next_seq: int = 1
     executions: dict[str, dict[str, Any]] = field(default_factory=dict)
     outbox: dict[int, tuple[str | None, str]] = field(default_factory=dict)
     spawns: dict[int, tuple[str, str, str, str]] = field(default_factory=dict)
     processed: dict[str, dict[str, float]] = field(default_factory=dict)
     timers: dict[tuple[str, str], float] = field(default_factory=dict)
+    quarantine: dict[int, Quarantined] = field(default_factory=dict)
+    """Relay entries moved aside by a sweep that could not decode them, by seq."""
 
     @classmethod
     def parse(cls, text: str | None) -> StoreState:
@@ -62,7 +79,9 @@ class StoreState:
             return cls()
         with _reading(_schema.STATE):
             data = _schema.check_format(json.loads(text), _schema.STATE)
+            written_by = data["written_by"]
             return cls(
+                written_by=None if written_by is None else str(written_by),
                 next_seq=int(data["next_seq"]),
                 executions={str(key): dict(row) for key, row in data["executions"].items()},
                 outbox={int(seq): (target, event) for seq, target, event in data["outbox"]},
@@ -75,6 +94,10 @@ class StoreState:
                     for key, marks in data["processed"].items()
                 },
                 timers={(exe, path): float(at) for exe, path, at in data["timers"]},
+                quarantine={
+                    int(seq): (_relay(table), list(row), str(why))
+                    for seq, table, row, why in data["quarantine"]
+                },
             )
 
     def dump(self) -> str:
@@ -82,12 +105,14 @@ class StoreState:
         return _dump(
             {
                 "format": _schema.FORMAT,
+                "written_by": self.written_by,
                 "next_seq": self.next_seq,
                 "executions": self.executions,
                 "outbox": [[seq, *row] for seq, row in sorted(self.outbox.items())],
                 "spawns": [[seq, *row] for seq, row in sorted(self.spawns.items())],
                 "processed": self.processed,
                 "timers": [[exe, path, at] for (exe, path), at in sorted(self.timers.items())],
+                "quarantine": [[seq, *entry] for seq, entry in sorted(self.quarantine.items())],
             }
         )
 
@@ -129,17 +154,8 @@ class StoreState:
     def apply(self, plan: PreparedCommit) -> None:
         """Apply a commit whose CAS already passed (everything but its trace step)."""
         execution_id = plan.execution_id
-        self.executions[execution_id] = {
-            "definition_id": plan.definition_id,
-            "status": plan.status,
-            "outcome": plan.outcome,
-            "active_path": plan.active_path,
-            "version": plan.new_version,
-            "parent_id": plan.parent_id,
-            "updated_at": plan.committed_at,
-        }
-        for emit in plan.emits:
-            self.outbox[self.take_seq()] = (emit.target_id, emit.event_json)
+        self.executions[execution_id] = _index_row(plan, plan.new_version, plan.committed_at)
+        self._append_relays(execution_id, plan.emits, ())
         if plan.processed_event_id is not None:
             marks = self.processed.setdefault(execution_id, {})
             marks[plan.processed_event_id] = plan.committed_at  # a re-recorded mark is younger
@@ -148,7 +164,26 @@ class StoreState:
                 self.timers[(execution_id, op.path)] = op.fire_at
             else:
                 self.timers.pop((execution_id, op.path), None)
-        for spawn in plan.spawns:
+        self._append_relays(execution_id, (), plan.spawns)
+
+    def apply_import(self, record: PreparedImport) -> None:
+        """Apply an import whose execution (if any) is not stored: its index row as exported,
+        its marks and timers, its relay entries under new seqs in record order."""
+        execution_id, exe = record.execution_id, record.execution
+        if exe is not None:
+            self.executions[execution_id] = _index_row(exe, exe.version, exe.updated_at)
+        if record.processed:
+            self.processed.setdefault(execution_id, {}).update(record.processed)
+        for path, fire_at in record.timers:
+            self.timers[(execution_id, path)] = fire_at
+        self._append_relays(execution_id, record.emits, record.spawns)
+
+    def _append_relays(
+        self, execution_id: str, emits: Iterable[PreparedEmit], spawns: Iterable[PreparedSpawn]
+    ) -> None:
+        for emit in emits:
+            self.outbox[self.take_seq()] = (emit.target_id, emit.event_json)
+        for spawn in spawns:
             row = (execution_id, spawn.child_id, spawn.root_path, spawn.context_json)
             self.spawns[self.take_seq()] = row
 
@@ -164,12 +199,42 @@ class StoreState:
         self.timers = {key: at for key, at in self.timers.items() if key[0] != execution_id}
         self.outbox = {seq: row for seq, row in self.outbox.items() if row[0] != execution_id}
         self.spawns = {seq: row for seq, row in self.spawns.items() if row[0] != execution_id}
+        self.quarantine = {
+            seq: entry for seq, entry in self.quarantine.items() if entry[1][0] != execution_id
+        }
         return self.size() != before
 
     def size(self) -> int:
         """How many records the state holds (index rows, marks, timers, relay entries)."""
         marks = sum(len(events) for events in self.processed.values())
-        return len(self.executions) + marks + len(self.timers) + len(self.outbox) + len(self.spawns)
+        relays = len(self.outbox) + len(self.spawns) + len(self.quarantine)
+        return len(self.executions) + marks + len(self.timers) + relays
+
+    def drop_relay(self, table: Relay, seq: int) -> bool:
+        """Forget relay entry ``seq`` of ``table``; whether it was there."""
+        rows: dict[int, Any] = self.outbox if table == "outbox" else self.spawns
+        return rows.pop(seq, None) is not None
+
+    def set_aside(self, table: Relay, seq: int, why: str) -> None:
+        """Move relay entry ``seq`` of ``table`` to the quarantine (its owner — target or
+        parent — stays its first item, so a purge of the owner still removes it)."""
+        row = self.outbox.pop(seq) if table == "outbox" else self.spawns.pop(seq)
+        self.quarantine[seq] = (table, list(row), why)
+
+    def quarantined_of(self, execution_id: str) -> list[tuple[int, Quarantined]]:
+        """The quarantined entries targeted at / written by ``execution_id``."""
+        return [(s, e) for s, e in sorted(self.quarantine.items()) if e[1][0] == execution_id]
+
+    def record_parts(
+        self, execution_id: str
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]], list[int], list[int]]:
+        """What ``execution_id`` owns here: its marks and its timers (sorted), the seqs of the
+        outbox entries targeted at it and of the spawn intents it wrote (ascending)."""
+        marks = sorted(self.processed.get(execution_id, {}).items())
+        timers = sorted((p, at) for (exe, p), at in self.timers.items() if exe == execution_id)
+        outbox = sorted(seq for seq, row in self.outbox.items() if row[0] == execution_id)
+        spawns = sorted(seq for seq, row in self.spawns.items() if row[0] == execution_id)
+        return marks, timers, outbox, spawns
 
     def marks_before(self, older_than: float, limit: int) -> list[Mark]:
         """Up to ``limit`` dedupe marks recorded strictly before ``older_than``, oldest first."""
@@ -192,6 +257,27 @@ class StoreState:
                     del self.processed[execution_id]
 
 
+def _index_row(
+    source: PreparedCommit | PreparedExecution, version: int, updated_at: float
+) -> dict[str, Any]:
+    """One row of the execution index (the summary but its id)."""
+    return {
+        "definition_id": source.definition_id,
+        "status": source.status,
+        "outcome": source.outcome,
+        "active_path": source.active_path,
+        "version": version,
+        "parent_id": source.parent_id,
+        "updated_at": updated_at,
+    }
+
+
+def _relay(table: Any) -> Relay:
+    if table not in ("outbox", "spawns"):
+        raise ValueError(f"a quarantined entry names table {table!r}")
+    return "outbox" if table == "outbox" else "spawns"
+
+
 @dataclass
 class TraceRing:
     """One execution's retained trace steps (JSON text by index) and its highest index."""
@@ -207,7 +293,7 @@ class TraceRing:
             return cls(execution_id)
         what = f"the trace file of execution {show(execution_id)}"
         with _reading(what):
-            data = _schema.check_format(json.loads(text), what)
+            data = _schema.check_format(json.loads(text), what, _schema.SAME_FILES)
             if data["id"] != execution_id:
                 raise ValueError(f"it holds the trace of {show(data['id'])}")
             last = data["last"]

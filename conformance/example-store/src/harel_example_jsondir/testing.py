@@ -83,6 +83,11 @@ class JsonDirHarness(StoreHarness):
             f"outbox:{seq}" for seq, target, _ in state.get("outbox", []) if target == execution_id
         ]
         labels += [f"spawn:{row[0]}" for row in state.get("spawns", []) if row[1] == execution_id]
+        labels += [
+            f"quarantined:{seq}"
+            for seq, _, row, _ in state.get("quarantine", [])
+            if row[0] == execution_id
+        ]
         trace_file = root / _schema.trace_path(execution_id)
         if trace_file.exists():
             ring = json.loads(trace_file.read_text("utf-8"))

@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "harel.cli.conformance_cmd",
     "harel.cli.engine_cmds",
     "harel.cli.purge",
+    "harel.cli.migrate_cmd",
 ]
 """Modules that contribute subcommands (append yours: a one-line edit)."""
 

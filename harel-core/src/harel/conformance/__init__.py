@@ -33,8 +33,8 @@ Three ways to run it
    Single concerns (``ContractTests``, ``CommitTests``, ``DurabilityTests``,
    ``ConcurrencyTests``, ``TraceTests``, ``ListingTests``, ``TimerTests``, ``RelayTests``,
    ``DedupeTests``, ``RetentionTests``, ``BadInputTests``, ``RoundTripTests``,
-   ``ArgumentErrorTests``, ``CancellationTests``, ``StatefulTests``) can be subclassed on
-   their own.
+   ``ArgumentErrorTests``, ``CancellationTests``, ``StatefulTests``, ``RecordTests``,
+   ``UnknownFieldTests``) can be subclassed on their own.
 
 2. **By URL with pytest**: ``pytest -p harel.conformance.plugin --harel-store-url URL
    path/to/test_module.py`` where the module subclasses ``ConformanceSuite`` without defining
@@ -81,12 +81,14 @@ if TYPE_CHECKING:
         DedupeTests,
         DurabilityTests,
         ListingTests,
+        RecordTests,
         RelayTests,
         RetentionTests,
         RoundTripTests,
         StatefulTests,
         TimerTests,
         TraceTests,
+        UnknownFieldTests,
     )
 
 _SUITE_NAMES = frozenset(
@@ -101,12 +103,14 @@ _SUITE_NAMES = frozenset(
         "DedupeTests",
         "DurabilityTests",
         "ListingTests",
+        "RecordTests",
         "RelayTests",
         "RetentionTests",
         "RoundTripTests",
         "StatefulTests",
         "TimerTests",
         "TraceTests",
+        "UnknownFieldTests",
     }
 )
 
@@ -137,6 +141,7 @@ __all__ = [
     "DedupeTests",
     "DurabilityTests",
     "ListingTests",
+    "RecordTests",
     "RelayTests",
     "RetentionTests",
     "RoundTripTests",
@@ -144,6 +149,7 @@ __all__ = [
     "StoreHarness",
     "TimerTests",
     "TraceTests",
+    "UnknownFieldTests",
     "backend_test_url",
     "backend_test_url_or_skip",
     "run_conformance",

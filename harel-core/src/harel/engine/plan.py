@@ -243,17 +243,23 @@ class RunnerPlan:
         }
         yield StoreCall("commit", (exe, got.emits), kwargs)
 
-    def step(self, exe: Execution, event: Event) -> Plan[None]:
-        """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict)."""
+    def step(self, exe: Execution, event: Event) -> Plan[bool]:
+        """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict).
+
+        Returns whether the step wrote relay work (an outbox entry or a spawn intent)."""
         defn = self.definition(exe.definition_id)
         from_path = exe.active_path
         got = yield from self.drive(exe, core.process(defn, exe, event))
         yield from self.commit(exe, got, event, from_path)
+        return bool(got.emits or got.spawns)
 
-    def start(self, exe: Execution) -> Plan[None]:
-        """Drive ``start`` on a new execution and insert it (``StoreConflict`` if it exists)."""
+    def start(self, exe: Execution) -> Plan[bool]:
+        """Drive ``start`` on a new execution and insert it (``StoreConflict`` if it exists).
+
+        Returns whether the step wrote relay work (an outbox entry or a spawn intent)."""
         got = yield from self.drive(exe, core.start(self.definition(exe.definition_id), exe))
         yield from self.commit(exe, got, None, None)
+        return bool(got.emits or got.spawns)
 
     # -- public operations ------------------------------------------------------------------
 
@@ -274,16 +280,21 @@ class RunnerPlan:
             fields["id"] = execution_id
         exe = Execution(context=dict(context or {}), **fields)
         try:
-            yield from self.start(exe)
+            wrote_relays = yield from self.start(exe)
         except StoreConflict:
             raise ExecutionAlreadyExists(exe.id) from None
+        if not wrote_relays:
+            return exe  # exactly the stored copy: nothing to relay, nothing else changed it
         return (yield from self.settle(exe, exe.id, relay))
 
     def settle(self, committed: Execution, execution_id: str, relay: bool) -> Plan[Execution]:
-        """After a commit: relay and reload, never raising (the commit stands whatever happens).
+        """After a commit that wrote relay work: relay and reload, never raising (the commit
+        stands whatever happens).
 
         A relay or reload failure is logged; the relay is finished later (by ``recover``, a
-        worker or the next call) and ``committed`` is returned when the reload fails.
+        worker or the next call) and ``committed`` is returned when the reload fails.  A step
+        that wrote no relay work skips this: relay work other steps left pending is the
+        worker's sweep's (or ``recover``'s), and the committed copy is returned as it is.
         """
         if relay:
             try:
@@ -307,8 +318,14 @@ class RunnerPlan:
         if seen:
             return exe
         targets = yield from self.targets(exe, event)
+        wrote_relays = False
+        committed: Execution | None = None
         for target in targets:
-            yield from self.deliver(target, event)
+            committed, wrote = yield from self.deliver(target, event)
+            wrote_relays = wrote_relays or wrote
+        only_itself = len(targets) == 1 and targets[0] is exe  # not a broadcast to regions
+        if only_itself and committed is not None and not wrote_relays:
+            return committed  # exactly the stored copy: nothing to relay, nothing else changed
         return (yield from self.settle(exe, execution_id, relay))
 
     def targets(self, exe: Execution, event: Event) -> Plan[list[Execution]]:
@@ -347,13 +364,17 @@ class RunnerPlan:
             return pending
         return [exe]
 
-    def deliver(self, exe: Execution, event: Event) -> Plan[None]:
-        """Step ``exe`` with ``event``, reloading and re-driving on ``StoreConflict`` (§2.7)."""
+    def deliver(self, exe: Execution, event: Event) -> Plan[tuple[Execution | None, bool]]:
+        """Step ``exe`` with ``event``, reloading and re-driving on ``StoreConflict`` (§2.7).
+
+        Returns the execution as committed (``None`` when another writer processed the event
+        or removed the row meanwhile) and whether the step wrote relay work.
+        """
         attempt = 0
         while True:
             try:
-                yield from self.step(exe, event)
-                return
+                wrote_relays = yield from self.step(exe, event)
+                return exe, wrote_relays
             except StoreConflict:
                 attempt += 1
                 if attempt > self.conflict_retries:
@@ -361,7 +382,7 @@ class RunnerPlan:
                 log.info("conflict on %s, reloading (attempt %d)", exe.id, attempt)
                 fresh, seen = yield StoreCall("load_for_event", (exe.id, event.id))
                 if fresh is None or seen:
-                    return
+                    return None, False
                 exe = fresh
 
     def load(self, execution_id: str) -> Plan[Execution]:
@@ -589,11 +610,12 @@ class RunnerPlan:
             return False
         if exe is not None and not seen:
             try:
-                yield from self.step(exe, event)
+                wrote_relays = yield from self.step(exe, event)
             except StoreConflict:
                 log.info("timer %s/%s left for later: conflict", execution_id, path)
                 return False
-            yield from self.relay()
+            if wrote_relays:
+                yield from self.relay()
         return True
 
     def is_idle(self) -> Plan[bool]:

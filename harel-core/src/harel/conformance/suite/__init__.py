@@ -16,12 +16,14 @@ from harel.conformance.suite.dedupe import DedupeTests
 from harel.conformance.suite.durability import DurabilityTests
 from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
+from harel.conformance.suite.records import RecordTests
 from harel.conformance.suite.relays import RelayTests
 from harel.conformance.suite.retention import RetentionTests
 from harel.conformance.suite.roundtrip import RoundTripTests
 from harel.conformance.suite.stateful import StatefulTests
 from harel.conformance.suite.timers import TimerTests
 from harel.conformance.suite.trace import TraceTests
+from harel.conformance.suite.unknown_fields import UnknownFieldTests
 
 
 class ConformanceSuite(
@@ -40,6 +42,8 @@ class ConformanceSuite(
     ArgumentErrorTests,
     CancellationTests,
     StatefulTests,
+    RecordTests,
+    UnknownFieldTests,
 ):
     """Every kit test.  Declare known deviations as
     ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``.
@@ -62,6 +66,7 @@ __all__ = [
     "Kit",
     "KitBase",
     "ListingTests",
+    "RecordTests",
     "RelayTests",
     "RetentionTests",
     "RoundTripTests",
@@ -69,4 +74,5 @@ __all__ = [
     "SyncAsAsync",
     "TimerTests",
     "TraceTests",
+    "UnknownFieldTests",
 ]

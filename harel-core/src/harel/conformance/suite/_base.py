@@ -26,6 +26,7 @@ from harel.store.contract import (
     Capabilities,
     DueTimer,
     Emit,
+    ExecutionRecord,
     ExecutionStore,
     OutboxEntry,
     Spawn,
@@ -149,6 +150,12 @@ class SyncAsAsync:
         self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH
     ) -> int:
         return self.sync.prune_processed(older_than, batch_size=batch_size)
+
+    async def export_execution(self, execution_id: str) -> ExecutionRecord | None:
+        return self.sync.export_execution(execution_id)
+
+    async def import_execution(self, record: ExecutionRecord) -> None:
+        self.sync.import_execution(record)
 
     async def close(self) -> None:
         self.sync.close()

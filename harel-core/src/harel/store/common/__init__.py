@@ -20,6 +20,7 @@ from harel.store.common.commit import (
     conflict,
 )
 from harel.store.common.drive import Plan, adrive, drive
+from harel.store.common.lazy import lazy_exports
 from harel.store.common.limits import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     MAX_DOCUMENT_BYTES,
@@ -44,7 +45,7 @@ from harel.store.common.records import (
     record_digest,
     trim_record_trace,
 )
-from harel.store.common.retry import aconnect_with_retry, connect_with_retry
+from harel.store.common.retry import aconnect_with_retry, connect_with_retry, retry_arguments
 from harel.store.common.schema_version import SchemaVerdict, release_of, schema_verdict
 from harel.store.common.sweeps import sweep_limit
 from harel.store.common.threaded import RunnerClosed, ThreadedAsyncStore, ThreadedRunner
@@ -118,6 +119,7 @@ __all__ = [
     "encode_event",
     "encode_execution",
     "encode_trace_step",
+    "lazy_exports",
     "listing_query",
     "loads",
     "next_trace_index",
@@ -128,6 +130,7 @@ __all__ = [
     "record_digest",
     "redact_url",
     "release_of",
+    "retry_arguments",
     "schema_verdict",
     "sweep_limit",
     "trace_keep_from",

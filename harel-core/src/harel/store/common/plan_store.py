@@ -117,11 +117,18 @@ class _PlanStoreBase(Generic[P]):
     trace_max: int | None
     _plan: P
 
+    def _document_limit(self) -> int:
+        """The backend's per-document limit (its plan's ``max_document_bytes``)."""
+        limit: int = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
+        return limit
+
     def _prepare_import(self, record: ExecutionRecord) -> PreparedImport:
         """Validate and encode ``record`` under this store's limits (nothing is written)."""
-        limit = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
         return prepare_import(
-            record, trace_max=self.trace_max, max_document_bytes=limit, now=time.time()
+            record,
+            trace_max=self.trace_max,
+            max_document_bytes=self._document_limit(),
+            now=time.time(),
         )
 
 
@@ -166,7 +173,10 @@ class PlanStore(_PlanStoreBase[P]):
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+        limit = self._document_limit()
+        with committing(
+            exe, emits, processed_event_id, timers, spawns, trace, max_document_bytes=limit
+        ) as prepared:
             self._run(self._plan.commit(prepared, self.trace_max))
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
@@ -318,7 +328,10 @@ class AsyncPlanStore(_PlanStoreBase[P]):
     ) -> None:
         """Write one step atomically.  Cancelled midway, it waits for the write's outcome,
         leaves ``exe.version`` saying whether the step was stored, then re-raises."""
-        with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
+        limit = self._document_limit()
+        with committing(
+            exe, emits, processed_event_id, timers, spawns, trace, max_document_bytes=limit
+        ) as prepared:
             _, cancelled = await self._settle(self._plan.commit(prepared, self.trace_max))
         if cancelled:
             raise asyncio.CancelledError

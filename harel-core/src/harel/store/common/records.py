@@ -251,7 +251,7 @@ def record_content(record: ExecutionRecord) -> dict[str, Any]:
     """The part of a record that must survive a move, as plain data: no ``seq``, no
     ``updated_at``, marks and timers sorted, floats as their ``repr``."""
     exe = record.execution
-    return _canonical(
+    content: dict[str, Any] = _canonical(
         {
             "id": record.execution_id,
             "execution": None if exe is None else exe.model_dump(mode="json"),
@@ -268,6 +268,7 @@ def record_content(record: ExecutionRecord) -> dict[str, Any]:
             "trace": list(record.trace),
         }
     )
+    return content
 
 
 def record_digest(record: ExecutionRecord) -> str:

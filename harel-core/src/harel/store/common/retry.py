@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import anyio
 
@@ -80,3 +80,24 @@ async def aconnect_with_retry(
                 break
             await anyio.sleep(pause)
     raise _unreachable(what, retries, last)
+
+
+def retry_arguments(
+    knobs: Mapping[str, Any], *, what: str, default_retries: int, default_delay: float
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`connect_with_retry` / :func:`aconnect_with_retry` for a
+    ``from_url``: ``connect_retries`` / ``retry_delay`` taken from ``knobs`` (validated; a bad
+    value raises ``ValueError`` naming it), retrying only while the server is unreachable
+    (``StoreUnavailable``); ``what`` names the store in the final error."""
+    retries = knobs.get("connect_retries", default_retries)
+    delay = knobs.get("retry_delay", default_delay)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+        raise ValueError(f"retry_delay must be a number of seconds >= 0, got {delay!r}")
+    return {
+        "retries": retries,
+        "delay": float(delay),
+        "retry_on": (StoreUnavailable,),
+        "what": what,
+    }

@@ -389,6 +389,8 @@ class ThreadedAsyncStore(Generic[S]):
     list_executions = _hop(ExecutionStore.list_executions)
     purge = _hop(ExecutionStore.purge)
     prune_processed = _hop(ExecutionStore.prune_processed)
+    export_execution = _hop(ExecutionStore.export_execution)
+    import_execution = _hop(ExecutionStore.import_execution)
 
     async def close(self) -> None:
         """Close the wrapped store in its thread, then stop the thread (idempotent)."""

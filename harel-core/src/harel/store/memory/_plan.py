@@ -14,21 +14,23 @@ has written nothing.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common import (
+    MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
+    PreparedExecution,
+    PreparedImport,
     cas_decision,
     conflict,
     decode_event,
     decode_execution,
     decode_trace_step,
     encode_trace_step,
-    listing_query,
     loads,
     next_trace_index,
     page_from_probe,
@@ -44,8 +46,8 @@ from harel.store.common.validate import (
     check_seq,
     check_timer_ref,
 )
-from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
-from harel.store.errors import ExecutionActive, ExecutionNotFound
+from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, ExecutionNotFound
 
 T = TypeVar("T")
 
@@ -145,6 +147,16 @@ class ScanExecutions(Request):
     ascending by id, at most ``query.limit + 1`` (the probe row tells whether a page follows)."""
 
     query: ListingQuery
+
+
+@dataclass(frozen=True, slots=True)
+class ListOwned(Request):
+    """-> the rows of ``table`` that belong to the execution: ``processed`` ->
+    ``[(event_id, recorded_at)]`` by event id, ``timers`` -> ``[(path, fire_at)]`` by path,
+    ``outbox`` (targeted at it) / ``spawns`` (written by it) -> ``[(seq, row)]`` by seq."""
+
+    table: Literal["processed", "timers", "outbox", "spawns"]
+    execution_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,19 +260,30 @@ class Transaction(Request):
 # -- rows -------------------------------------------------------------------------------------
 
 
+def _row(
+    execution_id: str, source: PreparedCommit | PreparedExecution, version: int, at: float
+) -> StoredExecution:
+    summary = ExecutionSummary(
+        id=execution_id,
+        definition_id=source.definition_id,
+        status=Status(source.status),
+        outcome=source.outcome,
+        active_path=source.active_path,
+        version=version,
+        parent_id=source.parent_id,
+        updated_at=at,
+    )
+    return StoredExecution(version, source.document, summary)
+
+
 def stored_execution(prepared: PreparedCommit) -> StoredExecution:
     """The executions row a prepared commit writes (summary stamped with ``committed_at``)."""
-    summary = ExecutionSummary(
-        id=prepared.execution_id,
-        definition_id=prepared.definition_id,
-        status=Status(prepared.status),
-        outcome=prepared.outcome,
-        active_path=prepared.active_path,
-        version=prepared.new_version,
-        parent_id=prepared.parent_id,
-        updated_at=prepared.committed_at,
-    )
-    return StoredExecution(prepared.new_version, prepared.document, summary)
+    return _row(prepared.execution_id, prepared, prepared.new_version, prepared.committed_at)
+
+
+def imported_execution(execution_id: str, prepared: PreparedExecution) -> StoredExecution:
+    """The executions row an import writes (version and ``updated_at`` as exported)."""
+    return _row(execution_id, prepared, prepared.version, prepared.updated_at)
 
 
 def outbox_entry(seq: int, row: OutboxRow) -> OutboxEntry:
@@ -282,6 +305,8 @@ class MemoryPlan:
     A class rather than module functions only so that a test double can override one
     operation and keep the rest (the kit's proof of strength breaks stores this way).
     """
+
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
 
     def load(self, execution_id: str) -> Plan[Execution | None]:
         """The stored execution, decoded into a fresh object."""
@@ -378,9 +403,13 @@ class MemoryPlan:
         rows = yield ScanRelay("spawns", sweep_limit(limit))
         return [spawn_entry(seq, row) for seq, row in rows]
 
-    def ack(self, table: Relay, seq: int) -> Plan[None]:
-        """Forget one relay row (unknown seq: nothing)."""
-        yield AckRelay(table, check_seq(seq))
+    def ack_outbox(self, seq: int) -> Plan[None]:
+        """Forget one outbox row (unknown seq: nothing)."""
+        yield AckRelay("outbox", check_seq(seq))
+
+    def ack_spawn(self, seq: int) -> Plan[None]:
+        """Forget one spawn row (unknown seq: nothing)."""
+        yield AckRelay("spawns", check_seq(seq))
 
     def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
         """Armed timers with ``fire_at <= now``, ascending."""
@@ -391,22 +420,8 @@ class MemoryPlan:
         """Disarm a timer only while it still holds exactly ``fire_at``."""
         yield DropTimer(*check_timer_ref(execution_id, path, fire_at))
 
-    def list_executions(
-        self,
-        status: Iterable[Status] | None,
-        definition_id: str | None,
-        roots_only: bool,
-        limit: int,
-        cursor: str | None,
-    ) -> Plan[ExecutionPage]:
+    def list_executions(self, query: ListingQuery) -> Plan[ExecutionPage]:
         """One page of summaries ordered by id, after the cursor's id (a keyset)."""
-        query = listing_query(
-            status=status,
-            definition_id=definition_id,
-            roots_only=roots_only,
-            limit=limit,
-            cursor=cursor,
-        )
         page: ExecutionPage = yield from self._page(query)
         return page
 
@@ -446,6 +461,55 @@ class MemoryPlan:
             return (0, 0)
         count: int = yield DropMarks(tuple(keys))
         return (len(keys), count)
+
+    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        """Everything stored for the id, read in one transaction (``None``: nothing)."""
+        record: ExecutionRecord | None = yield Transaction(self._export(check_id(execution_id)))
+        return record
+
+    def _export(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        row = yield GetExecution(execution_id)
+        marks = yield ListOwned("processed", execution_id)
+        timers = yield ListOwned("timers", execution_id)
+        outbox = yield ListOwned("outbox", execution_id)
+        spawns = yield ListOwned("spawns", execution_id)
+        _, trace = yield ReadTraceRows(execution_id)
+        record = ExecutionRecord(
+            execution_id=execution_id,
+            execution=None if row is None else decode_execution(row.document),
+            updated_at=None if row is None else row.summary.updated_at,
+            processed=tuple(marks),
+            timers=tuple(timers),
+            outbox=tuple(outbox_entry(seq, item) for seq, item in outbox),
+            spawns=tuple(spawn_entry(seq, item) for seq, item in spawns),
+            trace=tuple(decode_trace_step(body, index) for index, body in trace),
+        )
+        return None if record.is_empty else record
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        """Write an exported record in one transaction; ``ExecutionAlreadyExists`` (nothing
+        written) when its execution is already stored."""
+        yield Transaction(self._import(prepared))
+
+    def _import(self, prepared: PreparedImport) -> Plan[None]:
+        execution_id = prepared.execution_id
+        if prepared.execution is not None:
+            row = yield GetExecution(execution_id)
+            if row is not None:
+                raise ExecutionAlreadyExists(execution_id)
+            yield PutExecution(execution_id, imported_execution(execution_id, prepared.execution))
+        for event_id, recorded_at in prepared.processed:
+            yield PutMark(execution_id, event_id, recorded_at)
+        for path, fire_at in prepared.timers:
+            yield PutTimer(execution_id, path, fire_at)
+        for emit in prepared.emits:
+            yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+        for spawn in prepared.spawns:
+            yield AddRelay(
+                SpawnRow(execution_id, spawn.child_id, spawn.root_path, spawn.context_json)
+            )
+        for index, body in prepared.trace:
+            yield PutTraceStep(execution_id, index, body, None)
 
 
 PLAN = MemoryPlan()

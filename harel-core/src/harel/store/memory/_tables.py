@@ -14,6 +14,7 @@ from typing import Any
 
 from harel.model import ExecutionSummary
 from harel.store.common import ListingQuery, drive
+from harel.store.memory._index import Owned, SortedKeys
 from harel.store.memory._plan import (
     AckRelay,
     AddRelay,
@@ -22,6 +23,7 @@ from harel.store.memory._plan import (
     DropTimer,
     GetExecution,
     HasMark,
+    ListOwned,
     OldMarks,
     OutboxRow,
     PutExecution,
@@ -39,10 +41,20 @@ from harel.store.memory._plan import (
     Transaction,
 )
 
+_COMPACT_SLACK = 64
+"""Acknowledged relay rows a table may leave behind before it is compacted (see ``_ack``)."""
+
 
 @dataclass
 class MemoryData:
-    """The tables behind one or more memory stores, and the one lock that guards them."""
+    """The tables behind one or more memory stores, the one lock that guards them, and the
+    sorted indexes that let sweeps, listing, purge and prune read only what they return.
+
+    The dicts are the rows; every index is updated in the same locked step as its rows:
+    ``ids`` (listing by id), ``due`` (timers by ``(fire_at, id, path)``), ``ages`` (marks by
+    ``(recorded_at, id, event)``), and what each execution owns (``marks_of``, ``timers_of``,
+    ``outbox_of`` by target, ``spawns_of`` by parent).
+    """
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     executions: dict[str, StoredExecution] = field(default_factory=dict)
@@ -54,6 +66,15 @@ class MemoryData:
     trace: dict[str, dict[int, str]] = field(default_factory=dict)
     last_trace_index: dict[str, int] = field(default_factory=dict)
     next_seq: int = 1
+    ids: SortedKeys[str] = field(default_factory=SortedKeys)
+    due: SortedKeys[tuple[float, str, str]] = field(default_factory=SortedKeys)
+    ages: SortedKeys[tuple[float, str, str]] = field(default_factory=SortedKeys)
+    marks_of: Owned[str] = field(default_factory=Owned)
+    timers_of: Owned[str] = field(default_factory=Owned)
+    outbox_of: Owned[int] = field(default_factory=Owned)
+    spawns_of: Owned[int] = field(default_factory=Owned)
+    acked: dict[str, int] = field(default_factory=lambda: {"outbox": 0, "spawns": 0})
+    """Rows acknowledged per relay since it was last compacted."""
 
     def execute(self, request: Request) -> Any:
         """Run one request atomically and return its result (see the request's docstring)."""
@@ -61,11 +82,6 @@ class MemoryData:
             if isinstance(request, Transaction):
                 return drive(request.plan, self._apply)
             return self._apply(request)
-
-    def _seq(self) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
-        return seq
 
     def _apply(self, request: Request) -> Any:
         match request:
@@ -76,29 +92,33 @@ class MemoryData:
             case ScanRelay(table, limit):
                 return list(itertools.islice(self._relay(table).items(), limit))
             case ScanDueTimers(now, limit):
-                due = [(eid, path, at) for (eid, path), at in self.timers.items() if at <= now]
-                due.sort(key=lambda timer: (timer[2], timer[0], timer[1]))
-                return due[:limit]
+                due = self.due.while_true(lambda key: key[0] <= now, limit)
+                return [(execution_id, path, at) for at, execution_id, path in due]
             case ReadTraceRows(execution_id):
                 ring = self.trace.get(execution_id, {})
                 return self.last_trace_index.get(execution_id), sorted(ring.items())
             case ScanExecutions(query):
                 return self._scan_executions(query)
+            case ListOwned(table, execution_id):
+                return self._list_owned(table, execution_id)
             case OldMarks(before, limit):
-                aged = (key for key, at in self.processed.items() if at < before)
-                return list(itertools.islice(aged, limit))
+                aged = self.ages.while_true(lambda key: key[0] < before, limit)
+                return [(execution_id, event_id) for _, execution_id, event_id in aged]
             case PutExecution(execution_id, row):
+                if execution_id not in self.executions:
+                    self.ids.add(execution_id)
                 self.executions[execution_id] = row
             case AddRelay(row):
-                self._relay("outbox" if isinstance(row, OutboxRow) else "spawns")[self._seq()] = row
+                self._add_relay(row)
             case PutMark(execution_id, event_id, recorded_at):
-                self.processed.setdefault((execution_id, event_id), recorded_at)
+                self._put_mark(execution_id, event_id, recorded_at)
             case PutTimer(execution_id, path, fire_at):
+                self._drop_timer(execution_id, path, None)
                 self.timers[(execution_id, path)] = fire_at
+                self.due.add((fire_at, execution_id, path))
+                self.timers_of.add(execution_id, path)
             case DropTimer(execution_id, path, only_at):
-                key = (execution_id, path)
-                if key in self.timers and (only_at is None or self.timers[key] == only_at):
-                    del self.timers[key]
+                self._drop_timer(execution_id, path, only_at)
             case PutTraceStep(execution_id, index, body, keep_from):
                 ring = self.trace.setdefault(execution_id, {})
                 ring[index] = body
@@ -106,23 +126,75 @@ class MemoryData:
                 for dropped in [i for i in ring if keep_from is not None and i < keep_from]:
                     del ring[dropped]
             case AckRelay(table, seq):
-                self._relay(table).pop(seq, None)
+                self._ack(table, seq)
             case DropMarks(keys):
-                return sum(self.processed.pop(key, None) is not None for key in keys)
+                return sum(self._drop_mark(*key) for key in keys)
             case DeleteOwned(table, execution_id):
                 self._delete_owned(table, execution_id)
             case _:
                 raise TypeError(f"the memory tables cannot run {request!r}")
         return None
 
+    # -- rows and their indexes, changed together ------------------------------------------
+
     def _relay(self, table: str) -> dict[int, Any]:
         return self.outbox if table == "outbox" else self.spawns
 
+    def _add_relay(self, row: OutboxRow | SpawnRow) -> None:
+        seq = self.next_seq
+        self.next_seq += 1
+        if isinstance(row, OutboxRow):
+            self.outbox[seq] = row
+            self.outbox_of.add(row.target_id, seq)
+        else:
+            self.spawns[seq] = row
+            self.spawns_of.add(row.parent_id, seq)
+
+    def _ack(self, table: str, seq: int) -> None:
+        rows = self._relay(table)
+        row = rows.pop(seq, None)
+        if row is None:
+            return
+        if isinstance(row, OutboxRow):
+            self.outbox_of.discard(row.target_id, seq)
+        else:
+            self.spawns_of.discard(row.parent_id, seq)
+        # A dict keeps a hole for each deleted row and iterates over them: a relay whose head
+        # was acknowledged 100k times would make every sweep skip 100k holes.  Copying drops
+        # the holes; doing it once the holes outnumber the rows keeps acks amortised O(1).
+        self.acked[table] += 1
+        if self.acked[table] > len(rows) + _COMPACT_SLACK:
+            self.acked[table] = 0
+            setattr(self, table, dict(rows))
+
+    def _put_mark(self, execution_id: str, event_id: str, recorded_at: float) -> None:
+        key = (execution_id, event_id)
+        if key not in self.processed:
+            self.processed[key] = recorded_at
+            self.ages.add((recorded_at, execution_id, event_id))
+            self.marks_of.add(execution_id, event_id)
+
+    def _drop_mark(self, execution_id: str, event_id: str) -> bool:
+        at = self.processed.pop((execution_id, event_id), None)
+        if at is None:
+            return False
+        self.ages.discard((at, execution_id, event_id))
+        self.marks_of.discard(execution_id, event_id)
+        return True
+
+    def _drop_timer(self, execution_id: str, path: str, only_at: float | None) -> None:
+        at = self.timers.get((execution_id, path))
+        if at is None or (only_at is not None and at != only_at):
+            return
+        del self.timers[(execution_id, path)]
+        self.due.discard((at, execution_id, path))
+        self.timers_of.discard(execution_id, path)
+
+    # -- reads through the indexes -----------------------------------------------------------
+
     def _scan_executions(self, query: ListingQuery) -> list[ExecutionSummary]:
         rows: list[ExecutionSummary] = []
-        for execution_id in sorted(self.executions):
-            if query.after is not None and execution_id <= query.after:
-                continue
+        for execution_id in self.ids.after(query.after):
             summary = self.executions[execution_id].summary
             if query.matches(summary):
                 rows.append(summary)
@@ -130,24 +202,31 @@ class MemoryData:
                     break
         return rows
 
+    def _list_owned(self, table: str, execution_id: str) -> list[tuple[Any, Any]]:
+        if table == "processed":
+            events = self.marks_of.of(execution_id)
+            return sorted((event, self.processed[(execution_id, event)]) for event in events)
+        if table == "timers":
+            paths = self.timers_of.of(execution_id)
+            return sorted((path, self.timers[(execution_id, path)]) for path in paths)
+        rows = self._relay(table)
+        owned = self.outbox_of if table == "outbox" else self.spawns_of
+        return [(seq, rows[seq]) for seq in sorted(owned.of(execution_id))]
+
     def _delete_owned(self, table: Table, execution_id: str) -> None:
-        owned: dict[Any, Any]
-        keys: list[Any]
         if table == "executions":
-            self.executions.pop(execution_id, None)
-            return
-        if table == "trace":
+            if self.executions.pop(execution_id, None) is not None:
+                self.ids.discard(execution_id)
+        elif table == "trace":
             self.trace.pop(execution_id, None)
             self.last_trace_index.pop(execution_id, None)
-            return
-        if table in ("processed", "timers"):
-            owned = self.processed if table == "processed" else self.timers
-            keys = [key for key in owned if key[0] == execution_id]
-        elif table == "outbox":
-            owned = self.outbox
-            keys = [seq for seq, row in self.outbox.items() if row.target_id == execution_id]
+        elif table == "processed":
+            for event_id in self.marks_of.of(execution_id):
+                self._drop_mark(execution_id, event_id)
+        elif table == "timers":
+            for path in self.timers_of.of(execution_id):
+                self._drop_timer(execution_id, path, None)
         else:
-            owned = self.spawns
-            keys = [seq for seq, row in self.spawns.items() if row.parent_id == execution_id]
-        for key in keys:
-            del owned[key]
+            owned = self.outbox_of if table == "outbox" else self.spawns_of
+            for seq in owned.of(execution_id):
+                self._ack(table, seq)

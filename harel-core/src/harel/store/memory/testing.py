@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harel.conformance.harness import StoreHarness
 from harel.store.contract import Capabilities
 from harel.store.memory._capabilities import CAPABILITIES
+from harel.store.memory._index import Owned
 from harel.store.memory._options import dataset_name
 from harel.store.memory._tables import MemoryData
 from harel.store.memory.aio import AsyncDictStore
@@ -15,7 +16,8 @@ from harel.store.memory.sync import DictStore
 
 
 def footprint(data: MemoryData, execution_id: str) -> list[str]:
-    """Every record ``data`` holds for ``execution_id``, one label each (read under the lock)."""
+    """Every record (and index entry) ``data`` holds for ``execution_id``, one label each (read
+    under the lock)."""
     with data.lock:
         labels = ["execution"] if execution_id in data.executions else []
         labels += [f"processed:{ev}" for (eid, ev) in data.processed if eid == execution_id]
@@ -27,6 +29,22 @@ def footprint(data: MemoryData, execution_id: str) -> list[str]:
             labels.append("trace-ring")
         if execution_id in data.last_trace_index:
             labels.append("trace-counter")
+        labels += _index_labels(data, execution_id)
+    return labels
+
+
+def _index_labels(data: MemoryData, execution_id: str) -> list[str]:
+    """Index entries left for ``execution_id`` (so a purge that forgets an index shows)."""
+    owned: dict[str, Owned[Any]] = {
+        "marks": data.marks_of,
+        "timers": data.timers_of,
+        "outbox": data.outbox_of,
+        "spawns": data.spawns_of,
+    }
+    labels = [f"index:{name}" for name, index in owned.items() if execution_id in index.by_id]
+    labels += [f"index:id:{eid}" for eid in data.ids.keys if eid == execution_id]
+    labels += [f"index:due:{path}" for _, eid, path in data.due.keys if eid == execution_id]
+    labels += [f"index:age:{event}" for _, eid, event in data.ages.keys if eid == execution_id]
     return labels
 
 

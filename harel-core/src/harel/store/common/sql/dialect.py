@@ -24,8 +24,10 @@ Values always travel as bound parameters; nothing is ever formatted into a state
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Literal
 
 from harel.store.common.sql.requests import Statement
@@ -68,10 +70,33 @@ class Rendered:
 
     sql: str
     slots: tuple[str, ...]
+    _take: Callable[[Mapping[str, Any]], tuple[Any, ...]] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        # an itemgetter picks the parameters in C: binding is on every commit's path
+        take: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+        if not self.slots:
+            take = _no_params
+        elif len(self.slots) == 1:
+            one = itemgetter(self.slots[0])
+            take = lambda values: (one(values),)  # noqa: E731 - a one-line closure
+        else:
+            take = itemgetter(*self.slots)
+        object.__setattr__(self, "_take", take)
 
     def bind(self, **values: Any) -> Statement:
         """The statement with ``values`` bound in placeholder order (a missing slot raises)."""
-        return Statement(self.sql, tuple(values[name] for name in self.slots))
+        return Statement(self.sql, self._take(values))
+
+    def bind_map(self, values: Mapping[str, Any]) -> Statement:
+        """:meth:`bind` from a mapping (no keyword-argument copy: the hot paths use it)."""
+        return Statement(self.sql, self._take(values))
+
+
+def _no_params(_values: Mapping[str, Any]) -> tuple[Any, ...]:
+    return ()
 
 
 @lru_cache(maxsize=512)

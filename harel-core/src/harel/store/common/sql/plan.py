@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from dataclasses import asdict
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -27,6 +28,8 @@ from harel.store.common.codec import decode_event, decode_execution, decode_payl
 from harel.store.common.commit import PreparedCommit, conflict
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
+from harel.store.common.records import PreparedImport
+from harel.store.common.schema_version import release_of
 from harel.store.common.sql.dialect import Dialect
 from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.common.sql.schema import SCHEMA_TABLE, SCHEMA_VERSION, SchemaAction, schema_action
@@ -42,8 +45,13 @@ from harel.store.common.validate import (
     check_seq,
     check_timer_ref,
 )
-from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
-from harel.store.errors import ExecutionActive, ExecutionNotFound, StoreCorrupted
+from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionAlreadyExists,
+    ExecutionNotFound,
+    StoreCorrupted,
+)
 
 T = TypeVar("T")
 Request = Statement | Batch
@@ -57,17 +65,26 @@ class SqlPlan:
     """The operations of one SQL-family database, for one dialect.
 
     ``where`` names the database in messages (``"SQLite database '/srv/app.db'"``);
-    ``max_document_bytes`` is the backend's per-document limit, applied to ``append_trace``
-    (commits get it from :func:`~harel.store.common.committing`).  Arguments are validated by
+    ``distribution`` is the backend's (``"harel-store-sqlite"``); ``max_document_bytes`` is
+    the backend's per-document limit, applied to ``append_trace`` (commits get it from
+    :func:`~harel.store.common.committing`).  Arguments are validated by
     :mod:`harel.store.common.validate` before any request is yielded.
     """
 
     def __init__(
-        self, dialect: Dialect, *, where: str, max_document_bytes: int = MAX_DOCUMENT_BYTES
+        self,
+        dialect: Dialect,
+        *,
+        where: str,
+        distribution: str = "harel-core",
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
     ) -> None:
         self.dialect = dialect
         self.sql: SqlStatements = statements_for(dialect)
         self.where = where
+        self.distribution = distribution
+        """The backend's distribution: its release is recorded as the layout's writer, and
+        named in the ``pip install`` line that reads a newer layout."""
         self.max_document_bytes = max_document_bytes
         self._begin = Statement(dialect.begin or "")
         self._commit = Statement(dialect.commit)
@@ -122,56 +139,77 @@ class SqlPlan:
 
     def _schema_state(self) -> SqlOp[tuple[SchemaAction, int | None]]:
         tables = {str(row[0]) for row in (yield self.sql.tables_probe.bind()).rows}
-        version = None
+        version, written_by = None, None
         if SCHEMA_TABLE in tables:
-            row = (yield self.sql.version_probe.bind()).first
-            version = None if row is None else int(row[0])
-        return schema_action(tables, version, self.where), version
+            row = (yield self.sql.version_probe.bind()).first  # (singleton, version[, by])
+            if row is not None:
+                version = int(row[1])
+                written_by = str(row[2]) if len(row) > 2 and row[2] is not None else None
+        action = schema_action(
+            tables, version, self.where, distribution=self.distribution, written_by=written_by
+        )
+        return action, version
 
     def _schema_statements(
         self, action: SchemaAction, version: int | None, now: float
     ) -> tuple[Statement, ...]:
+        written_by = release_of(self.distribution)
         if action == "upgrade" and version is not None:
-            return tuple(s.bind(now=now) for s in self.sql.upgrades[version])
+            return tuple(s.bind(now=now, written_by=written_by) for s in self.sql.upgrades[version])
         return (
             *(s.bind() for s in self.sql.ddl),
-            self.sql.record_version.bind(version=SCHEMA_VERSION),
+            self.sql.record_version.bind(version=SCHEMA_VERSION, written_by=written_by),
         )
 
     # -- commit ---------------------------------------------------------------------------------
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> SqlOp[None]:
         """Write ``prepared`` atomically: the CAS, then every side write; on a lost CAS nothing
-        is written, the found version is read and :class:`StoreConflict` raised."""
+        is written, the found version is read and :class:`StoreConflict` raised.
+
+        Interactive dialects try the narrow CAS first (:attr:`SqlStatements.update_state`: no
+        index rewritten while status, definition and parent stay as stored), then the full
+        one; a commit without side writes runs them as autocommit statements (one statement
+        is atomic, and skipping ``BEGIN``/``COMMIT`` saves two driver calls).  A
+        single-request dialect cannot branch inside its one request: it sends the full CAS.
+        """
         p = prepared
         trace_keep_from(0, trace_max)  # validates trace_max before anything runs
         token = secrets.token_hex(16) if self.dialect.single_request else None
-        cas = (self.sql.insert_execution if p.is_insert else self.sql.update_execution).bind(
-            id=p.execution_id,
-            definition_id=p.definition_id,
-            status=p.status,
-            outcome=p.outcome,
-            active_path=p.active_path,
-            parent_id=p.parent_id,
-            version=p.new_version,
-            data=p.document,
-            updated_at=p.committed_at,
-            token=token,
-            expected=p.expected_version,
-        )
+        values = {
+            "id": p.execution_id,
+            "definition_id": p.definition_id,
+            "status": p.status,
+            "outcome": p.outcome,
+            "active_path": p.active_path,
+            "parent_id": p.parent_id,
+            "version": p.new_version,
+            "data": p.document,
+            "updated_at": p.committed_at,
+            "token": token,
+            "expected": p.expected_version,
+        }
+        sql = self.sql
+        full = sql.insert_execution if p.is_insert else sql.update_execution
         effects = list(self._side_writes(p, token, trace_max))
-        found = self.sql.found_version.bind(id=p.execution_id)
-        row: Sequence[Any] | None
+        row: Sequence[Any] | None = None
         if self.dialect.batch_reads:  # the found version rides in the commit's own request
-            results = yield Batch((cas, *effects, found))
+            found = sql.found_version.bind_map(values)
+            results = yield Batch((full.bind_map(values), *effects, found))
             applied, row = results[0].rowcount == 1, results[-1].first
         elif self.dialect.single_request:
-            applied, row = (yield Batch((cas, *effects)))[0].rowcount == 1, None
+            applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
         else:
-            applied, row = (yield from self._transaction(_cas_then(cas, effects))), None
+            # bound lazily: the full CAS only when the narrow one missed
+            forms = (full,) if p.is_insert else (sql.update_state, full)
+            casts = (form.bind_map(values) for form in forms)
+            if effects:
+                applied = yield from self._transaction(_cas_then(casts, effects))
+            else:
+                applied = yield from _first_applied(casts)
         if not applied:
             if not self.dialect.batch_reads:
-                row = (yield found).first
+                row = (yield sql.found_version.bind(id=p.execution_id)).first
             raise conflict(p, None if row is None else int(row[0]))
 
     def _side_writes(
@@ -271,6 +309,59 @@ class SqlPlan:
             for (key,) in (yield query.bind(id=execution_id)).rows:
                 labels.append(label if label == "execution" else f"{label}:{key}")
         return labels
+
+    # -- records --------------------------------------------------------------------------------
+
+    def export_execution(self, execution_id: str) -> SqlOp[ExecutionRecord | None]:
+        """Everything stored for the id from ONE statement (one snapshot in every dialect),
+        or ``None`` when nothing is stored for it."""
+        execution_id = check_id(execution_id)
+        rows = (yield self.sql.export.bind(id=execution_id)).rows
+        if not rows:
+            return None
+        return _record(execution_id, rows, self.where)
+
+    def import_execution(self, prepared: PreparedImport) -> SqlOp[None]:
+        """Write ``prepared`` all-or-nothing: the execution inserted only if absent (else
+        :class:`ExecutionAlreadyExists`, nothing written), then its marks, timers, relays (new
+        seqs, in record order) and trace steps (their own indices).  A relays-only record
+        (no execution) appends its outbox rows unconditionally."""
+        p, sql = prepared, self.sql
+        exe = p.execution
+        token = secrets.token_hex(16) if self.dialect.single_request and exe else None
+        owner = {"id": p.execution_id, "token": token}
+        statements = [
+            *(sql.mark_processed.bind(event_id=e, at=at, **owner) for e, at in p.processed),
+            *(
+                sql.schedule_timer.bind(path=path, fire_at=at, fire_at_repr=repr(at), **owner)
+                for path, at in p.timers
+            ),
+            *(
+                (sql.insert_outbox if exe else sql.relay_outbox).bind(
+                    target=emit.target_id, event=emit.event_json, **owner
+                )
+                for emit in p.emits
+            ),
+            *(
+                sql.insert_spawn.bind(
+                    child=s.child_id, root=s.root_path, context=s.context_json, **owner
+                )
+                for s in p.spawns
+            ),
+            *(sql.import_trace.bind(idx=idx, entry=entry, **owner) for idx, entry in p.trace),
+        ]
+        if exe is None:
+            if statements:
+                yield from self._atomic(statements)
+            return
+        row = {**asdict(exe), "id": p.execution_id, "data": exe.document, "token": token}
+        insert = sql.insert_execution.bind_map(row)
+        if self.dialect.single_request:  # the side writes are guarded by the insert's token
+            applied = (yield Batch((insert, *statements)))[0].rowcount == 1
+        else:
+            applied = yield from self._transaction(_cas_then((insert,), statements))
+        if not applied:
+            raise ExecutionAlreadyExists(p.execution_id)
 
     # -- executions -----------------------------------------------------------------------------
 
@@ -390,9 +481,18 @@ def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
     return results
 
 
-def _cas_then(cas: Statement, effects: Sequence[Statement]) -> SqlOp[bool]:
-    """The CAS; the side writes only when it changed its row.  Returns whether it applied."""
-    if (yield cas).rowcount != 1:
+def _first_applied(casts: Iterable[Statement]) -> SqlOp[bool]:
+    """Each CAS in turn until one changes its row.  Returns whether one applied."""
+    for cas in casts:
+        if (yield cas).rowcount == 1:
+            return True
+    return False
+
+
+def _cas_then(casts: Iterable[Statement], effects: Sequence[Statement]) -> SqlOp[bool]:
+    """The CAS (the first of ``casts`` that applies); the side writes only when one changed
+    its row.  Returns whether one applied."""
+    if not (yield from _first_applied(casts)):
         return False
     yield from _each(effects)
     return True
@@ -404,6 +504,46 @@ def _guarded(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
     if first.rowcount != 1:
         return [first]
     return [first, *(yield from _each(statements[1:]))]
+
+
+def _record(execution_id: str, rows: Sequence[Sequence[Any]], where: str) -> ExecutionRecord:
+    """Build an :class:`ExecutionRecord` from the export statement's rows (see
+    :data:`~harel.store.common.sql.statements._EXPORT` for their shape)."""
+    of = f"of execution {execution_id!r}"
+    parts: dict[int, list[Sequence[Any]]] = {kind: [] for kind in range(6)}
+    for row in rows:
+        parts[int(row[0])].append(row[1:])
+    execution, updated_at = None, None
+    for _key, data, updated, _ in parts[0]:
+        execution = decode_execution(data, what=f"the stored document {of}")
+        updated_at = None if updated is None else float(updated)
+    for event_id, at, _, _ in parts[1]:
+        if at is None:
+            raise StoreCorrupted(
+                f"the dedupe mark {event_id!r} {of} in {where} has no processed_at; set it "
+                "(epoch seconds) or delete the mark"
+            )
+    return ExecutionRecord(
+        execution_id=execution_id,
+        execution=execution,
+        updated_at=updated_at,
+        processed=tuple((str(e), float(at)) for e, at, _, _ in parts[1]),
+        timers=tuple((str(path), float(text)) for path, text, _, _ in parts[2]),
+        outbox=tuple(
+            OutboxEntry(int(seq), execution_id, decode_event(event, what=f"outbox entry {seq}"))
+            for seq, event, _, _ in parts[3]
+        ),
+        spawns=tuple(
+            SpawnEntry(
+                int(seq), execution_id, child, root, decode_payload(ctx, what=f"spawn {seq}")
+            )
+            for seq, child, root, ctx in parts[4]
+        ),
+        trace=tuple(
+            decode_trace_step(entry, int(idx), what=f"trace step {idx} {of}")
+            for idx, entry, _, _ in parts[5]
+        ),
+    )
 
 
 def bound_limit(limit: int | None) -> int:

@@ -1,15 +1,18 @@
 """The SQL family's schema: tables, indexes, the schema-version row and the upgrade path.
 
-Layout version 2 (version 1, the first SQLite release, is upgraded in place):
+Layout version 3 (versions 1 and 2, written by earlier releases, are upgraded in place):
 
 * ``executions`` — one row per execution: the JSON document (``data``), the summary columns
   that ``commit`` writes (``definition_id``, ``status``, ``outcome``, ``active_path``,
   ``parent_id``, ``updated_at``), the CAS ``version``, and ``commit_token`` (the random token of
   the last commit, written only by single-request dialects, whose side writes are guarded by
-  it; ``NULL`` elsewhere).  Listing is served by the ``executions_*`` indexes.
+  it; ``NULL`` elsewhere).  Listing is served by the ``executions_*`` indexes: one per filter
+  shape (definition + status, definition, status, none) and, since version 3, a roots-only
+  twin of each (partial: ``WHERE parent_id IS NULL``), so a roots-only page reads only roots
+  however many children share its status or definition.
 * ``outbox`` / ``spawns`` — relay queues keyed by an increasing ``seq`` (AUTOINCREMENT: a seq
   is never reused, even after the newest row was acknowledged).  ``outbox_target`` and
-  ``spawns_parent`` serve ``purge``.
+  ``spawns_parent`` serve ``purge`` and ``export_execution``.
 * ``processed_events`` — the dedupe marks, keyed by ``(execution_id, event_id)``, with
   ``processed_at`` (the commit's epoch seconds); ``processed_events_age`` serves
   ``prune_processed``.
@@ -17,19 +20,22 @@ Layout version 2 (version 1, the first SQLite release, is upgraded in place):
   ``fire_at`` (REAL) orders and compares; ``fire_at_repr`` (Python's ``repr``) is what reads
   return, because SQLite stores ``-0.0`` as ``0`` and the contract wants the bits back.
 * ``trace`` — the per-execution ring of steps, keyed by ``(execution_id, idx)``.
-* ``harel_schema`` — exactly one row holding :data:`SCHEMA_VERSION`, checked at every open.
+* ``harel_schema`` — exactly one row: ``(singleton, version, written_by)``, the layout version
+  and the release that wrote it (``"harel-store-sqlite 0.1.0"``), checked at every open with
+  :func:`harel.store.common.schema_verdict`.  These three columns come first in every layout,
+  so any release can read them (``SELECT *``) and name the release a newer file needs.
 
-Every statement here is idempotent (``IF NOT EXISTS``) except the upgrade's ``ALTER TABLE``s,
-which run only inside the write transaction that re-checked the version.
+Every statement here is idempotent (``IF NOT EXISTS``) except the upgrades' ``ALTER TABLE``s,
+which run only inside the write transaction that re-checked the version (single-request
+dialects: one batch, which a concurrent opener's duplicate fails as a whole).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
+from harel.store.common.schema_version import SchemaVerdict, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout version this release reads and writes."""
 
 SCHEMA_TABLE = "harel_schema"
@@ -39,17 +45,36 @@ TABLES_PROBE = (
 )
 """Which of the marker tables exist (tells a fresh database from a foreign or older layout)."""
 
-VERSION_PROBE = "SELECT version FROM harel_schema WHERE singleton = 1"
+VERSION_PROBE = "SELECT * FROM harel_schema WHERE singleton = 1"
+"""``(singleton, version[, written_by])``: ``*`` because version 2 has no ``written_by``."""
 
 RECORD_VERSION = (
-    "INSERT INTO harel_schema (singleton, version) VALUES (1, :version) "
-    "ON CONFLICT (singleton) DO NOTHING"
+    "INSERT INTO harel_schema (singleton, version, written_by) VALUES (1, :version, "
+    ":written_by) ON CONFLICT (singleton) DO NOTHING"
+)
+
+_ADDED_BY_2: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS processed_events_age ON processed_events (processed_at)",
+    "CREATE INDEX IF NOT EXISTS outbox_target ON outbox (target_id) WHERE target_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS spawns_parent ON spawns (parent_id)",
+)
+
+_ADDED_BY_3: tuple[str, ...] = (
+    # roots-only listing: without these, a roots-only page filtered by status or definition
+    # walked the status/definition index and read every child row in it to skip it
+    "CREATE INDEX IF NOT EXISTS executions_roots_definition_status "
+    "ON executions (definition_id, status, id) WHERE parent_id IS NULL",
+    "CREATE INDEX IF NOT EXISTS executions_roots_definition "
+    "ON executions (definition_id, id) WHERE parent_id IS NULL",
+    "CREATE INDEX IF NOT EXISTS executions_roots_status "
+    "ON executions (status, id) WHERE parent_id IS NULL",
 )
 
 DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS harel_schema (
         singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-        version INTEGER NOT NULL
+        version INTEGER NOT NULL,
+        written_by TEXT
     )""",
     """CREATE TABLE IF NOT EXISTS executions (
         id TEXT PRIMARY KEY,
@@ -104,51 +129,67 @@ DDL: tuple[str, ...] = (
         entry TEXT NOT NULL,
         PRIMARY KEY (execution_id, idx)
     ) WITHOUT ROWID""",
-    *(
-        # added by version 2 (also created by the upgrade from version 1)
-        "CREATE INDEX IF NOT EXISTS processed_events_age ON processed_events (processed_at)",
-        "CREATE INDEX IF NOT EXISTS outbox_target ON outbox (target_id) "
-        "WHERE target_id IS NOT NULL",
-        "CREATE INDEX IF NOT EXISTS spawns_parent ON spawns (parent_id)",
-    ),
+    *_ADDED_BY_2,
+    *_ADDED_BY_3,
 )
 """Statements creating schema version :data:`SCHEMA_VERSION` in an empty database."""
 
-UPGRADES: dict[int, tuple[str, ...]] = {
-    1: (
-        "ALTER TABLE executions ADD COLUMN updated_at REAL",
-        "ALTER TABLE executions ADD COLUMN commit_token TEXT",
-        "ALTER TABLE processed_events ADD COLUMN processed_at REAL",
-        # a version-1 mark's age is unknown: count it from the upgrade, so pruning can only
-        # drop it later than its real age would allow, never earlier
-        "UPDATE processed_events SET processed_at = :now",
-        *DDL[-3:],
-        "UPDATE harel_schema SET version = 2 WHERE singleton = 1 AND version = 1",
-    ),
-}
+_TO_2: tuple[str, ...] = (
+    "ALTER TABLE executions ADD COLUMN updated_at REAL",
+    "ALTER TABLE executions ADD COLUMN commit_token TEXT",
+    "ALTER TABLE processed_events ADD COLUMN processed_at REAL",
+    # a version-1 mark's age is unknown: count it from the upgrade, so pruning can only
+    # drop it later than its real age would allow, never earlier
+    "UPDATE processed_events SET processed_at = :now",
+    *_ADDED_BY_2,
+    "UPDATE harel_schema SET version = 2 WHERE singleton = 1 AND version = 1",
+)
+
+_TO_3: tuple[str, ...] = (
+    "ALTER TABLE harel_schema ADD COLUMN written_by TEXT",
+    *_ADDED_BY_3,
+    "UPDATE harel_schema SET version = 3, written_by = :written_by "
+    "WHERE singleton = 1 AND version = 2",
+)
+
+UPGRADES: dict[int, tuple[str, ...]] = {1: (*_TO_2, *_TO_3), 2: _TO_3}
 """For each older version, the statements (run in one write transaction) that bring it to
-:data:`SCHEMA_VERSION`.  ``:now`` is bound to the upgrade's epoch seconds."""
+:data:`SCHEMA_VERSION`.  ``:now`` is bound to the upgrade's epoch seconds, ``:written_by`` to
+the upgrading release."""
 
-SchemaAction = Literal["ready", "create", "upgrade"]
+SchemaAction = SchemaVerdict
 
 
-def schema_action(tables: set[str], version: int | None, where: str) -> SchemaAction:
-    """Decide what opening a database needs, from :data:`TABLES_PROBE` and the stored version.
+def schema_action(
+    tables: set[str],
+    version: int | None,
+    where: str,
+    *,
+    distribution: str,
+    written_by: str | None = None,
+) -> SchemaAction:
+    """Decide what opening a database needs, from :data:`TABLES_PROBE` and the stored
+    ``harel_schema`` row (``version``, ``written_by``).
 
     ``"create"`` for an empty database, ``"upgrade"`` for a version listed in
-    :data:`UPGRADES`, ``"ready"`` for the current one.  Raises :class:`SchemaVersionError` for
-    a database written by a newer (or unknown) release or holding foreign tables named like
-    ours; ``where`` names the database in the message.
+    :data:`UPGRADES`, ``"ready"`` for the current one.  Raises :class:`SchemaVersionError`
+    (from :func:`~harel.store.common.schema_verdict`: both versions, the writing release and
+    the ``pip install`` line of ``distribution``) for a database written by a newer release,
+    and for foreign tables named like ours; ``where`` names the database in the message.
     """
     if SCHEMA_TABLE in tables:
-        if version == SCHEMA_VERSION:
-            return "ready"
-        if version in UPGRADES:
-            return "upgrade"
-        raise SchemaVersionError(
-            f"{where} holds harel SQL schema version {version}, but this release reads version "
-            f"{SCHEMA_VERSION} (and upgrades {', '.join(map(str, sorted(UPGRADES)))}); install "
-            "the release that wrote it, or migrate the data into a new database"
+        if version is None:
+            raise SchemaVersionError(
+                f"{where} has a harel_schema table without its row (an interrupted or foreign "
+                "database); point the store at a new database"
+            )
+        return schema_verdict(
+            version,
+            current=SCHEMA_VERSION,
+            upgrades=UPGRADES,
+            where=where,
+            distribution=distribution,
+            written_by=written_by,
         )
     if "executions" in tables:
         raise SchemaVersionError(

@@ -43,6 +43,26 @@ _INACTIVE = (
     + ")))"
 )
 
+_EXPORT = (
+    " UNION ALL ".join(
+        f"SELECT {kind}, {columns} FROM {table} WHERE {column} = :id"
+        for kind, columns, table, column in (
+            (0, "NULL, data, updated_at, NULL", "executions", "id"),
+            (1, "event_id, processed_at, NULL, NULL", "processed_events", "execution_id"),
+            (2, "path, fire_at_repr, NULL, NULL", "timers", "execution_id"),
+            (3, "seq, event, NULL, NULL", "outbox", "target_id"),
+            (4, "seq, child_id, root_path, context", "spawns", "parent_id"),
+            (5, "idx, entry, NULL, NULL", "trace", "execution_id"),
+        )
+    )
+    + " ORDER BY 1, 2"
+)
+"""Every row one execution id owns, as ``(kind, key, a, b, c)`` rows sorted by kind then key:
+0 the execution ``(data, updated_at)``, 1 a mark ``(event_id, processed_at)``, 2 a timer
+``(path, fire_at_repr)``, 3 an outbox entry ``(seq, event)``, 4 a spawn intent ``(seq,
+child_id, root_path, context)``, 5 a trace step ``(idx, entry)``.  One ``SELECT`` is one read
+transaction in SQLite, so the record is a consistent snapshot without ``BEGIN``."""
+
 
 class SqlStatements:
     """The rendered statements of one dialect (build with :func:`statements_for`)."""
@@ -74,6 +94,16 @@ class SqlStatements:
             "version = :version, data = :data, updated_at = :updated_at, "
             "commit_token = :token WHERE id = :id AND version = :expected"
         )
+        self.update_state = r(
+            "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
+            "version = :version, data = :data, updated_at = :updated_at, commit_token = :token "
+            "WHERE id = :id AND version = :expected AND status = :status "
+            "AND definition_id = :definition_id AND parent_id IS :parent_id"
+        )
+        """The narrow CAS: applies only when the indexed summary columns already hold the new
+        values, and names none of them in ``SET``, so SQLite rewrites no index entry (it
+        maintains every index whose column is named in ``SET``, changed or not).  On a miss
+        (summary changed, or a lost CAS) the plan runs :attr:`update_execution`."""
         self.found_version = r("SELECT version FROM executions WHERE id = :id")
         self.execution_status = r("SELECT status FROM executions WHERE id = :id")
         side = partial(self._side_insert, guard)
@@ -134,6 +164,16 @@ class SqlStatements:
             )
         )
         """For test harnesses: ``(label, query)`` pairs listing every row one execution owns."""
+
+        # -- records: export (one statement, so one snapshot in every dialect) and import
+        self.export = r(_EXPORT)
+        self.import_trace = side(
+            "trace (execution_id, idx, entry)",
+            ":id, :idx, :entry",
+            "(execution_id, idx) DO UPDATE SET entry = excluded.entry",
+        )
+        self.relay_outbox = self._side_insert(None, "outbox (target_id, event)", ":target, :event")
+        """An outbox row with no owner guard: a relays-only import (no execution to own it)."""
 
         # -- single-statement writes
         self.ack_outbox = r("DELETE FROM outbox WHERE seq = :seq")

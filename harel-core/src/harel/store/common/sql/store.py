@@ -76,10 +76,10 @@ class SqlStore(SqlContract, Generic[C]):
         """The error raised by any call on a closed store."""
         return StoreError(f"{self!r} is closed; open a new store")
 
-    def _driver_errors(self) -> contextlib.AbstractContextManager[None]:
-        """A context translating driver errors raised by a whole operation (none by default:
-        a backend may map them in :meth:`_execute` instead)."""
-        return contextlib.nullcontext()
+    def _map_error(self, exc: Exception) -> Exception | None:
+        """The typed error for a driver exception that escaped a whole operation, or ``None``
+        to let it propagate (the default: a backend may map errors in :meth:`_execute`)."""
+        return None
 
     # -- the drive loop -------------------------------------------------------------------------
 
@@ -91,9 +91,13 @@ class SqlStore(SqlContract, Generic[C]):
             if conn is None:
                 operation.close()
                 raise self._closed_error()
-            try:
-                with self._driver_errors():
-                    return drive(operation, partial(self._execute, conn))
+            try:  # a plain try, not a context manager: this is every operation's path
+                return drive(operation, partial(self._execute, conn))
+            except Exception as exc:
+                error = self._map_error(exc)
+                if error is None:
+                    raise
+                raise error from exc
             finally:
                 if conn.in_transaction:
                     with contextlib.suppress(Exception):

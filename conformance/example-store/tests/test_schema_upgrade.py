@@ -1,0 +1,136 @@
+"""The layout format: created, upgraded in place from the previous format, or refused.
+
+The previous-format directory is written by hand here, byte for byte as release 0.1 (format 2)
+wrote it: no ``written_by`` and no quarantine in ``state.json``, format 2 in every file.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from harel import Event, Execution
+from harel.store.common import encode_event, encode_execution
+from harel.store.errors import SchemaVersionError
+from harel_example_jsondir import JsonDirStore, _schema
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != _schema.LOCK
+    }
+
+
+def _write(directory: Path, relative: str, data: object) -> None:
+    path = directory / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+
+
+def format_2_directory(directory: Path) -> Path:
+    """A directory as format 2 left it: one execution with a mark, a timer, a pending outbox
+    entry, a spawn intent and a trace step."""
+    exe = Execution(id="old", definition_id="d", version=2, context={"n": 1})
+    row = {
+        "definition_id": "d",
+        "status": "PENDING",
+        "outcome": None,
+        "active_path": None,
+        "version": 2,
+        "parent_id": None,
+        "updated_at": 1000.5,
+    }
+    state = {
+        "format": 2,
+        "next_seq": 3,
+        "executions": {"old": row},
+        "outbox": [[1, "old", encode_event(Event(id="ev-1", kind="Go"))]],
+        "spawns": [[2, "old", "old-kid", "M.R", "{}"]],
+        "processed": {"old": {"in-1": 999.25}},
+        "timers": [["old", "M.Wait", 2000.0]],
+    }
+    _write(directory, _schema.STATE, state)
+    (directory / _schema.document_path("old")).parent.mkdir(parents=True, exist_ok=True)
+    (directory / _schema.document_path("old")).write_text(encode_execution(exe), "utf-8")
+    ring = {"format": 2, "id": "old", "last": 4, "steps": [[4, '{"event_kind":"Go"}']]}
+    _write(directory, _schema.trace_path("old"), ring)
+    return directory
+
+
+def _assert_served(store: JsonDirStore) -> None:
+    exe = store.load("old")
+    assert exe is not None and exe.version == 2 and exe.context == {"n": 1}
+    assert store.is_processed("old", "in-1")
+    assert store.due_timers(3000.0) == [("old", "M.Wait", 2000.0)]
+    assert [entry.event.id for entry in store.pending_outbox()] == ["ev-1"]
+    assert [entry.child_id for entry in store.pending_spawns()] == ["old-kid"]
+    assert store.read_trace("old") == [{"event_kind": "Go", "index": 4}]
+    record = store.export_execution("old")
+    assert record is not None and record.updated_at == 1000.5
+    assert record.processed == (("in-1", 999.25),)
+
+
+def test_opening_a_format_2_directory_upgrades_it_in_place(tmp_path: Path) -> None:
+    directory = format_2_directory(tmp_path / "data")
+    store = JsonDirStore(directory)
+    state = json.loads((directory / _schema.STATE).read_text())
+    assert state["format"] == _schema.FORMAT == 3
+    assert state["written_by"].startswith("harel-example-jsondir")
+    assert state["quarantine"] == []
+    _assert_served(store)
+    store.commit(store.load("old") or Execution(id="x", definition_id="d"), [])  # still writes
+    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+
+
+def test_the_upgrade_is_idempotent(tmp_path: Path) -> None:
+    directory = format_2_directory(tmp_path / "data")
+    JsonDirStore(directory)
+    upgraded = _files(directory)
+    JsonDirStore(directory)
+    assert _files(directory) == upgraded
+
+
+def test_processes_opening_at_once_upgrade_once(tmp_path: Path) -> None:
+    directory = format_2_directory(tmp_path / "data")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        stores = list(pool.map(lambda _: JsonDirStore(directory), range(4)))
+    for store in stores:
+        _assert_served(store)
+    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+
+
+def test_a_format_2_journal_left_by_a_crash_is_replayed_then_upgraded(tmp_path: Path) -> None:
+    directory = format_2_directory(tmp_path / "data")
+    state = json.loads((directory / _schema.STATE).read_text())
+    state["timers"] = []  # the write the crash interrupted: the timer was disarmed
+    journal = {"format": 2, "files": [[_schema.STATE, json.dumps(state)]]}
+    _write(directory, _schema.JOURNAL, journal)
+    store = JsonDirStore(directory)
+    assert not (directory / _schema.JOURNAL).exists()
+    assert store.due_timers(3000.0) == []
+    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+
+
+def test_a_newer_format_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    directory = format_2_directory(tmp_path / "data")
+    state = json.loads((directory / _schema.STATE).read_text())
+    state.update(format=4, written_by="harel-example-jsondir 9.1.0")
+    _write(directory, _schema.STATE, state)
+    before = _files(directory)
+    with pytest.raises(SchemaVersionError) as refused:
+        JsonDirStore(directory)
+    message = str(refused.value)
+    assert "version 4" in message and "harel-example-jsondir 9.1.0" in message
+    assert "pip install 'harel-example-jsondir>=9.1.0'" in message
+    assert _files(directory) == before
+
+
+def test_an_empty_directory_gets_the_current_layout_and_its_writer(tmp_path: Path) -> None:
+    store = JsonDirStore(tmp_path / "data")
+    state = json.loads((store.directory / _schema.STATE).read_text())
+    assert state["format"] == 3 and state["written_by"].startswith("harel-example-jsondir")
+    assert store.list_executions().items == []

@@ -1,0 +1,194 @@
+"""Tests every file-backed SQL-family backend runs (SQLite, libSQL), written once.
+
+A backend's test module collects them with ``from harel.store.common.sql.suite import *`` and
+its ``conftest.py`` provides the ``sql_backend`` fixture (a
+:class:`~harel.store.common.sql.testing.FileBackend`).  They check what the shared layout and
+the one-connection store guarantee beyond the conformance kit: the layout version and its
+writer recorded at creation, a version-2 file (written by the previous release) upgraded in
+place with its data readable, a newer layout refused before anything is written, two
+processes upgrading one file at once, threads sharing one store, and records moved between
+files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from harel.model import Event, Execution, Status
+from harel.store.common import record_digest, release_of
+from harel.store.common.sql.schema import SCHEMA_VERSION
+from harel.store.common.sql.testing import (
+    VERSION_3_INDEXES,
+    FileBackend,
+    full_commit_args,
+    index_names,
+    raw,
+    schema_row,
+    table_counts,
+    version_2_file,
+)
+from harel.store.errors import ExecutionAlreadyExists, SchemaVersionError
+
+__all__ = [
+    "test_a_newer_layout_is_refused_before_anything_is_written",
+    "test_a_version_2_file_is_upgraded_in_place",
+    "test_layout_version_and_writer_are_recorded_at_creation",
+    "test_records_move_between_files_whole_and_once",
+    "test_threads_share_one_sync_store",
+    "test_two_processes_open_a_version_2_file_at_once",
+]
+
+
+def test_layout_version_and_writer_are_recorded_at_creation(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "new.db"
+    sql_backend.open(str(path)).close()
+    assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
+    assert SCHEMA_VERSION == 3 and index_names(path) >= VERSION_3_INDEXES
+
+
+def test_a_version_2_file_is_upgraded_in_place(sql_backend: FileBackend, tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    exe = version_2_file(path)
+    with closing(sql_backend.open(str(path))) as store:
+        assert store.load("old") == exe
+        record = store.export_execution("old")
+        assert record is not None and record.execution == exe and record.updated_at == 50.0
+        assert record.processed == (("ev-old", 40.0),) and record.timers == (("a.b", 99.5),)
+        assert [entry.event.id for entry in record.outbox] == ["out-old"]
+        assert [(s.child_id, s.context) for s in record.spawns] == [("kid", {"k": 1})]
+        assert [step["index"] for step in record.trace] == [4, 5]
+        page = store.list_executions(status=[Status.RUNNING], roots_only=True)
+        assert [summary.id for summary in page.items] == ["old"]
+        store.commit(exe, [(None, Event(kind="K"))], "ev-new", trace={"a": 3})
+        assert exe.version == 4 and store.read_trace("old")[-1]["index"] == 6
+        exe.status = Status.DONE
+        store.commit(exe, [])
+        assert store.list_executions(status=[Status.RUNNING], roots_only=True).items == []
+    assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
+    assert index_names(path) >= VERSION_3_INDEXES
+    sql_backend.open(str(path)).close()  # reopening an upgraded file changes nothing
+    assert schema_row(path)[1] == SCHEMA_VERSION
+
+
+@pytest.mark.anyio
+async def test_a_newer_layout_is_refused_before_anything_is_written(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "newer.db"
+    version_2_file(path)
+    conn = raw(path)
+    conn.execute("ALTER TABLE harel_schema ADD COLUMN written_by TEXT")
+    writer = f"{sql_backend.distribution} 9.0"
+    conn.execute("UPDATE harel_schema SET version = 99, written_by = ?", (writer,))
+    layout = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    conn.close()
+    counts = table_counts(path)
+    with pytest.raises(SchemaVersionError) as info:
+        sql_backend.open(str(path))
+    message = str(info.value)
+    assert "version 99" in message and f"version {SCHEMA_VERSION}" in message
+    assert writer in message and f"pip install '{sql_backend.distribution}>=9.0'" in message
+    with pytest.raises(SchemaVersionError, match="version 99"):
+        await sql_backend.aopen(str(path))
+    conn = raw(path)
+    assert conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == (
+        layout
+    )
+    conn.close()
+    assert table_counts(path) == counts and schema_row(path) == (1, 99, writer)
+
+
+_OPENER = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    from harel.registry import open_store
+    go = pathlib.Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.001)
+    store = open_store(sys.argv[1], busy_timeout_ms=30000)
+    print(store.load("old").version)
+    store.close()
+    """
+)
+
+
+def test_two_processes_open_a_version_2_file_at_once(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    path, go = tmp_path / "shared.db", tmp_path / "go"
+    version_2_file(path)
+    url = sql_backend.url(path)
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPENER, url, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    go.touch()
+    outcomes = [opener.communicate(timeout=120) for opener in openers]
+    assert [opener.returncode for opener in openers] == [0, 0], outcomes
+    assert [out.strip() for out, _ in outcomes] == ["3", "3"]
+    assert schema_row(path)[1] == SCHEMA_VERSION and index_names(path) >= VERSION_3_INDEXES
+
+
+def test_threads_share_one_sync_store(sql_backend: FileBackend, tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    store = sql_backend.open(str(tmp_path / "threads.db"))
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(20):
+                exe = Execution(id=f"t{t}-{i}", definition_id="d")
+                store.commit(exe, [(None, Event(kind="K"))], f"t{t}-{i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.pending_outbox()) == 120
+    store.close()
+
+
+def test_records_move_between_files_whole_and_once(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    with closing(sql_backend.open(str(source), trace_max=2)) as store:
+        exe = Execution(id="e", definition_id="d")
+        for tag in ("a", "b", "c"):
+            store.commit(*full_commit_args(exe, tag))
+        record = store.export_execution("e")
+        relays = store.export_execution("t")  # only outbox entries target it
+    assert record is not None and relays is not None and relays.execution is None
+    assert len(record.trace) == 2 and len(record.outbox) == 0 and len(relays.outbox) == 3
+    with closing(sql_backend.open(str(target), trace_max=2)) as store:
+        store.commit(Execution(id="first", definition_id="d"), [(None, Event(kind="K"))])
+        store.import_execution(record)
+        store.import_execution(relays)
+        moved = store.export_execution("e")
+        assert moved is not None and record_digest(moved) == record_digest(record)
+        moved_relays = store.export_execution("t")
+        assert moved_relays is not None and record_digest(moved_relays) == record_digest(relays)
+        assert [entry.seq for entry in moved_relays.outbox] == [2, 3, 4]  # after the existing
+        spawns = store.pending_spawns()
+        with pytest.raises(ExecutionAlreadyExists):
+            store.import_execution(record)  # refused whole: no mark, timer, spawn or step
+        again = store.export_execution("e")
+        assert again is not None and record_digest(again) == record_digest(record)
+        assert store.pending_spawns() == spawns

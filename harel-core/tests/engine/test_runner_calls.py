@@ -1,0 +1,148 @@
+"""What the runner asks of the store per event (bench figure 4, engine.md §2.3, §2.5).
+
+A step that wrote no relay work (no outbox entry, no spawn intent) is answered with
+``load_for_event`` + ``commit`` and returns the committed copy itself: no relay sweep, no
+reload.  Relay work other steps left pending is still delivered: by the next step that relays,
+by ``recover()`` and by the worker's rounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from harel import AsyncDurableRunner, DictStore, DurableRunner, Event, definition_from_dsl
+from harel.engine.definition import Definition
+from harel.engine.worker import Worker
+from harel.store.memory import AsyncDictStore
+
+TOGGLE = (
+    "event Go {} machine toggle { initial A  state A {}  state B {}"
+    "  from A to B on Go  from B to A on Go }"
+)
+
+SENDER = """
+event Go {}  event Ping {}
+machine sender {
+  initial A
+  state A {}
+  state B { on enter ping }
+  from A to B on Go
+  from B to A on Go
+  from A to A on Ping
+  from B to B on Ping
+}
+"""
+
+
+def ping(stm: Any, event: Event | None, **_: Any) -> None:
+    stm.send("peer", Event(kind="Ping"))
+
+
+def defs() -> dict[str, Definition]:
+    made = [definition_from_dsl(TOGGLE), definition_from_dsl(SENDER, actions={"ping": ping})]
+    return {d.id: d for d in made}
+
+
+def counting(store: Any) -> Any:
+    """``store`` behind a mock that records every method called on it (``calls(...)``)."""
+    return mock.Mock(wraps=store, store=store)
+
+
+def calls(store: Any) -> list[str]:
+    """The names of the methods called on a :func:`counting` store, in call order."""
+    return [name for name, _, _ in store.mock_calls]
+
+
+def test_a_step_without_relay_work_is_two_store_calls_and_returns_the_stored_copy() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    store.reset_mock()
+    got = runner.process("t", Event(kind="Go"))
+    assert calls(store) == ["load_for_event", "commit"]
+    assert got == store.store.load("t")
+    assert (got.active_path, got.version) == ("B", 2)
+
+
+def test_create_without_relay_work_returns_the_stored_copy() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    got = runner.create("toggle")
+    assert calls(store) == ["commit"]
+    assert got == store.store.load(got.id) and got.version == 1
+
+
+def test_a_step_that_emits_relays_and_returns_the_reloaded_copy() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="peer")
+    runner.create("sender", execution_id="s")
+    store.reset_mock()
+    got = runner.process("s", Event(kind="Go"))
+    assert {"pending_spawns", "pending_outbox", "ack_outbox", "load"} <= set(calls(store))
+    assert got == store.store.load("s")
+    assert store.store.pending_outbox() == []
+    assert _version(store.store, "peer") == 2  # the Ping was delivered
+
+
+def _version(store: DictStore, execution_id: str) -> int:
+    exe = store.load(execution_id)
+    assert exe is not None
+    return exe.version
+
+
+def _left_pending(store: DictStore) -> DurableRunner:
+    """A runner over ``store`` and one Ping a crashed step left in the outbox."""
+    runner = DurableRunner(store, defs())
+    runner.create("toggle", execution_id="peer")
+    runner.create("sender", execution_id="s")
+    runner.process("s", Event(kind="Go"), _relay=False)  # as if it crashed before relaying
+    assert len(store.pending_outbox()) == 1
+    return runner
+
+
+def test_relay_work_of_other_steps_waits_for_recover() -> None:
+    store = DictStore()
+    runner = _left_pending(store)
+    runner.create("toggle", execution_id="other")
+    runner.process("other", Event(kind="Go"))  # wrote no relay work: no sweep
+    assert len(store.pending_outbox()) == 1
+    runner.recover()
+    assert store.pending_outbox() == []
+    assert _version(store, "peer") == 2
+
+
+def test_relay_work_of_other_steps_is_delivered_by_the_worker() -> None:
+    store = DictStore()
+    runner = _left_pending(store)
+    Worker(runner, poll=0).run(once=True)
+    assert store.pending_outbox() == []
+    assert _version(store, "peer") == 2
+
+
+def test_a_step_that_relays_also_drains_what_other_steps_left() -> None:
+    store = DictStore()
+    runner = _left_pending(store)
+    runner.process("s", Event(kind="Go"))  # B -> A: no ping
+    assert len(store.pending_outbox()) == 1
+    runner.process("s", Event(kind="Go"))  # A -> B: pings, so relays everything pending
+    assert store.pending_outbox() == []
+    assert _version(store, "peer") == 3
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_async_step_without_relay_work_is_two_store_calls() -> None:
+    store = counting(AsyncDictStore())
+    runner = AsyncDurableRunner(store, defs())  # type: ignore[arg-type]
+    await runner.create("toggle", execution_id="t")
+    store.reset_mock()
+    got = await runner.process("t", Event(kind="Go"))
+    assert calls(store) == ["load_for_event", "commit"]
+    assert got == await store.store.load("t")

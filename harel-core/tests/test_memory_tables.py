@@ -1,0 +1,98 @@
+"""The memory tables' sorted indexes: sweeps, listing, purge and prune read through them, so
+they must always say what the dicts say (and a purge must leave no index entry behind)."""
+
+from __future__ import annotations
+
+import random
+
+from harel.model import Event, Execution, Status
+from harel.store import TimerOp
+from harel.store.memory import DictStore, MemoryData
+from harel.store.memory.testing import footprint
+
+
+def _consistent(data: MemoryData) -> None:
+    """Every index equals what a scan of its dict would give."""
+    assert data.ids.keys == sorted(data.executions)
+    assert data.due.keys == sorted((at, eid, path) for (eid, path), at in data.timers.items())
+    assert data.ages.keys == sorted((at, eid, ev) for (eid, ev), at in data.processed.items())
+    marks: dict[str | None, set[str]] = {}
+    for eid, ev in data.processed:
+        marks.setdefault(eid, set()).add(ev)
+    assert data.marks_of.by_id == marks
+    timers: dict[str | None, set[str]] = {}
+    for eid, path in data.timers:
+        timers.setdefault(eid, set()).add(path)
+    assert data.timers_of.by_id == timers
+    outbox: dict[str | None, set[int]] = {}
+    for seq, row in data.outbox.items():
+        outbox.setdefault(row.target_id, set()).add(seq)
+    assert data.outbox_of.by_id == outbox
+    spawns: dict[str | None, set[int]] = {}
+    for seq, spawn in data.spawns.items():
+        spawns.setdefault(spawn.parent_id, set()).add(seq)
+    assert data.spawns_of.by_id == spawns
+    assert list(data.outbox) == sorted(data.outbox)  # seq order is insertion order
+
+
+def test_random_operations_keep_every_index_equal_to_its_table() -> None:
+    pick = random.Random(7)
+    store = DictStore(trace_max=3)
+    live: dict[str, Execution] = {}
+    for step in range(600):
+        action = pick.choice(["commit", "commit", "commit", "ack", "fire", "purge", "prune"])
+        if action == "commit":
+            eid = f"x{pick.randrange(40):02d}"
+            exe = live.get(eid) or Execution(id=eid, definition_id=pick.choice("ab"))
+            exe.status = pick.choice([Status.RUNNING, Status.DONE])
+            target = f"x{pick.randrange(40):02d}"
+            timer = pick.choice(
+                [TimerOp.schedule("T", float(pick.randrange(50))), TimerOp.cancel("T")]
+            )
+            spawns: list[tuple[str, str, dict[str, int]]] = []
+            if pick.random() < 0.2:
+                spawns.append((f"{eid}-c{step}", "R", {}))
+            store.commit(
+                exe, [(target, Event(kind="E"))], f"ev{step}", [timer], spawns, {"s": step}
+            )
+            live[eid] = exe
+        elif action == "ack":
+            for entry in store.pending_outbox(limit=pick.randrange(1, 5)):
+                store.ack_outbox(entry.seq)
+            for spawn in store.pending_spawns(limit=2):
+                store.ack_spawn(spawn.seq)
+        elif action == "fire":
+            for eid, path, at in store.due_timers(float(pick.randrange(50)), limit=3):
+                store.delete_timer(eid, path, at)
+        elif action == "purge" and live:
+            eid = pick.choice(sorted(live))
+            store.purge(eid, force=True)
+            del live[eid]
+            assert footprint(store.data, eid) == []
+        elif action == "prune" and store.data.ages.keys:
+            store.prune_processed(store.data.ages.keys[len(store.data.ages) // 2][0], batch_size=3)
+        _consistent(store.data)
+
+
+def test_sweeps_and_listing_come_back_in_index_order() -> None:
+    store = DictStore()
+    for n, at in enumerate([30.0, 10.0, 20.0, 10.0]):
+        exe = Execution(id=f"e{3 - n}", definition_id="d")
+        store.commit(exe, [], None, [TimerOp.schedule("P", at)])
+    assert store.due_timers(25.0) == [("e0", "P", 10.0), ("e2", "P", 10.0), ("e1", "P", 20.0)]
+    assert store.due_timers(25.0, limit=1) == [("e0", "P", 10.0)]
+    page = store.list_executions(limit=2)
+    assert [s.id for s in page.items] == ["e0", "e1"]
+    rest = store.list_executions(limit=2, cursor=page.next_cursor)
+    assert [s.id for s in rest.items] == ["e2", "e3"] and rest.next_cursor is None
+
+
+def test_a_long_acknowledged_relay_is_compacted_and_keeps_its_order() -> None:
+    store = DictStore()
+    exe = Execution(id="x", definition_id="d")
+    store.commit(exe, [("x", Event(id=f"e{n}", kind="E")) for n in range(500)])
+    for entry in store.pending_outbox(limit=450):
+        store.ack_outbox(entry.seq)
+    assert store.data.acked["outbox"] < 450  # compacted on the way
+    assert [e.event.id for e in store.pending_outbox()] == [f"e{n}" for n in range(450, 500)]
+    _consistent(store.data)

@@ -1,0 +1,234 @@
+"""The commit plan: send one commit until its outcome is KNOWN, and report exactly that.
+
+Guarantee: a commit that returns was stored once; a commit that raises ``StoreConflict`` or
+``StoreUnavailable`` was not stored (and cannot land later).  The hazards are answers that do
+not say what happened: a timeout or a lost connection (the request may still be applied, even
+after the client gave up), and botocore's own retries (an earlier send of the same request may
+have landed, so the answer to the last send — "condition failed" — describes our own write).
+
+How it is settled:
+
+* every attempt carries a fresh token, stored as the *receipt* of the version it writes
+  (``k<version % RECEIPTS>`` on the execution item, see :data:`._schema.RECEIPTS`);
+* an unanswered attempt is sent again, the same request with the same token (a transaction
+  also carries it as ``ClientRequestToken``, so DynamoDB itself answers a duplicate as the
+  original).  The resend is conditional like the original, so once it is answered nothing
+  of this attempt can land any more: either the resend was applied, or the item moved on;
+* a refused attempt (condition failed) reads the stored item returned with the refusal
+  (``ALL_OLD``): if the receipt of the version this commit writes holds one of its tokens, the
+  commit landed (return); otherwise it is a conflict (or a moved trace cursor: retry).  When
+  more than ``RECEIPTS - 1`` commits landed since and an earlier send is in doubt, the outcome
+  cannot be told: :class:`RequestInDoubt` says so (never a conflict that may be false).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from harel.store.common import PreparedCommit, conflict
+from harel.store.errors import StoreError, StoreUnavailable
+
+from harel_store_dynamodb._commit import CommitWrite, build_commit
+from harel_store_dynamodb._cursor import NEW_EXECUTION, CursorCache, TraceCursor, cursor_of
+from harel_store_dynamodb._requests import (
+    Call,
+    ConditionFailed,
+    RequestInDoubt,
+    TransactionCancelled,
+)
+from harel_store_dynamodb._schema import RECEIPTS, exe_key, receipt_attribute
+from harel_store_dynamodb._seq import BaseClock
+from harel_store_dynamodb._support import ATTEMPTS, BUSY_CODES, Plan, backoff, cancellation_error
+from harel_store_dynamodb._values import Expr, Item, opt_str
+
+RESENDS = 8
+"""How many times one unanswered attempt is sent again before its outcome is declared unknown."""
+
+
+def new_token() -> str:
+    """A commit attempt's token (80 random bits; also a valid ``ClientRequestToken``)."""
+    return uuid.uuid4().hex[:20]
+
+
+def landed(item: Item, commit: PreparedCommit, tokens: Iterable[str]) -> bool | None:
+    """Whether the stored ``item`` shows one of ``tokens`` wrote ``commit.new_version``.
+
+    ``None`` when it cannot tell: the receipt of that version was overwritten since.
+    """
+    version = int(item.get("v", {}).get("N", "0"))
+    if version < commit.new_version:
+        return False
+    if opt_str(item, receipt_attribute(commit.new_version)) in set(tokens):
+        return True
+    return False if version - commit.new_version < RECEIPTS else None
+
+
+class CommitPlan:
+    """One commit's plan (see the module doc); ``run`` is the generator a driver drives."""
+
+    def __init__(
+        self,
+        table: str,
+        cache: CursorCache,
+        clock: BaseClock,
+        commit: PreparedCommit,
+        trace_max: int | None,
+    ) -> None:
+        self.table = table
+        self.cache = cache
+        self.clock = clock
+        self.commit = commit
+        self.trace_max = trace_max
+        self.tokens: list[str] = []
+        self.doubt = False
+        """Some send of this commit got no clear answer (it may have landed)."""
+
+    def run(self) -> Plan:
+        """Write the commit (module doc): returns ``None`` once stored, else raises."""
+        commit = self.commit
+        cursor: TraceCursor | None = yield from self._cursor()
+        for attempt in range(ATTEMPTS):
+            write = build_commit(
+                self.table,
+                commit,
+                base=self.clock.next(),
+                token=new_token(),
+                cursor=cursor,
+                trace_max=self.trace_max,
+            )
+            self.tokens.append(write.token)
+            outcome = yield from self._settle(write)
+            if outcome is True:
+                break
+            if isinstance(outcome, TraceCursor):
+                cursor = outcome  # only the trace cursor moved (append_trace): retry
+                continue
+            yield backoff(attempt)  # a relay base collision or a busy item: a fresh attempt
+        else:
+            raise (
+                self._unknown()
+                if self.doubt
+                else StoreUnavailable(
+                    f"the commit of {commit.execution_id!r} kept colliding after {ATTEMPTS} "
+                    "attempts; retry"
+                )
+            )
+        if write.after is not None and not self.doubt:
+            self.cache.put(commit.execution_id, write.after)
+        else:
+            self.cache.drop(commit.execution_id)
+        yield from delete_quietly(self.table, write.deferred_trims)
+
+    def _unknown(self) -> RequestInDoubt:
+        return RequestInDoubt(
+            f"the commit of {self.commit.execution_id!r} got no clear answer from DynamoDB and "
+            "whether it was stored cannot be told; load the execution to see (its version) "
+            "before retrying"
+        )
+
+    def _settle(self, write: CommitWrite) -> Plan:
+        """Send ``write`` until answered: ``True`` (landed), a cursor to retry with, ``False``
+        (not applied: retry with a fresh attempt), or the typed error."""
+        for resend in range(RESENDS):
+            try:
+                yield Call(write.operation, write.params)
+                return True
+            except TransactionCancelled as exc:
+                self.doubt = self.doubt or exc.retried
+                reasons = exc.reasons
+                old = reasons[0].get("Item") if reasons else None
+                return self._refused(write, exc.codes(), old, exc)
+            except ConditionFailed as exc:
+                self.doubt = self.doubt or exc.retried
+                return self._refused(write, ["ConditionalCheckFailed"], exc.item, exc)
+            except StoreUnavailable:
+                # unanswered or refused after botocore's own retries (whose earlier sends may
+                # have landed): send the same request again until an answer settles it
+                self.doubt = True
+                yield backoff(resend)
+        raise self._unknown()
+
+    def _refused(
+        self, write: CommitWrite, codes: list[str], old: Item | None, exc: StoreError
+    ) -> bool | TraceCursor:
+        commit = self.commit
+        if codes and codes[0] == "ConditionalCheckFailed":
+            found: TraceCursor | None = None
+            if old is not None:
+                verdict = landed(old, commit, self.tokens)
+                if verdict:
+                    return True
+                if verdict is None and self.doubt:
+                    raise self._unknown() from None
+                found = cursor_of(old, f"execution {commit.execution_id!r}")
+                self.cache.put(commit.execution_id, found)
+                if (
+                    commit.trace is not None
+                    and not commit.is_insert
+                    and found.version == commit.expected_version
+                ):
+                    return found
+            raise conflict(commit, None if found is None else found.version) from None
+        if any(codes[i] == "ConditionalCheckFailed" for i in write.relay_actions):
+            return False  # another process drew the same relay base: draw again
+        if isinstance(exc, TransactionCancelled) and set(codes) & BUSY_CODES:
+            return False
+        if isinstance(exc, TransactionCancelled):
+            raise cancellation_error(exc, f"the commit of {commit.execution_id!r}") from exc
+        raise exc
+
+    def _cursor(self) -> Plan:
+        """The trace cursor to assume at ``commit.expected_version``.
+
+        A hint is enough: the commit's condition checks it, and a wrong one costs a retry,
+        never a wrong index.  Only a traced commit of an execution this store has never seen
+        reads it first (one consistent ``GetItem``).
+        """
+        commit = self.commit
+        if commit.is_insert:
+            return NEW_EXECUTION
+        cached = self.cache.get(commit.execution_id)
+        if cached is not None:
+            if commit.trace is not None or cached.version == commit.expected_version:
+                return cached
+            return None
+        if commit.trace is None:
+            return None
+        e = Expr()
+        reply = yield Call(
+            "get_item",
+            {
+                "TableName": self.table,
+                "Key": exe_key(commit.execution_id),
+                "ConsistentRead": True,
+                "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "tn", "tl")),
+                **e.args(),
+            },
+        )
+        item = reply.get("Item")
+        if item is None:
+            raise conflict(commit, None)
+        cursor = cursor_of(item, f"execution {commit.execution_id!r}")
+        self.cache.put(commit.execution_id, cursor)
+        if cursor.version != commit.expected_version:
+            raise conflict(commit, cursor.version)
+        return cursor
+
+
+def delete_quietly(table: str, keys: Iterable[Item]) -> Plan:
+    """Best-effort deletes after a write (hidden garbage if they fail)."""
+    pending: list[Any] = [{"DeleteRequest": {"Key": key}} for key in keys]
+    attempt = 0
+    while pending and attempt < ATTEMPTS:
+        batch, pending = pending[:25], pending[25:]
+        try:
+            reply = yield Call("batch_write_item", {"RequestItems": {table: batch}})
+        except StoreError:
+            return
+        unprocessed = reply.get("UnprocessedItems", {}).get(table, [])
+        if unprocessed:
+            pending = unprocessed + pending
+            attempt += 1
+            yield backoff(attempt)

@@ -1,0 +1,103 @@
+"""``MongoPlan``: the plans of :mod:`harel_store_mongo._plan` and
+:mod:`harel_store_mongo._records` under the contract's method names
+(:class:`harel.store.common.ContractPlan`), for ``PlanStore`` / ``AsyncPlanStore`` to drive.
+Imports no driver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harel.model import Execution, ExecutionPage
+from harel.store.common import ListingQuery, PreparedCommit, PreparedImport, release_of
+from harel.store.contract import DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+
+from harel_store_mongo import _plan as plan
+from harel_store_mongo import _records as records
+from harel_store_mongo._plan import Plan
+from harel_store_mongo._schema import DISTRIBUTION
+
+
+class MongoPlan:
+    """Every contract operation of one store as a sans-IO plan; ``where`` names the data in
+    messages.  Stateless besides that, so one instance serves any number of calls at once."""
+
+    max_document_bytes: int = plan.MAX_DOCUMENT_BYTES
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def open(self) -> Plan[None]:
+        """Check the layout version; create or upgrade the layout when needed."""
+        return plan.open_plan(self.where, release_of(DISTRIBUTION))
+
+    def load(self, execution_id: str) -> Plan[Execution | None]:
+        """See :func:`harel_store_mongo._plan.load_plan`."""
+        return plan.load_plan(execution_id)
+
+    def load_for_event(
+        self, execution_id: str, event_id: str
+    ) -> Plan[tuple[Execution | None, bool]]:
+        """See :func:`harel_store_mongo._plan.load_for_event_plan`."""
+        return plan.load_for_event_plan(execution_id, event_id)
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        """See :func:`harel_store_mongo._plan.commit_plan`."""
+        return plan.commit_plan(prepared, trace_max, self.where)
+
+    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
+        """See :func:`harel_store_mongo._plan.is_processed_plan`."""
+        return plan.is_processed_plan(execution_id, event_id)
+
+    def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
+        """See :func:`harel_store_mongo._plan.pending_outbox_plan`."""
+        return plan.pending_outbox_plan(limit)
+
+    def ack_outbox(self, seq: int) -> Plan[None]:
+        """See :func:`harel_store_mongo._plan.ack_plan`."""
+        return plan.ack_plan(seq, spawns=False)
+
+    def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
+        """See :func:`harel_store_mongo._plan.pending_spawns_plan`."""
+        return plan.pending_spawns_plan(limit)
+
+    def ack_spawn(self, seq: int) -> Plan[None]:
+        """See :func:`harel_store_mongo._plan.ack_plan`."""
+        return plan.ack_plan(seq, spawns=True)
+
+    def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
+        """See :func:`harel_store_mongo._plan.due_timers_plan`."""
+        return plan.due_timers_plan(now, limit)
+
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+        """See :func:`harel_store_mongo._plan.delete_timer_plan`."""
+        return plan.delete_timer_plan(execution_id, path, fire_at)
+
+    def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
+        """See :func:`harel_store_mongo._plan.read_trace_plan`."""
+        return plan.read_trace_plan(execution_id)
+
+    def append_trace(
+        self, execution_id: str, entry: dict[str, Any], trace_max: int | None
+    ) -> Plan[None]:
+        """See :func:`harel_store_mongo._plan.append_trace_plan`."""
+        return plan.append_trace_plan(execution_id, entry, trace_max)
+
+    def list_executions(self, query: ListingQuery) -> Plan[ExecutionPage]:
+        """See :func:`harel_store_mongo._plan.listing_plan`."""
+        return plan.listing_plan(query)
+
+    def purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        """See :func:`harel_store_mongo._plan.purge_plan`."""
+        return plan.purge_plan(execution_id, force)
+
+    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+        """See :func:`harel_store_mongo._plan.prune_plan`."""
+        return plan.prune_plan(older_than, batch_size)
+
+    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
+        """See :func:`harel_store_mongo._records.export_plan`."""
+        return records.export_plan(execution_id)
+
+    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+        """See :func:`harel_store_mongo._records.import_plan`."""
+        return records.import_plan(prepared, self.where)

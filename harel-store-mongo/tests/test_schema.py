@@ -1,0 +1,205 @@
+"""Layout versions on MongoDB: a layout-1 database built by hand is upgraded in place (index
+created, version and release recorded, data intact), idempotently and with several openers at
+once; a newer layout is refused before anything is written, naming both versions and the
+release to install."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from harel.model import Event, Execution
+from harel.store.common import encode_event, encode_execution, release_of
+from harel.store.errors import SchemaVersionError
+from harel_store_mongo import MongoStore
+from harel_store_mongo._calls import index_models, issue
+from harel_store_mongo._contract import MongoPlan
+from harel_store_mongo._errors import translate
+from harel_store_mongo._requests import Request
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, META, SCHEMA_VERSION
+from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
+
+pytestmark = pytest.mark.anyio
+
+Harness = MongomockHarness | MongoServerHarness
+NEW_IN_2 = "list_definition_id"
+RELEASE = release_of("harel-store-mongo")
+
+
+def build_layout_1(harness: Harness) -> Execution:
+    """What harel-store-mongo 0.1 left in a database: its schema record (no ``written_by``),
+    its indexes and one execution document holding every kind of data."""
+    database = harness.database()
+    database[META].insert_many([{"_id": "schema", "version": 1}, {"_id": "seq", "n": 2}])
+    database[EXECUTIONS].create_indexes(
+        index_models(tuple(spec for spec in INDEXES if spec.name != NEW_IN_2))
+    )
+    exe = Execution(id="old", definition_id="flow", version=4, context={"n": 1})
+    database[EXECUTIONS].insert_one(
+        {
+            "_id": "old",
+            "version": 4,
+            "token": "t",
+            "data": encode_execution(exe),
+            "definition_id": "flow",
+            "status": "RUNNING",
+            "parent_id": None,
+            "outcome": None,
+            "active_path": None,
+            "updated_at": 100.0,
+            "outbox": [{"seq": 1, "target": "old", "event": encode_event(Event(id="e", kind="k"))}],
+            "outbox_next": 1,
+            "spawns": [{"seq": 2, "child": "kid", "root": "/r", "context": "{}"}],
+            "spawns_next": 2,
+            "timers": [{"path": "/t", "at": 50.0}],
+            "timers_next": 50.0,
+            "processed": [{"event": "in", "at": 90.0}],
+            "marks_since": 90.0,
+            "trace": ['{"step":1}'],
+            "trace_next": 3,
+        }
+    )
+    return exe
+
+
+def schema_record(harness: Harness) -> dict[str, Any] | None:
+    record: dict[str, Any] | None = harness.database()[META].find_one({"_id": "schema"})
+    return record
+
+
+def index_names(harness: Harness) -> set[str]:
+    return set(harness.database()[EXECUTIONS].index_information())
+
+
+def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> None:
+    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert NEW_IN_2 in index_names(harness)
+    assert store.load("old") == exe
+    assert [(e.seq, e.event.id) for e in store.pending_outbox()] == [(1, "e")]
+    assert [(s.seq, s.child_id) for s in store.pending_spawns()] == [(2, "kid")]
+    assert store.due_timers(60.0) == [("old", "/t", 50.0)]
+    assert store.is_processed("old", "in")
+    assert store.read_trace("old") == [{"step": 1, "index": 2}]
+    page = store.list_executions(definition_id="flow")
+    assert [s.id for s in page.items] == ["old"]
+
+
+def test_an_empty_database_gets_the_current_layout(harness: Harness) -> None:
+    store = harness.open_sync()
+    store.close()
+    assert SCHEMA_VERSION == 2
+    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert {spec.name for spec in INDEXES} <= index_names(harness)
+
+
+def test_layout_1_is_upgraded_in_place(harness: Harness) -> None:
+    exe = build_layout_1(harness)
+    assert NEW_IN_2 not in index_names(harness)
+    store = harness.open_sync()
+    try:
+        check_upgraded(harness, store, exe)
+        store.commit(exe, [], trace={"step": 2})  # and the store carries on
+        assert [s["index"] for s in store.read_trace("old")] == [2, 3]
+    finally:
+        store.close()
+    again = harness.open_sync()  # idempotent: opening the upgraded layout changes nothing
+    again.close()
+    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+
+
+async def test_layout_1_is_upgraded_by_the_async_store_too(harness: Harness) -> None:
+    build_layout_1(harness)
+    store = await harness.open_async()
+    await store.close()
+    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert NEW_IN_2 in index_names(harness)
+
+
+def _driver(harness: Harness) -> Any:
+    database = harness.database()
+
+    def execute(request: Request) -> Any:
+        with translate("test"):
+            raw = issue(database, request)
+            return list(raw) if request.cursor else raw
+
+    return execute
+
+
+def _step(plan: Generator[Request, Any, None], reply: Any) -> Request | None:
+    try:
+        return plan.send(reply)
+    except StopIteration:
+        return None
+
+
+def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
+    """Opener A has created the index and is about to record version 2 when opener B runs
+    its whole upgrade: A's guarded update then matches nothing, and both opens succeed."""
+    exe = build_layout_1(harness)
+    execute = _driver(harness)
+    first = MongoPlan("A").open()
+    request: Request | None = next(first)
+    while request is not None and (request.collection, request.method) != (META, "update_one"):
+        request = _step(first, execute(request))
+    assert request is not None  # A stands before its schema update
+    second = MongoPlan("B").open()
+    pending: Request | None = next(second)
+    while pending is not None:
+        pending = _step(second, execute(pending))
+    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    result = execute(request)
+    assert result.matched_count == 0  # B recorded it already
+    assert _step(first, result) is None
+    store = harness.open_sync()
+    try:
+        check_upgraded(harness, store, exe)
+    finally:
+        store.close()
+
+
+def test_concurrent_openers_of_layout_1(harness: Harness) -> None:
+    exe = build_layout_1(harness)
+    barrier = threading.Barrier(4)
+
+    def open_one(_: int) -> MongoStore:
+        barrier.wait()
+        return harness.open_sync()
+
+    with ThreadPoolExecutor(4) as pool:
+        opened = list(pool.map(open_one, range(4)))  # any failure is raised here
+    try:
+        check_upgraded(harness, opened[0], exe)
+    finally:
+        for store in opened:
+            store.close()
+
+
+def test_a_newer_layout_is_refused_before_anything_is_written(harness: Harness) -> None:
+    database = harness.database()
+    database[META].insert_one(
+        {"_id": "schema", "version": 3, "written_by": "harel-store-mongo 7.1.0", "future": 1}
+    )
+    database[EXECUTIONS].insert_one({"_id": "x", "version": 1, "shape": "from the future"})
+    before = (list(database[META].find()), list(database[EXECUTIONS].find()))
+    with pytest.raises(SchemaVersionError) as info:
+        harness.open_sync()
+    wanted = (
+        "layout version 3",
+        "reads version 2",
+        "(written by harel-store-mongo 7.1.0)",
+        "pip install 'harel-store-mongo>=7.1.0'",
+    )
+    assert [part for part in wanted if part not in str(info.value)] == []
+    assert (list(database[META].find()), list(database[EXECUTIONS].find())) == before
+    assert index_names(harness) <= {"_id_"}
+
+
+async def test_the_async_store_refuses_a_newer_layout_too(harness: Harness) -> None:
+    harness.database()[META].insert_one({"_id": "schema", "version": 9})
+    with pytest.raises(SchemaVersionError, match="layout version 9"):
+        await harness.open_async()
+    assert schema_record(harness) == {"_id": "schema", "version": 9}

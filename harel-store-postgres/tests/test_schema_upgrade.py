@@ -1,0 +1,149 @@
+"""Layout versions on a real server: a version-1 schema (built by hand, with rows) upgraded in
+place on open, concurrent openers of an old schema, and a newer layout refused before anything
+is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from harel.store.common import record_digest, release_of
+from harel.store.errors import SchemaVersionError
+from harel_store_postgres import PostgresStore
+from harel_store_postgres._conn import Renderer
+from harel_store_postgres._schema import SCHEMA_VERSION, V1_DDL
+from harel_store_postgres.testing import PostgresHarness
+
+_DOCUMENT = '{"id":"old","definition_id":"d","status":"RUNNING","active_path":"/a","version":4}'
+_V1_ROWS: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("INSERT INTO {schema}.harel_schema (singleton, version) VALUES (true, 1)", ()),
+    (
+        "INSERT INTO {schema}.executions VALUES (%s, 'd', 'RUNNING', NULL, '/a', NULL, 4, %s, %s)",
+        ("old", 1700000000.5, _DOCUMENT),
+    ),
+    (
+        "INSERT INTO {schema}.outbox (target_id, event) VALUES ('old', %s), ('old', %s)",
+        ('{"id":"e1","kind":"K"}', '{"id":"e2","kind":"K"}'),
+    ),
+    ("INSERT INTO {schema}.processed_events VALUES ('old', 'in', %s)", (1700000000.25,)),
+    ("INSERT INTO {schema}.timers VALUES ('old', '/a', %s)", (1700000100.0,)),
+    ("INSERT INTO {schema}.trace VALUES ('old', 7, %s)", ('{"event_kind":"Go"}',)),
+)
+"""Rows of every table, written as the previous release stored them."""
+
+
+@pytest.fixture
+def version_1(pg_url: str) -> Iterator[PostgresHarness]:
+    """A fresh schema holding layout version 1, as the previous release wrote it, with rows."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    render = Renderer(harness.schema)
+    with harness.connect() as conn, conn.transaction():
+        for statement, params in (*[(ddl, ()) for ddl in V1_DDL], *_V1_ROWS):
+            conn.execute(render(statement), params)
+    yield harness
+    harness.destroy()
+
+
+def _layout(harness: PostgresHarness) -> dict[str, Any]:
+    """The schema's version row, functions, columns of harel_schema and row counts."""
+    with harness.connect() as conn:
+        row = conn.execute(
+            psycopg.sql.SQL("SELECT to_jsonb(s) FROM {}.harel_schema AS s").format(
+                psycopg.sql.Identifier(harness.schema)
+            )
+        ).fetchone()
+        functions = conn.execute(
+            "SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s ORDER BY p.proname",
+            (harness.schema,),
+        ).fetchall()
+        counts = {}
+        for table in ("executions", "outbox", "processed_events", "timers", "trace"):
+            query = psycopg.sql.SQL("SELECT count(*) FROM {}.{}").format(
+                psycopg.sql.Identifier(harness.schema), psycopg.sql.Identifier(table)
+            )
+            counted = conn.execute(query).fetchone()
+            counts[table] = counted[0] if counted else None
+    return {
+        "row": row[0] if row else None,
+        "functions": [name for (name,) in functions],
+        "counts": counts,
+    }
+
+
+def test_version_1_is_upgraded_in_place_with_its_data(version_1: PostgresHarness) -> None:
+    before = _layout(version_1)
+    assert before["row"] == {"singleton": True, "version": 1}
+    assert "harel_import" not in before["functions"]
+    store = version_1.open_sync()
+    after = _layout(version_1)
+    assert after["row"] == {
+        "singleton": True,
+        "version": SCHEMA_VERSION,
+        "written_by": release_of("harel-store-postgres"),
+    }
+    assert after["functions"] == sorted([*before["functions"], "harel_import"])
+    assert after["counts"] == before["counts"]
+    loaded = store.load("old")
+    assert loaded is not None and (loaded.version, loaded.active_path) == (4, "/a")
+    assert [e.event.id for e in store.pending_outbox()] == ["e1", "e2"]
+    assert store.is_processed("old", "in") and store.due_timers(2e9) == [("old", "/a", 1.7000001e9)]
+    assert [step["index"] for step in store.read_trace("old")] == [7]
+    record = store.export_execution("old")  # needs nothing new; import needs harel_import
+    assert record is not None and record.processed == (("in", 1700000000.25),)
+    store.purge("old", force=True)
+    store.import_execution(record)
+    imported = store.export_execution("old")
+    assert imported is not None and record_digest(imported) == record_digest(record)
+    store.save(loaded)  # the upgraded store commits as usual
+    assert loaded.version == 5
+    store.close()
+    again = version_1.open_sync()  # opening again: ready, nothing rewritten
+    assert _layout(version_1)["row"] == after["row"]
+    again.close()
+
+
+def test_concurrent_openers_of_version_1_all_succeed(
+    version_1: PostgresHarness, together: Any
+) -> None:
+    opened = together([version_1.open_sync] * 4)
+    try:
+        assert all(isinstance(store, PostgresStore) for store in opened), opened
+        layout = _layout(version_1)
+        assert layout["row"]["version"] == SCHEMA_VERSION
+        assert layout["functions"].count("harel_import") == 1
+        for store in opened:
+            loaded = store.load("old")
+            assert loaded is not None and loaded.version == 4
+    finally:
+        for store in opened:
+            if isinstance(store, PostgresStore):
+                store.close()
+
+
+@pytest.mark.parametrize("writer", [None, "harel-store-postgres 9.9.0"])
+def test_newer_layout_is_refused_before_anything_is_written(
+    harel_harness: PostgresHarness, writer: str | None
+) -> None:
+    harel_harness.open_sync().close()
+    schema = psycopg.sql.Identifier(harel_harness.schema)
+    with harel_harness.connect(autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("UPDATE {}.harel_schema SET version = 99, written_by = %s").format(
+                schema
+            ),
+            (writer,),
+        )
+        conn.execute(psycopg.sql.SQL("DROP FUNCTION {}.harel_import").format(schema))
+    before = _layout(harel_harness)
+    with pytest.raises(SchemaVersionError) as info:
+        harel_harness.open_sync()
+    message = str(info.value)
+    assert "version 99" in message and f"reads version {SCHEMA_VERSION}" in message
+    if writer is None:
+        assert "pip install --upgrade harel-store-postgres" in message
+    else:
+        assert writer in message and "pip install 'harel-store-postgres>=9.9.0'" in message
+    assert _layout(harel_harness) == before  # no function recreated, no version rewritten

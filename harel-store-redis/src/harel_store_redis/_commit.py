@@ -1,0 +1,179 @@
+"""The commit plan: one script call per step, the CAS inside it.
+
+A step that writes the snapshot alone runs :data:`~harel_store_redis._scripts.COMMIT_STATE`
+(two declared keys: the execution's hash and the summaries); any other runs
+:data:`~harel_store_redis._scripts.COMMIT` with every effect.  Each carries a random token
+stored with the execution, so a re-run after a lost reply recognises its own landing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from harel.model import Status
+from harel.store.common import PreparedCommit, conflict, trace_keep_from
+from harel.store.errors import StoreCorrupted, StoreUnavailable
+
+from harel_store_redis._keys import TAG_MARK, TAG_TIMER, text
+from harel_store_redis._records import summary_row
+from harel_store_redis._requests import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    Plan,
+    guarded,
+    number,
+    run_script,
+)
+from harel_store_redis._schema import Keys
+from harel_store_redis._scripts import APPLIED, COMMIT, COMMIT_STATE, CONFLICT, SEQ_EXHAUSTED
+
+
+def summary_json(prepared: PreparedCommit) -> bytes:
+    """The listing row of a commit (see :func:`~harel_store_redis._records.summary_row`)."""
+    p = prepared
+    return summary_row(
+        p.definition_id,
+        p.status,
+        p.outcome,
+        p.active_path,
+        p.new_version,
+        p.parent_id,
+        p.committed_at,
+        execution_id=p.execution_id,
+    )
+
+
+def state_only(prepared: PreparedCommit) -> bool:
+    """Whether the commit writes the snapshot alone (the two-key script serves it)."""
+    p = prepared
+    return not (p.emits or p.spawns or p.timers or p.trace is not None) and (
+        p.processed_event_id is None
+    )
+
+
+def _snapshot_args(
+    keys: Keys, prepared: PreparedCommit, token: bytes
+) -> tuple[tuple[bytes, ...], list[bytes]]:
+    """The listing index keys of the new state, and ``ARGV[1..7]`` both commit scripts start
+    with: expected and new version, document, token, status, summary row, raw id."""
+    p = prepared
+    status = Status(p.status)
+    index_keys = keys.indexes_of(status, p.parent_id is None, p.definition_id)
+    args = [
+        str(p.expected_version).encode(),
+        str(p.new_version).encode(),
+        p.document.encode(),
+        token,
+        status.value.encode(),
+        summary_json(p),
+        keys.of(p.execution_id).raw_id,
+    ]
+    return index_keys, args
+
+
+def state_request(
+    keys: Keys, prepared: PreparedCommit, token: bytes
+) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``(KEYS, ARGV)`` of the state-only commit script for ``prepared``."""
+    index_keys, args = _snapshot_args(keys, prepared, token)
+    args.append(keys.joined(index_keys))
+    return (keys.of(prepared.execution_id).execution, keys.summaries), tuple(args)
+
+
+def commit_request(
+    keys: Keys, prepared: PreparedCommit, trace_max: int | None, token: bytes
+) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``(KEYS, ARGV)`` of the full commit script for ``prepared``."""
+    p = prepared
+    trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
+    names = keys.of(p.execution_id)
+    index_keys, args = _snapshot_args(keys, p, token)
+    mark = b""
+    if p.processed_event_id is not None:
+        mark = names.owner + TAG_MARK + text(p.processed_event_id)  # = _keys.owned(...)
+    args += [
+        names.owner,
+        keys.joined(index_keys),
+        mark,
+        number(p.committed_at),
+        b"" if p.trace is None else p.trace.encode(),
+        str(trace_max or 0).encode(),
+        str(len(p.emits)).encode(),
+        str(len(p.spawns)).encode(),
+        str(len(p.timers)).encode(),
+    ]
+    for emit in p.emits:
+        if emit.target_id is None:
+            args += [b"u", b"", b"", emit.event_json.encode()]
+        else:
+            target = keys.of(emit.target_id)
+            args += [b"t", target.raw_id, target.owner, emit.event_json.encode()]
+    for spawn in p.spawns:
+        args += [text(spawn.child_id), text(spawn.root_path), spawn.context_json.encode()]
+    for op in p.timers:
+        member = names.owner + TAG_TIMER + text(op.path)  # = _keys.owned(...)
+        if op.action == "schedule":
+            args += [b"s", member, number(op.fire_at)]
+        else:
+            args += [b"c", member, b""]
+    return (*names.write_keys, *index_keys), tuple(args)
+
+
+def new_token() -> bytes:
+    """A fresh commit token (recognises a commit's own earlier, reply-lost attempt)."""
+    return os.urandom(16).hex().encode("ascii")
+
+
+def commit_plan(
+    keys: Keys,
+    prepared: PreparedCommit,
+    trace_max: int | None,
+    *,
+    where: str,
+    limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Plan[None]:
+    """Write ``prepared`` in one script call (the two-key one when it writes the snapshot
+    alone); raises ``StoreConflict`` when the CAS is lost.
+
+    The script is idempotent by its token, so a connection failure re-sends it once: if the
+    first attempt did land, the re-run reports a conflict carrying this commit's own token,
+    which counts as success.
+    """
+    token = new_token()
+    if state_only(prepared):
+        trace_keep_from(0, trace_max)  # validates trace_max as every commit does
+        script, (command_keys, args) = COMMIT_STATE, state_request(keys, prepared, token)
+    else:
+        script, (command_keys, args) = COMMIT, commit_request(keys, prepared, trace_max, token)
+    try:
+        reply = yield from run_script(script, command_keys, args, limit=limit)
+    except StoreUnavailable as exc:
+        raise StoreUnavailable(
+            f"{exc}; the commit of execution {prepared.execution_id!r} may or may not be "
+            "stored: load the execution before retrying the step"
+        ) from exc
+    decide_commit(prepared, reply, token, where)
+
+
+def decide_commit(prepared: PreparedCommit, reply: Any, token: bytes, where: str) -> None:
+    """Map the commit script's reply: applied, conflict (raised), or a typed failure."""
+    guarded(reply, where)
+    if not isinstance(reply, list) or not reply:
+        raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
+    code = reply[0]
+    if code == APPLIED:
+        return
+    if code == SEQ_EXHAUSTED:
+        raise StoreUnavailable(
+            f"{where}: the outbox/spawn stream ran out of ids in the current millisecond (the "
+            "server clock stepped back, or over a million entries in one commit); nothing was "
+            "written, retry the commit"
+        )
+    if code != CONFLICT:
+        raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
+    if len(reply) < 2:
+        raise conflict(prepared, None)
+    found = int(reply[1])
+    if len(reply) > 2 and reply[2] == token and found == prepared.new_version:
+        return  # our own earlier attempt landed; its reply was lost
+    raise conflict(prepared, found)

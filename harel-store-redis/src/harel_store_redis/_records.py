@@ -1,0 +1,266 @@
+"""The plans of ``export_execution`` and ``import_execution``: one script each.
+
+Export reads the execution's hash, summary row, trace ring and every member of ``P own``
+under its owner prefix (marks, timers, targeted outbox entries, spawn intents) in ONE
+read-only script, so the record comes from one consistent state.  Import writes a
+:class:`~harel.store.common.PreparedImport` in ONE script that checks the execution's absence
+before its first write.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from harel.model import Status
+from harel.store.common import (
+    PreparedImport,
+    check_id,
+    decode_event,
+    decode_execution,
+    decode_payload,
+    decode_trace_step,
+    loads,
+)
+from harel.store.common.codec import encode_checked
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
+from harel.store.common.validate import show
+from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.errors import ExecutionAlreadyExists, StoreCorrupted, StoreUnavailable
+
+from harel_store_redis._keys import (
+    TAG_MARK,
+    TAG_OUTBOX,
+    TAG_SPAWN,
+    TAG_TIMER,
+    owned,
+    seq_of,
+    split_owned,
+    text,
+    untext,
+)
+from harel_store_redis._requests import Plan, guarded, number, run_script
+from harel_store_redis._schema import Keys
+from harel_store_redis._scripts import ALREADY_EXISTS, APPLIED, EXPORT, IMPORT, SEQ_EXHAUSTED
+
+log = logging.getLogger("harel_store_redis")
+
+
+def summary_row(
+    definition_id: str,
+    status: str,
+    outcome: str | None,
+    active_path: str | None,
+    version: int,
+    parent_id: str | None,
+    updated_at: float,
+    *,
+    execution_id: str,
+) -> bytes:
+    """The listing row ``P sum`` holds for an execution: ``[definition, status, outcome,
+    active_path, version, parent_id, updated_at]``.
+
+    Encoded without the payload walk: every value comes from an execution whose document was
+    just encoded with every field checked (a commit's or an import's), and a finite time.
+    """
+    row = [definition_id, status, outcome, active_path, version, parent_id, updated_at]
+    what = f"summary of execution {execution_id!r}"
+    return encode_checked(row, what, MAX_DOCUMENT_BYTES).encode()
+
+
+def decode_trace(reply: Any, execution_id: str) -> list[dict[str, Any]]:
+    """The steps of a trace ring (``"<index> <step JSON>"`` items), oldest first."""
+    steps = []
+    what = f"a trace step of execution {show(execution_id)}"
+    for raw in reply:
+        index, _, body = raw.partition(b" ")
+        if not index.isdigit():
+            raise StoreCorrupted(f"{what} has no index")
+        steps.append(decode_trace_step(body, int(index), what=what))
+    return steps
+
+
+# -- export -----------------------------------------------------------------------------------
+
+
+def export_plan(keys: Keys, execution_id: str) -> Plan[ExecutionRecord | None]:
+    """Everything stored for ``execution_id`` from one script, or ``None`` when nothing is."""
+    execution_id = check_id(execution_id)
+    names = keys.of(execution_id)
+    reply = yield from run_script(EXPORT, names.write_keys, (names.raw_id, names.owner))
+    document, summary, trace, rows = reply
+    what = f"the stored execution {show(execution_id)}"
+    execution = None if document is None else decode_execution(document, what=what)
+    record = ExecutionRecord(
+        execution_id=execution_id,
+        execution=execution,
+        updated_at=_updated_at(summary, execution_id) if execution is not None else None,
+        trace=tuple(decode_trace(trace, execution_id)),
+        **_owned_records(rows, execution_id),
+    )
+    return None if record.is_empty else record
+
+
+def _updated_at(summary: bytes | None, execution_id: str) -> float | None:
+    if summary is None:
+        return None
+    try:
+        updated_at = loads(summary)[6]
+    except (TypeError, ValueError, IndexError) as exc:
+        raise StoreCorrupted(
+            f"the listing summary of execution {execution_id!r} cannot be read: {exc}"
+        ) from exc
+    return None if updated_at is None else float(updated_at)
+
+
+def _owned_records(rows: list[Any], execution_id: str) -> dict[str, Any]:
+    """The marks, timers, outbox entries and spawn intents among the owned rows."""
+    processed: list[tuple[str, float]] = []
+    timers: list[tuple[str, float]] = []
+    outbox: list[OutboxEntry] = []
+    spawns: list[SpawnEntry] = []
+    for member, value in zip(rows[::2], rows[1::2], strict=True):
+        if value is None:  # an owned member with nothing behind it: nothing to move
+            log.warning("skipping a dangling owned member %r of %r", member[:80], execution_id)
+            continue
+        _, tag, item = split_owned(member)
+        if tag == TAG_MARK:
+            processed.append((untext(item), float(value)))
+        elif tag == TAG_TIMER:
+            timers.append((untext(item), float(value)))
+        elif tag == TAG_OUTBOX:
+            outbox.append(_outbox_entry(item, value))
+        elif tag == TAG_SPAWN:
+            spawns.append(_spawn_entry(item, value))
+    return {
+        "processed": tuple(sorted(processed)),
+        "timers": tuple(sorted(timers)),
+        "outbox": tuple(sorted(outbox, key=lambda entry: entry.seq)),
+        "spawns": tuple(sorted(spawns, key=lambda entry: entry.seq)),
+    }
+
+
+def stream_fields(flat: list[bytes], seq: int, *names: bytes) -> list[bytes]:
+    """The named fields of a stream entry's flat field list (StoreCorrupted when one lacks)."""
+    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    values = []
+    for name in names:
+        value = fields.get(name)
+        if value is None:
+            raise StoreCorrupted(f"relay entry {seq} lacks its {name.decode()!r} field")
+        values.append(value)
+    return values
+
+
+def outbox_entry(seq: int, flat: list[bytes]) -> OutboxEntry:
+    """An outbox stream entry as the contract's ``OutboxEntry``."""
+    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    target = fields.get(b"t")
+    (event,) = stream_fields(flat, seq, b"e")
+    return OutboxEntry(
+        seq,
+        None if target is None else untext(target),
+        decode_event(event, what=f"outbox entry {seq}"),
+    )
+
+
+def spawn_entry(seq: int, flat: list[bytes]) -> SpawnEntry:
+    """A spawns stream entry as the contract's ``SpawnEntry``."""
+    parent, child, root, context = stream_fields(flat, seq, b"p", b"c", b"r", b"x")
+    value = decode_payload(context, what=f"spawn {seq}")
+    return SpawnEntry(seq, untext(parent), untext(child), untext(root), value)
+
+
+def _outbox_entry(entry_id: bytes, flat: list[bytes]) -> OutboxEntry:
+    return outbox_entry(seq_of(entry_id), flat)
+
+
+def _spawn_entry(entry_id: bytes, flat: list[bytes]) -> SpawnEntry:
+    return spawn_entry(seq_of(entry_id), flat)
+
+
+# -- import -----------------------------------------------------------------------------------
+
+
+def import_request(
+    keys: Keys, prepared: PreparedImport, token: bytes
+) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``(KEYS, ARGV)`` of the import script for ``prepared``."""
+    p = prepared
+    names = keys.of(p.execution_id)
+    exe = p.execution
+    index_keys: tuple[bytes, ...] = ()
+    head: list[bytes] = [b"0", names.raw_id, names.owner, b"", b"", b"", b"", b"", b"", b"0"]
+    if exe is not None:
+        status = Status(exe.status)
+        index_keys = keys.indexes_of(status, exe.parent_id is None, exe.definition_id)
+        row = summary_row(
+            exe.definition_id,
+            status.value,
+            exe.outcome,
+            exe.active_path,
+            exe.version,
+            exe.parent_id,
+            exe.updated_at,
+            execution_id=p.execution_id,
+        )
+        next_index = p.trace[-1][0] + 1 if p.trace else 0
+        head = [
+            b"1",
+            names.raw_id,
+            names.owner,
+            str(exe.version).encode(),
+            exe.document.encode(),
+            token,
+            status.value.encode(),
+            row,
+            b"\n".join(index_keys),
+            str(next_index).encode(),
+        ]
+    args = [
+        *head,
+        *(str(len(items)).encode() for items in (p.processed, p.timers, p.emits, p.spawns)),
+        str(len(p.trace)).encode(),
+    ]
+    for event_id, at in p.processed:
+        args += [owned(p.execution_id, TAG_MARK, event_id), number(at)]
+    for path, fire_at in p.timers:
+        args += [owned(p.execution_id, TAG_TIMER, path), number(fire_at)]
+    args += [emit.event_json.encode() for emit in p.emits]
+    for spawn in p.spawns:
+        args += [text(spawn.child_id), text(spawn.root_path), spawn.context_json.encode()]
+    args += [str(index).encode() + b" " + step.encode() for index, step in p.trace]
+    return (*names.write_keys, *index_keys), tuple(args)
+
+
+def import_plan(
+    keys: Keys, prepared: PreparedImport, token: bytes, *, where: str, limit: int
+) -> Plan[None]:
+    """Write ``prepared`` in one script; ``ExecutionAlreadyExists`` (nothing written) when the
+    execution is stored.  With an execution the script is recognisable by its token, so a lost
+    reply is re-sent once; a relays-only import is not (it would append twice)."""
+    command_keys, args = import_request(keys, prepared, token)
+    with_execution = prepared.execution is not None
+    try:
+        reply = yield from run_script(
+            IMPORT, command_keys, args, retry_unavailable=with_execution, limit=limit
+        )
+    except StoreUnavailable as exc:
+        raise StoreUnavailable(
+            f"{exc}; the import of execution {prepared.execution_id!r} may or may not be "
+            "stored: export it from this store before retrying"
+        ) from exc
+    guarded(reply, where)
+    code = reply[0] if isinstance(reply, list) and reply else None
+    if code == APPLIED:
+        return
+    if code == ALREADY_EXISTS:
+        if len(reply) > 1 and reply[1] == token:
+            return  # our own earlier attempt landed; its reply was lost
+        raise ExecutionAlreadyExists(prepared.execution_id)
+    if code == SEQ_EXHAUSTED:
+        raise StoreUnavailable(
+            f"{where}: the outbox/spawn stream ran out of ids in the current millisecond; "
+            "nothing was written, retry the import"
+        )
+    raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the import script")

@@ -1,0 +1,357 @@
+"""The Redis layout version (create, upgrade 1 -> 2, refuse newer) and export/import of
+execution records, against the shared server under random prefixes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+import pytest
+import redis
+from harel.model import Event, Execution, Status
+from harel.store.common import record_digest
+from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
+from harel.store.errors import (
+    ExecutionAlreadyExists,
+    InvalidArgument,
+    SchemaVersionError,
+    StoreUnavailable,
+)
+from harel_store_redis import RedisStore, _plan, _records, _scripts
+from harel_store_redis._errors import translate
+from harel_store_redis._requests import Command
+from harel_store_redis._schema import written_by
+from harel_store_redis.testing import RedisHarness
+
+pytestmark = pytest.mark.anyio
+
+
+def new_exe(execution_id: str, **fields: Any) -> Execution:
+    return Execution(id=execution_id, definition_id="flow", **fields)
+
+
+def ev(event_id: str) -> Event:
+    return Event(id=event_id, kind="Go")
+
+
+def step(kind: str = "Go") -> dict[str, Any]:
+    return {"event_kind": kind, "event_data": {}, "actions": [], "context_out": {}}
+
+
+def dataset(harness: RedisHarness) -> dict[bytes, Any]:
+    return harness.dump()
+
+
+def all_at_once(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run ``calls`` in threads released together by a barrier: each one's value or error."""
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], Any]) -> Any:
+        barrier.wait()
+        try:
+            return call()
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(run, calls))
+
+
+@pytest.fixture
+def other_harness(redis_url: str) -> Iterator[RedisHarness]:
+    """A second, empty namespace (the destination of an import)."""
+    harness = RedisHarness(redis_url)
+    yield harness
+    harness.destroy()
+
+
+def client_of(harness: RedisHarness) -> redis.Redis:
+    return redis.Redis(**harness.options.client_kwargs())
+
+
+def populate(store: RedisStore, execution_id: str = "rec:1") -> Execution:
+    """An execution with every kind of record: relays targeted at it and at an id not yet
+    stored, a mark, timers armed, re-armed and cancelled, spawns, a trace beyond the ring."""
+    exe = new_exe(execution_id, status=Status.RUNNING)
+    store.commit(exe, [(execution_id, ev("self-1")), ("ghost", ev("g1")), (None, ev("u"))])
+    store.commit(
+        exe,
+        [(execution_id, ev("self-2"))],
+        processed_event_id="in-1",
+        timers=(TimerOp.schedule("/a", 5.0), TimerOp.schedule("/b", -0.0)),
+        spawns=[("kid-1", "/r", {"n": 1}), ("kid-2", "/r", {})],
+        trace=step("One"),
+    )
+    store.commit(exe, [], timers=(TimerOp.schedule("/a", 7.5), TimerOp.cancel("/b")))
+    for n in range(4):
+        store.commit(exe, [], trace=step(f"S{n}"))
+    store.append_trace(execution_id, step("Extra"))
+    return exe
+
+
+# -- layout version ---------------------------------------------------------------------------
+
+
+def layout_of(harness: RedisHarness) -> tuple[dict[bytes, bytes], bytes | None]:
+    with client_of(harness) as client:
+        return client.hgetall(harness.keys.layout), client.get(harness.keys.schema)
+
+
+def as_layout_1(harness: RedisHarness) -> None:
+    """Turn a namespace into what release 1 of the layout wrote: its data keys are the same
+    as layout 2's; it kept its version in ``P schema`` alone, with no ``P layout``."""
+    with client_of(harness) as client:
+        client.delete(harness.keys.layout)
+        client.set(harness.keys.schema, b"1")
+
+
+def test_a_new_namespace_records_the_version_and_the_release(harel_harness: RedisHarness) -> None:
+    harel_harness.open_sync().close()
+    layout, schema = layout_of(harel_harness)
+    assert layout == {b"v": b"2", b"by": written_by()} and schema == b"2"
+    assert written_by().startswith(b"harel-store-redis")
+
+
+def test_a_layout_1_namespace_is_upgraded_in_place_and_keeps_its_data(
+    harel_harness: RedisHarness,
+) -> None:
+    store = harel_harness.open_sync()
+    exe = populate(store)
+    before = store.export_execution(exe.id)
+    store.close()
+    as_layout_1(harel_harness)
+    data_before = dataset(harel_harness)
+    store = harel_harness.open_sync()
+    assert layout_of(harel_harness) == ({b"v": b"2", b"by": written_by()}, b"2")
+    after = dataset(harel_harness)
+    del after[harel_harness.keys.layout], data_before[harel_harness.keys.schema]
+    del after[harel_harness.keys.schema]
+    assert after == data_before  # the upgrade touched the version record only
+    exported = store.export_execution(exe.id)
+    assert before is not None and exported is not None
+    assert record_digest(exported) == record_digest(before)
+    store.commit(exe, [], trace=step("After"))  # and the store goes on from there
+    assert store.read_trace(exe.id)[-1]["index"] == before.trace[-1]["index"] + 1
+    store.close()
+
+
+def test_two_openers_racing_on_a_layout_1_namespace_both_succeed(
+    harel_harness: RedisHarness,
+) -> None:
+    harel_harness.open_sync().close()
+    as_layout_1(harel_harness)
+    client = client_of(harel_harness)
+
+    def execute(request: Command) -> Any:
+        send: Callable[..., Any] = client.execute_command
+        with translate("test"):
+            return send(*request.wire)
+
+    # opener A reads layout 1 and is about to upgrade when opener B opens (and upgrades)
+    slow = _plan.open_plan(harel_harness.keys, "A")
+    request = next(slow)
+    while request.wire[:2] != ("EVALSHA", _scripts.UPGRADE.sha):
+        request = slow.send(execute(request))
+    harel_harness.open_sync().close()
+    assert layout_of(harel_harness)[0][b"v"] == b"2"
+    with pytest.raises(StopIteration):
+        slow.send(execute(request))  # A finds the upgrade done and opens
+    client.close()
+
+    as_layout_1(harel_harness)  # and for real, from threads released together
+    opened = all_at_once([harel_harness.open_sync for _ in range(4)])
+    assert all(isinstance(store, RedisStore) for store in opened), opened
+    for store in opened:
+        store.close()
+    assert layout_of(harel_harness)[0][b"v"] == b"2"
+
+
+def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_written(
+    harel_harness: RedisHarness,
+) -> None:
+    store = harel_harness.open_sync()
+    store.save(new_exe("e1"))
+    store.close()
+    with client_of(harel_harness) as client:
+        client.hset(harel_harness.keys.layout, mapping={"v": "3", "by": "harel-store-redis 9.1.0"})
+        client.set(harel_harness.keys.schema, b"3")
+    before = dataset(harel_harness)
+    with pytest.raises(SchemaVersionError) as info:
+        harel_harness.open_sync()
+    message = str(info.value)
+    assert "layout version 3" in message and "reads version 2" in message
+    assert "harel-store-redis 9.1.0" in message
+    assert "pip install 'harel-store-redis>=9.1.0'" in message
+    assert dataset(harel_harness) == before
+
+
+def test_a_release_reading_only_the_version_1_record_sees_the_new_version(
+    harel_harness: RedisHarness,
+) -> None:
+    # layout 1's reader did GET <P>schema and refused anything but "1", naming what it found
+    harel_harness.open_sync().close()
+    assert layout_of(harel_harness)[1] == b"2"
+
+
+def test_foreign_or_unversioned_namespaces_are_refused(harel_harness: RedisHarness) -> None:
+    store = harel_harness.open_sync()
+    store.save(new_exe("e1"))
+    store.close()
+    with client_of(harel_harness) as client:
+        client.delete(harel_harness.keys.layout)
+        client.set(harel_harness.keys.schema, b"banana")
+        with pytest.raises(SchemaVersionError, match="not a version number"):
+            harel_harness.open_sync()
+        client.delete(harel_harness.keys.schema)
+        with pytest.raises(SchemaVersionError, match="no layout version"):
+            harel_harness.open_sync()
+
+
+# -- records ----------------------------------------------------------------------------------
+
+
+def test_export_holds_everything_stored_for_the_id(harel_harness: RedisHarness) -> None:
+    store = harel_harness.open_sync()
+    store.trace_max = 3
+    exe = populate(store)
+    record = store.export_execution(exe.id)
+    assert record is not None and record.execution is not None
+    assert record.execution.version == exe.version == 7
+    summary = store.list_executions().items[0]
+    assert record.updated_at == summary.updated_at
+    assert [event_id for event_id, _ in record.processed] == ["in-1"]
+    assert record.timers == (("/a", 7.5),)
+    assert [entry.event.id for entry in record.outbox] == ["self-1", "self-2"]
+    assert [entry.seq for entry in record.outbox] == sorted(e.seq for e in record.outbox)
+    assert [(s.child_id, s.context) for s in record.spawns] == [("kid-1", {"n": 1}), ("kid-2", {})]
+    assert [s["index"] for s in record.trace] == [3, 4, 5]
+    ghost = store.export_execution("ghost")
+    assert ghost is not None and ghost.execution is None and ghost.updated_at is None
+    assert [entry.event.id for entry in ghost.outbox] == ["g1"]
+    assert store.export_execution("nobody") is None
+    store.close()
+
+
+def test_export_then_import_elsewhere_keeps_every_record(
+    harel_harness: RedisHarness, other_harness: RedisHarness
+) -> None:
+    source, destination = harel_harness.open_sync(), other_harness.open_sync()
+    exe = populate(source)
+    destination.commit(new_exe("before"), [("x", ev("old"))])  # relays already there
+    for execution_id in (exe.id, "ghost"):
+        record = source.export_execution(execution_id)
+        assert record is not None
+        destination.import_execution(record)
+        again = destination.export_execution(execution_id)
+        assert again is not None and record_digest(again) == record_digest(record)
+        assert again.updated_at == record.updated_at
+        assert again.processed == record.processed and again.timers == record.timers
+    imported = destination.export_execution(exe.id)
+    assert imported is not None
+    # relays: new seqs, in record order, after the destination's own
+    pending = [(entry.target_id, entry.event.id) for entry in destination.pending_outbox()]
+    assert pending == [("x", "old"), (exe.id, "self-1"), (exe.id, "self-2"), ("ghost", "g1")]
+    assert destination.due_timers(8.0) == [(exe.id, "/a", 7.5)]
+    assert destination.is_processed(exe.id, "in-1")
+    ((_, recorded_at),) = imported.processed
+    assert destination.prune_processed(recorded_at) == 0
+    assert destination.prune_processed(recorded_at + 1) == 1
+    # the store goes on: the next commit, the next trace index, acks of imported relays
+    loaded = destination.load(exe.id)
+    assert loaded is not None and loaded.version == exe.version
+    destination.commit(loaded, [], trace=step("Next"))
+    assert destination.read_trace(exe.id)[-1]["index"] == imported.trace[-1]["index"] + 1
+    for entry in destination.pending_spawns():
+        destination.ack_spawn(entry.seq)
+    assert destination.pending_spawns() == []
+    source.close()
+    destination.close()
+
+
+def test_import_of_a_stored_execution_changes_nothing(harel_harness: RedisHarness) -> None:
+    store = harel_harness.open_sync()
+    exe = populate(store)
+    record = store.export_execution(exe.id)
+    assert record is not None
+    before = dataset(harel_harness)
+    with pytest.raises(ExecutionAlreadyExists):
+        store.import_execution(replace(record, outbox=(), spawns=()))
+    with pytest.raises(ExecutionAlreadyExists):
+        store.import_execution(record)
+    assert dataset(harel_harness) == before
+    with pytest.raises(InvalidArgument):  # refused before anything is sent
+        store.import_execution(replace(record, execution_id="other"))
+    assert dataset(harel_harness) == before
+    store.close()
+
+
+def test_two_importers_racing_one_wins(
+    harel_harness: RedisHarness, other_harness: RedisHarness
+) -> None:
+    source = harel_harness.open_sync()
+    record = source.export_execution(populate(source).id)
+    assert record is not None
+    stores = [other_harness.open_sync() for _ in range(4)]
+    outcomes = all_at_once([partial(store.import_execution, record) for store in stores])
+    assert outcomes.count(None) == 1  # one import wins, the others are refused
+    assert sum(isinstance(o, ExecutionAlreadyExists) for o in outcomes) == len(stores) - 1
+    assert len(stores[0].pending_outbox()) == len(record.outbox)  # written once
+    for store in (source, *stores):
+        store.close()
+
+
+async def test_the_async_store_exports_and_imports_too(
+    harel_harness: RedisHarness, other_harness: RedisHarness
+) -> None:
+    source = harel_harness.open_sync()
+    record = source.export_execution(populate(source).id)
+    source.close()
+    assert record is not None
+    destination = await other_harness.open_async()
+    try:
+        await destination.import_execution(record)
+        again = await destination.export_execution(record.execution_id)
+        assert again is not None and record_digest(again) == record_digest(record)
+        with pytest.raises(ExecutionAlreadyExists):
+            await destination.import_execution(record)
+    finally:
+        await destination.close()
+
+
+def test_an_import_whose_reply_was_lost_recognises_its_own_landing(
+    harel_harness: RedisHarness,
+) -> None:
+    store = harel_harness.open_sync()
+    record = ExecutionRecord(
+        execution_id="solo", execution=new_exe("solo", version=3), updated_at=1.5
+    )
+    prepared = store._prepare_import(record)
+    token = b"import-token"
+    plan = _records.import_plan(store._keys, prepared, token, where="test", limit=10**9)
+    request = next(plan)
+    with client_of(harel_harness) as client:
+        send: Callable[..., Any] = client.execute_command
+        first = send(*request.wire)  # it landed, but the reply is "lost"
+        assert first == [_scripts.APPLIED]
+        again = plan.throw(StoreUnavailable("reply lost"))
+        with pytest.raises(StopIteration):
+            plan.send(send(*again.wire))  # no ExecutionAlreadyExists
+    relays_only = _records.import_plan(
+        store._keys,
+        store._prepare_import(
+            ExecutionRecord(
+                execution_id="t", execution=None, outbox=(OutboxEntry(1, "t", ev("e")),)
+            )
+        ),
+        token,
+        where="test",
+        limit=10**9,
+    )
+    next(relays_only)
+    with pytest.raises(StoreUnavailable, match="may or may not"):
+        relays_only.throw(StoreUnavailable("reply lost"))  # appending twice is not safe
+    store.close()
