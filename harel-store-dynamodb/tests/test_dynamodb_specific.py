@@ -133,6 +133,8 @@ def test_requests_per_operation(counted: tuple[DynamoDBStore, Requests]) -> None
     measure("append_trace (cursor unknown)", lambda: fresh.append_trace("parent", step("M")))
     measure("list_executions", lambda: store.list_executions(limit=10))
     measure("prune_processed (nothing old)", lambda: store.prune_processed(1.0))
+    record = measure("export_execution", lambda: store.export_execution("parent"))
+    assert record is not None and record.execution is not None
     loaded.status = Status.DONE
     store.commit(loaded, [])
     measure("purge", lambda: store.purge("parent"))
@@ -146,6 +148,8 @@ def test_requests_per_operation(counted: tuple[DynamoDBStore, Requests]) -> None
         if label.startswith("commit"):
             assert n == 1, f"{label} sent {measured[label]}"
     assert measured["commit (150 spawns)"] == ["TransactWriteItems"]
+    assert measured["commit (state only)"] == ["UpdateItem"]  # no side items: no transaction
+    assert measured["export_execution"] == ["Query", "Query", "Query", "GetItem"]
     for label in ("load", "load_for_event", "is_processed", "read_trace", "delete_timer"):
         assert counts[label] == 1, (label, measured[label])
     assert measured["load_for_event"] == ["BatchGetItem"]

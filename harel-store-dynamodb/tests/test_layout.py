@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -102,22 +103,16 @@ def test_several_processes_upgrading_at_once_all_open(harness: DynamoDBHarness, 
     store.close()
     as_layout_1(admin, harness.table, ids)
     _open._CHECKED.clear()
-    errors: list[BaseException] = []
     barrier = threading.Barrier(3)
 
-    def open_one() -> None:
+    def open_one(_: int) -> str:
         barrier.wait()
-        try:
-            DynamoDBStore(harness.table, **harness.store_knobs()).close()
-        except BaseException as exc:
-            errors.append(exc)
+        store = DynamoDBStore(harness.table, **harness.store_knobs())
+        store.close()
+        return "opened"
 
-    threads = [threading.Thread(target=open_one) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(open_one, range(3))) == ["opened"] * 3
     assert meta(admin, harness.table)["schema"] == {"N": "2"}
     for execution_id in ids:
         stored = admin.get_item(TableName=harness.table, Key=exe_key(execution_id))["Item"]

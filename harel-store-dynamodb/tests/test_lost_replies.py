@@ -76,6 +76,14 @@ def commit_on_top(other: DynamoDBStore, execution_id: str, tag: str) -> None:
     other.commit(exe, emit(tag))
 
 
+def started(store: DynamoDBStore, execution_id: str) -> Execution:
+    """A new execution stored at version 1, as loaded back."""
+    store.commit(Execution(id=execution_id, definition_id="d"), [])
+    mine = store.load(execution_id)
+    assert mine is not None
+    return mine
+
+
 def pending(store: DynamoDBStore) -> list[str]:
     return sorted(entry.event.id for entry in store.pending_outbox())
 
@@ -116,9 +124,7 @@ def test_a_commit_that_landed_is_reported_as_stored_whatever_its_answer(
     emits: bool,
 ) -> None:
     store, other, faulty = pair
-    store.commit(Execution(id="x1", definition_id="d"), [])
-    mine = store.load("x1")
-    assert mine is not None
+    mine = started(store, "x1")
     faulty.faults = [fault(other)]
     store.commit(mine, emit("mine") if emits else [])  # must not raise: it was stored
     assert mine.version == 2
@@ -131,9 +137,7 @@ def test_a_send_applied_after_the_client_gave_up_is_reported_as_stored(
     pair: tuple[DynamoDBStore, DynamoDBStore, Faulty],
 ) -> None:
     store, other, faulty = pair
-    store.commit(Execution(id="x3", definition_id="d"), [])
-    mine = store.load("x3")
-    assert mine is not None
+    mine = started(store, "x3")
     late: list[Callable[[], Any]] = []
 
     def stalled(send: Callable[[], Any]) -> Any:
@@ -156,9 +160,7 @@ def test_a_lost_answer_of_a_write_that_did_not_land_is_a_conflict(
     pair: tuple[DynamoDBStore, DynamoDBStore, Faulty],
 ) -> None:
     store, other, faulty = pair
-    store.commit(Execution(id="x4", definition_id="d"), [])
-    mine = store.load("x4")
-    assert mine is not None
+    mine = started(store, "x4")
 
     def lost_before(send: Callable[[], Any]) -> Any:
         commit_on_top(other, "x4", "theirs")  # someone else wins first; ours never arrives

@@ -258,21 +258,21 @@ def test_an_answer_lost_in_transit_is_settled_by_resending_and_the_receipt() -> 
     with pytest.raises(StopIteration):
         plan.throw(ConditionFailed(on_top))
 
-    other = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
-    first_request(other)
-    other.throw(RequestInDoubt("lost"))
-    other.send(None)
     theirs = {**on_top, "k2": {"S": "someone else"}}
     with pytest.raises(StoreConflict):
-        other.throw(ConditionFailed(theirs))
-
-    lost = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
-    first_request(lost)
-    lost.throw(RequestInDoubt("lost"))
-    lost.send(None)
+        resent_after_doubt().throw(ConditionFailed(theirs))
     overwritten = {**theirs, "v": {"N": "10"}}  # receipt of version 2 gone: cannot tell
     with pytest.raises(RequestInDoubt):
-        lost.throw(ConditionFailed(overwritten))
+        resent_after_doubt().throw(ConditionFailed(overwritten))
+
+
+def resent_after_doubt() -> Plan:
+    """A state-only commit at version 1 whose first send got no answer, resent once."""
+    plan = ops().commit(prepared(Execution(id="kit-1", definition_id="d", version=1)), 200)
+    first_request(plan)
+    plan.throw(RequestInDoubt("lost"))
+    plan.send(None)
+    return plan
 
 
 def test_a_stale_trace_cursor_is_corrected_from_the_old_item() -> None:

@@ -49,7 +49,7 @@ from harel_store_libsql import AsyncLibsqlStore, LibsqlStore
 from harel_store_libsql._driver import execute
 from harel_store_libsql._legacy import url_from_env
 from harel_store_libsql._options import make_options, parse_libsql_url
-from harel_store_libsql.testing import LibsqlHarness, harness_from_url
+from harel_store_libsql.testing import harness_from_url
 
 TABLES = ("executions", "outbox", "processed_events", "timers", "spawns", "trace")
 TOKEN = "t0k3n-S3CRET-value"
@@ -278,39 +278,6 @@ def test_disk_full_is_retryable_and_leaves_the_store_usable(store: LibsqlStore) 
     conn.execute("PRAGMA max_page_count = 1073741823").fetchall()
     store.commit(exe, [(None, Event(kind="K"))])
     assert exe.version == 2 and len(store.pending_outbox()) == 1
-
-
-@pytest.mark.anyio
-async def test_locked_database_waits_then_raises_store_unavailable(db_path: Path) -> None:
-    sync_store = LibsqlStore(str(db_path), busy_timeout_ms=50)
-    async_store = await AsyncLibsqlStore.open(str(db_path), busy_timeout_ms=50)
-    exe = Execution(id="e", definition_id="d")
-    sync_store.save(exe)
-    holder = raw(db_path)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        started = time.monotonic()
-        with pytest.raises(StoreUnavailable, match="50 ms") as info:
-            sync_store.commit(exe, [(None, Event(kind="Blocked"))])
-        assert time.monotonic() - started >= 0.05  # it did wait
-        assert info.value.retryable and exe.version == 1
-        with pytest.raises(StoreUnavailable):
-            await async_store.commit(exe, [(None, Event(kind="Blocked"))])
-        assert exe.version == 1
-        with pytest.raises(StoreUnavailable):
-            sync_store.ack_outbox(1)
-        with pytest.raises(StoreUnavailable):
-            await async_store.purge("e", force=True)
-        assert sync_store.load("e") is not None  # WAL: readers are not blocked
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    sync_store.commit(exe, [(None, Event(kind="Later"))])
-    await async_store.commit(exe, [])
-    assert exe.version == 3
-    assert [e.event.kind for e in await async_store.pending_outbox()] == ["Later"]
-    sync_store.close()
-    await async_store.close()
 
 
 @pytest.mark.anyio
@@ -668,24 +635,6 @@ def test_legacy_variables_refuse_half_configurations() -> None:
 
 
 # -- harness -------------------------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_harness_reopens_one_file_and_destroys_it(tmp_path: Path) -> None:
-    harness = LibsqlHarness(tmp_path / "h.db")
-    first = harness.open_sync()
-    first.save(Execution(id="e", definition_id="d"))
-    second = await harness.open_async()
-    assert await second.load("e") is not None
-    assert harness.footprint("e") == ["execution"]
-    with LibsqlStore.from_url(harness.url()) as by_url:
-        assert by_url.load("e") is not None
-    harness.destroy()
-    assert not any(tmp_path.iterdir())  # noqa: ASYNC240 - a tiny local directory
-    with pytest.raises(StoreError, match="closed"):
-        first.load("e")
-    with pytest.raises(StoreError, match="closed"):
-        await second.load("e")
 
 
 def test_harness_from_url_uses_a_fresh_file_and_refuses_servers(tmp_path: Path) -> None:

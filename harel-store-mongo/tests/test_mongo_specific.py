@@ -9,6 +9,7 @@ with ``explain``).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import Iterator
@@ -557,3 +558,65 @@ async def test_an_unknown_constructor_keyword_is_refused(harness: Harness) -> No
         MongoStore(harness.sync_client(), db=harness.db, tracemax=3)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="'dbname'"):
         await AsyncMongoStore.open(harness.async_client(), dbname="x")  # type: ignore[call-arg]
+
+
+class GatedAsyncStore(AsyncMongoStore):
+    """An AsyncMongoStore whose requests wait for ``gate`` (to cancel callers mid-request)."""
+
+    gate: asyncio.Event
+    waiting: asyncio.Event
+    sent: list[str]
+
+    async def _send(self, request: Request) -> Any:
+        self.sent.append(request.method)
+        self.waiting.set()
+        await self.gate.wait()
+        return await super()._send(request)
+
+
+async def gated(harness: Harness) -> GatedAsyncStore:
+    store = GatedAsyncStore(harness.async_client(), db=harness.db)
+    store.gate, store.waiting, store.sent = asyncio.Event(), asyncio.Event(), []
+    store.gate.set()
+    await store._run(store._plan.open())
+    store.gate, store.waiting, store.sent = asyncio.Event(), asyncio.Event(), []
+    return store
+
+
+async def test_a_cancelled_async_commit_finishes_its_write_first(harness: Harness) -> None:
+    """Cancelled while its seq reservation is in flight, a commit still sends its update
+    (the write runs to its end), bumps ``exe.version``, then raises ``CancelledError``."""
+    store = await gated(harness)
+    try:
+        exe = new_exe("cx")
+        task = asyncio.ensure_future(store.commit(exe, [("cx", ev("o"))]))
+        await store.waiting.wait()
+        task.cancel()
+        await asyncio.sleep(0)
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert store.sent == ["find_one_and_update", "update_one"]
+        assert exe.version == 1
+        stored = await store.load("cx")
+        assert stored is not None and stored.version == 1
+        assert [e.event.id for e in await store.pending_outbox()] == ["o"]
+    finally:
+        await store.close()
+
+
+async def test_a_cancelled_async_read_waits_for_its_reply(harness: Harness) -> None:
+    store = await gated(harness)
+    try:
+        task = asyncio.ensure_future(store.load("nobody"))
+        await store.waiting.wait()
+        task.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not task.done(), "the read is still waiting for its reply"
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert store.sent == ["find_one"]
+    finally:
+        await store.close()

@@ -13,7 +13,7 @@ import pytest
 from harel.model import Event, Execution, Status
 from harel.store.common import record_digest
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
-from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge
+from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreCorrupted
 from harel_store_mongo import MongoStore
 from harel_store_mongo._schema import EXECUTIONS
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
@@ -219,5 +219,21 @@ def test_a_record_too_large_for_one_document_is_refused(harness: Harness) -> Non
         with pytest.raises(PayloadTooLarge):
             store.import_execution(record)
         assert documents(harness) == []
+    finally:
+        store.close()
+
+
+def test_a_damaged_entry_fails_the_export_instead_of_vanishing(harness: Harness) -> None:
+    """The relay sweeps skip an unreadable entry; an export must not (a migration would lose
+    it silently)."""
+    store = harness.open_sync()
+    try:
+        store.commit(exe("emitter"), [("victim", ev("ok")), ("victim", ev("damaged"))])
+        harness.database()[EXECUTIONS].update_one(
+            {"_id": "emitter"}, {"$unset": {"outbox.1.event": ""}}
+        )
+        assert [e.event.id for e in store.pending_outbox()] == ["ok"]
+        with pytest.raises(StoreCorrupted, match="outbox"):
+            store.export_execution("victim")
     finally:
         store.close()

@@ -14,7 +14,7 @@ import math
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,7 +31,7 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_redis import AsyncRedisStore, RedisStore, _commit
+from harel_store_redis import AsyncRedisStore, RedisStore, _commit, aio
 from harel_store_redis._keys import owned
 from harel_store_redis._scripts import COMMIT
 from harel_store_redis.testing import RedisHarness, RedisServerProcess, free_port
@@ -685,6 +685,53 @@ def test_ids_that_cannot_be_keys_are_refused_before_writing(
 # -- cancellation -----------------------------------------------------------------------------
 
 
+async def cancelled_after(call: Awaitable[Any], ticks: int) -> None:
+    """Start ``call``, let the loop turn ``ticks`` times, cancel it and wait until it ends."""
+    task = asyncio.ensure_future(call)
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@pytest.fixture
+async def astore(harel_harness: RedisHarness) -> AsyncIterator[AsyncRedisStore]:
+    """An async store over the test's namespace, closed afterwards."""
+    store = await harel_harness.open_async()
+    yield store
+    await store.close()
+
+
+async def test_requests_never_run_in_the_callers_task(
+    astore: AsyncRedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads shield each request in a task of its own; a write runs in core's settled task,
+    which is marked so its requests skip that second task; the mark never leaks to the caller."""
+    seen: list[tuple[bool, bool]] = []
+    send = aio._send
+
+    async def spy(client: Any, request: Any, where: str) -> Any:
+        seen.append((asyncio.current_task() is caller, aio._SETTLED_WRITE.get()))
+        return await send(client, request, where)
+
+    caller = asyncio.current_task()
+    monkeypatch.setattr(aio, "_send", spy)
+    await astore.save(new_exe("e1"))
+    await astore.load("e1")
+    assert seen == [(False, True), (False, False)]
+    assert aio._SETTLED_WRITE.get() is False
+
+
+async def test_cancelled_reads_leave_no_reply_for_the_next_call(astore: AsyncRedisStore) -> None:
+    for name in ("a", "b"):
+        await astore.save(new_exe(name, definition_id=f"def-{name}"))
+    for attempt in range(40):
+        await cancelled_after(astore.load("a"), attempt % 5)
+        other = await astore.load("b")  # never the cancelled call's reply
+        assert other is not None and other.definition_id == "def-b"
+
+
 async def test_cancelled_commits_either_land_whole_or_not_at_all(
     harel_harness: RedisHarness,
 ) -> None:
@@ -695,19 +742,13 @@ async def test_cancelled_commits_either_land_whole_or_not_at_all(
         await store.save(exe)
         for attempt in range(60):
             before = exe.version
-            task = asyncio.ensure_future(
-                store.commit(
-                    exe,
-                    [(None, ev(f"out-{attempt}"))],
-                    processed_event_id=f"in-{attempt}",
-                    trace=step(),
-                )
+            commit = store.commit(
+                exe,
+                [(None, ev(f"out-{attempt}"))],
+                processed_event_id=f"in-{attempt}",
+                trace=step(),
             )
-            for _ in range(attempt % 6):
-                await asyncio.sleep(0)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancelled_after(commit, attempt % 6)
             stored = await observer.load("e1")
             assert stored is not None and stored.version == exe.version
             assert exe.version in (before, before + 1)

@@ -532,37 +532,6 @@ async def test_async_conflicting_tasks_losers_leave_nothing(astore: AsyncSqliteS
 # -- locks ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.anyio
-async def test_locked_database_raises_store_unavailable(db_path: Path) -> None:
-    sync_store = SqliteStore(str(db_path), busy_timeout_ms=30)
-    async_store = await AsyncSqliteStore.open(str(db_path), busy_timeout_ms=30)
-    exe = Execution(id="e", definition_id="d")
-    sync_store.save(exe)
-    holder = raw(db_path)
-    holder.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(StoreUnavailable, match="busy_timeout_ms") as info:
-            sync_store.commit(exe, [(None, Event(kind="Blocked"))])
-        assert info.value.retryable and exe.version == 1
-        with pytest.raises(StoreUnavailable):
-            await async_store.commit(exe, [(None, Event(kind="Blocked"))])
-        assert exe.version == 1
-        with pytest.raises(StoreUnavailable):
-            sync_store.ack_outbox(1)
-        with pytest.raises(StoreUnavailable):
-            await async_store.purge("e", force=True)
-        assert sync_store.load("e") is not None  # WAL: readers are not blocked
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    sync_store.commit(exe, [(None, Event(kind="Later"))])
-    await async_store.commit(exe, [])
-    assert exe.version == 3
-    assert [e.event.kind for e in await async_store.pending_outbox()] == ["Later"]
-    sync_store.close()
-    await async_store.close()
-
-
 # -- URLs and knobs ------------------------------------------------------------------------------
 
 
@@ -644,24 +613,6 @@ async def test_async_from_url_and_close(tmp_path: Path) -> None:
 
 
 # -- harness -------------------------------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_harness_reopens_one_file_and_destroys_it(tmp_path: Path) -> None:
-    harness = SqliteHarness(tmp_path / "h.db")
-    first = harness.open_sync()
-    first.save(Execution(id="e", definition_id="d"))
-    second = await harness.open_async()
-    assert await second.load("e") is not None
-    assert harness.footprint("e") == ["execution"]
-    with SqliteStore.from_url(harness.url()) as by_url:
-        assert by_url.load("e") is not None
-    harness.destroy()
-    assert not any(tmp_path.iterdir())  # noqa: ASYNC240 - a tiny local directory
-    with pytest.raises(StoreError, match="closed"):
-        first.load("e")
-    with pytest.raises(StoreError, match="closed"):
-        await second.load("e")
 
 
 def test_harness_url_survives_awkward_paths(tmp_path: Path) -> None:

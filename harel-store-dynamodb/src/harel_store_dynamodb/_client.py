@@ -2,7 +2,8 @@
 
 Timeouts bound every request (so a cancelled async commit waits at most that long for its
 answer), botocore retries throttling and transient errors ``max_attempts`` times in its
-"standard" mode (a retried ``TransactWriteItems`` reuses its idempotency token).
+"standard" mode.  Such a hidden retry may follow an earlier send that landed; a commit tells
+from the answer's ``RetryAttempts`` and settles it by its receipt (:mod:`._commit_plan`).
 """
 
 from __future__ import annotations

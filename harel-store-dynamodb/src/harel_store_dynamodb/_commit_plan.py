@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from harel.store.common import PreparedCommit, conflict
@@ -65,25 +66,19 @@ def landed(item: Item, commit: PreparedCommit, tokens: Iterable[str]) -> bool | 
     return False if version - commit.new_version < RECEIPTS else None
 
 
+@dataclass
 class CommitPlan:
     """One commit's plan (see the module doc); ``run`` is the generator a driver drives."""
 
-    def __init__(
-        self,
-        table: str,
-        cache: CursorCache,
-        clock: BaseClock,
-        commit: PreparedCommit,
-        trace_max: int | None,
-    ) -> None:
-        self.table = table
-        self.cache = cache
-        self.clock = clock
-        self.commit = commit
-        self.trace_max = trace_max
-        self.tokens: list[str] = []
-        self.doubt = False
-        """Some send of this commit got no clear answer (it may have landed)."""
+    table: str
+    cache: CursorCache
+    clock: BaseClock
+    commit: PreparedCommit
+    trace_max: int | None
+    tokens: list[str] = field(default_factory=list)
+    """The tokens of this commit's attempts (any of them in the receipt: it landed)."""
+    doubt: bool = False
+    """Some send of this commit got no clear answer (it may have landed)."""
 
     def run(self) -> Plan:
         """Write the commit (module doc): returns ``None`` once stored, else raises."""

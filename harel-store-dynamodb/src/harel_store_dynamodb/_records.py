@@ -31,6 +31,7 @@ from harel.store.common.records import PreparedImport
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreUnavailable
 
+from harel_store_dynamodb import _support as support
 from harel_store_dynamodb._commit import (
     MAX_ACTIONS,
     TRANSACTION_BUDGET,
@@ -54,15 +55,7 @@ from harel_store_dynamodb._items import (
 from harel_store_dynamodb._requests import Call, RequestInDoubt, TransactionCancelled
 from harel_store_dynamodb._schema import EXE_SK, G1S, OUTBOX, SK, SPAWNS, exe_key, exe_pk
 from harel_store_dynamodb._seq import BaseClock
-from harel_store_dynamodb._support import (
-    ATTEMPTS,
-    BUSY_CODES,
-    Plan,
-    backoff,
-    cancellation_error,
-    gsi1_query,
-    query_all,
-)
+from harel_store_dynamodb._support import ATTEMPTS, Plan, backoff, query_all
 from harel_store_dynamodb._values import (
     Expr,
     Item,
@@ -140,7 +133,7 @@ def _record(
 
 def _targeted(table: str, execution_id: str) -> Plan:
     e = Expr()
-    params = gsi1_query(table, OUTBOX, None, e)
+    params = support.gsi1_query(table, OUTBOX, None, e)
     params["FilterExpression"] = f"contains({e.name('tg')}, {e.value(s(execution_id))})"
     params.update(e.args())
     found: list[OutboxEntry] = []
@@ -154,7 +147,7 @@ def _targeted(table: str, execution_id: str) -> Plan:
 
 def _written(table: str, execution_id: str) -> Plan:
     e = Expr()
-    params = gsi1_query(table, SPAWNS, None, e)
+    params = support.gsi1_query(table, SPAWNS, None, e)
     params["FilterExpression"] = f"{e.name('pa')} = {e.value(s(execution_id))}"
     params.update(e.args())
     found = [
@@ -251,6 +244,8 @@ def import_execution(table: str, clock: BaseClock, prepared: PreparedImport) -> 
         token = new_token()
         tokens.append(token)
         actions, relays, early = _transaction(table, prepared, clock.next(), token)
+        if not actions:
+            return  # an empty record: nothing to write
         if early and not checked:
             reply = yield Call(
                 "get_item",
@@ -277,10 +272,10 @@ def import_execution(table: str, clock: BaseClock, prepared: PreparedImport) -> 
                     if doubt and prepared.execution is None:
                         return  # our own earlier send landed (bases are unique per process)
                     break  # another process drew the same relay base: draw again
-                if set(codes) & BUSY_CODES:
+                if set(codes) & support.BUSY_CODES:
                     yield backoff(attempt)
                     break
-                raise cancellation_error(exc, f"the import of {execution_id!r}") from exc
+                raise support.cancellation_error(exc, f"the import of {execution_id!r}") from exc
             except StoreUnavailable:
                 doubt = True
                 yield backoff(resend)

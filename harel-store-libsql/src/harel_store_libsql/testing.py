@@ -21,14 +21,13 @@ from typing import Any, ClassVar
 
 from harel.store.common import drive, redact_url
 from harel.store.common.sql import Statement
-from harel.store.common.sql.harness import FileHarness
+from harel.store.common.sql.harness import FileHarness, FileKind
 from harel.store.common.sql.testing import FileBackend
 from harel.store.contract import Capabilities
 from harel.store.errors import HarnessUnavailable
 
 from harel_store_libsql._driver import connect, execute, open_database
 from harel_store_libsql._options import (
-    LibsqlOptions,
     make_options,
     parse_libsql_url,
 )
@@ -42,14 +41,7 @@ class LibsqlHarness(FileHarness):
     """One local libSQL file as the kit's dataset (created empty on the first open)."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
-    name = "libsql"
-    url_prefix = "libsql+file:///"
-    store_class = LibsqlStore
-    async_class = AsyncLibsqlStore
-
-    def make_options(self, path: str, **knobs: Any) -> LibsqlOptions:
-        """libSQL's validated options (a local file)."""
-        return make_options(path, **knobs)
+    kind = FileKind("libsql", "libsql+file:///", LibsqlStore, AsyncLibsqlStore, make_options)
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every row the file holds for ``execution_id``, read on a connection of its own."""
@@ -92,7 +84,18 @@ def harness_from_url(url: str, workdir: Path) -> LibsqlHarness:
     return LibsqlHarness.in_workdir(workdir, knobs)
 
 
+def raw_connection(path: Path) -> Any:
+    """A driver connection of its own (autocommit) on ``path``, for tests reading or locking
+    the file beside a store (never the stdlib ``sqlite3`` while a libSQL one is open)."""
+    return connect(make_options(str(path)))
+
+
 FILE_BACKEND = FileBackend(
-    "harel-store-libsql", LibsqlStore, AsyncLibsqlStore.open, "libsql+file:///{path}", LibsqlHarness
+    "harel-store-libsql",
+    LibsqlStore,
+    AsyncLibsqlStore.open,
+    "libsql+file:///{path}",
+    LibsqlHarness,
+    raw_connection,
 )
 """This backend as the SQL family's shared test suite reaches it."""

@@ -16,13 +16,14 @@ default authentication database, not the data's.  Nothing here imports PyMongo.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypedDict
 from urllib.parse import unquote_plus
 
-from harel.store.common import redact_url
+from harel.store.common import redact_url, retry_arguments
 from harel.store.common.urls import knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL, StoreUnavailable
+from harel.store.errors import InvalidStoreURL
 
 SCHEMES = ("mongodb", "mongodb+srv")
 DEFAULT_DB = "harel"
@@ -33,6 +34,10 @@ DEFAULT_SERVER_SELECTION_MS = 5000
 only when the URL does not set ``serverSelectionTimeoutMS``."""
 APP_NAME = "harel"
 """Reported to the server (``appname``) unless the URL names another."""
+_retry_arguments = partial(
+    retry_arguments, default_retries=DEFAULT_CONNECT_RETRIES, default_delay=DEFAULT_RETRY_DELAY
+)
+"""``retry_arguments`` with this backend's defaults (``connect_retries=5``, ``retry_delay=0.2``)."""
 
 STORE_KNOBS = frozenset({"db", "trace_max"})
 """Options of the store itself (URL query or keywords)."""
@@ -226,30 +231,12 @@ def parse_mongo_url(url: str, overrides: dict[str, Any]) -> tuple[MongoOptions, 
     return options, connect
 
 
-def connect_settings(connect: dict[str, Any]) -> tuple[int, float]:
-    """``(connect_retries, retry_delay)`` for ``from_url`` (validated)."""
-    retries = connect.get("connect_retries", DEFAULT_CONNECT_RETRIES)
-    delay = connect.get("retry_delay", DEFAULT_RETRY_DELAY)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-        raise ValueError(f"retry_delay must be a number of seconds >= 0, got {delay!r}")
-    return retries, float(delay)
-
-
 def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[MongoOptions, dict[str, Any]]:
     """``(options, retry arguments)`` of ``from_url``: the validated settings, and the keyword
-    arguments of ``connect_with_retry`` / ``aconnect_with_retry`` (retry only while the server
-    is unreachable)."""
+    arguments of ``connect_with_retry`` / ``aconnect_with_retry`` (harel-core's
+    ``retry_arguments``: retry only while the server is unreachable)."""
     options, connect = parse_mongo_url(url, knobs)
-    retries, delay = connect_settings(connect)
-    retry = {
-        "retries": retries,
-        "delay": delay,
-        "retry_on": (StoreUnavailable,),
-        "what": options.where,
-    }
-    return options, retry
+    return options, _retry_arguments(connect, what=options.where)
 
 
 def with_db(url: str, db: str) -> str:

@@ -22,8 +22,8 @@ A record without an execution appends its entries to the id's document with no c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from harel.store.common import PreparedImport, check_id
 from harel.store.common.validate import show
@@ -44,6 +44,8 @@ from harel_store_mongo._plan import (
 )
 from harel_store_mongo._requests import Request, lit, minimum, or_empty
 from harel_store_mongo._schema import EXECUTIONS, PRESENT
+
+E = TypeVar("E")
 
 OWN_FIELDS = (
     "version",
@@ -140,6 +142,8 @@ def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
     """Write ``prepared`` with one upsert (after one seq reservation when it carries relays);
     ``ExecutionAlreadyExists`` with nothing written when the execution is already stored."""
     check_import_size(prepared)
+    if prepared.execution is None and not prepared.emits:
+        return  # an empty relays-only record: nothing to write
     count = len(prepared.emits) + len(prepared.spawns)
     seqs = seq_block((yield rq.allocate_seqs(count)), count, where) if count else []
     emit_seqs, spawn_seqs = seqs[: len(prepared.emits)], seqs[len(prepared.emits) :]
@@ -147,8 +151,6 @@ def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
         {"seq": seq, "target": prepared.execution_id, "event": emit.event_json}
         for seq, emit in zip(emit_seqs, prepared.emits, strict=True)
     ]
-    if prepared.execution is None and not outbox:
-        return
     spawns = [
         {"seq": seq, "child": s.child_id, "root": s.root_path, "context": s.context_json}
         for seq, s in zip(spawn_seqs, prepared.spawns, strict=True)
@@ -165,12 +167,12 @@ def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:
     docs = yield export_request(execution_id)
     own: dict[str, Any] = {}
     outbox: list[OutboxEntry] = []
+    what = f"the stored execution {show(execution_id)}"
     for doc in docs:
         if doc.get("_id") == execution_id:
             own = doc
-        outbox += [outbox_entry(doc, raw) for raw in doc.get("outbox") or []]
+        outbox += _exact(outbox_entry, doc, "outbox", what)
     outbox.sort(key=lambda entry: entry.seq)
-    what = f"the stored execution {show(execution_id)}"
     exe = execution_of(own or None, execution_id)
     if exe is None:
         if not outbox:
@@ -183,14 +185,23 @@ def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:
         processed=tuple(sorted(_pairs(own.get("processed"), "event", what))),
         timers=tuple(sorted(_pairs(own.get("timers"), "path", what))),
         outbox=tuple(outbox),
-        spawns=tuple(
-            sorted(
-                (spawn_entry(own, raw) for raw in own.get("spawns") or []),
-                key=lambda entry: entry.seq,
-            )
-        ),
+        spawns=tuple(sorted(_exact(spawn_entry, own, "spawns", what), key=lambda e: e.seq)),
         trace=tuple(ring_steps(own, what)),
     )
+
+
+def _exact(
+    entry: Callable[[dict[str, Any], dict[str, Any]], E], doc: dict[str, Any], array: str, what: str
+) -> list[E]:
+    """Every entry of ``array`` of ``doc``; a damaged one is ``StoreCorrupted`` (an export is
+    exact: it never skips what it cannot read, as the relay sweeps do)."""
+    try:
+        return [entry(doc, raw) for raw in doc.get(array) or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorrupted(
+            f"{what}: an entry of {array!r} in document {doc.get('_id')!r:.80} is unreadable "
+            f"({exc!r:.80})"
+        ) from exc
 
 
 def _number(value: Any, what: str) -> float | None:

@@ -23,7 +23,7 @@ import inspect
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
+from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, in_settled_write
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
@@ -66,10 +66,7 @@ class _Shielded:
     async def execute(self, request: Request) -> Any:
         if self.cancelled:
             raise asyncio.CancelledError
-        database = self.store._database
-        if database is None:
-            raise self.store._closed()
-        task = asyncio.ensure_future(_call(database, request, self.store.where))
+        task = asyncio.ensure_future(self.store._send(request))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -122,13 +119,23 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
         return await cls.open(client, **options.store_kwargs())
 
     async def _run(self, operation: Plan[T]) -> T:
-        """Drive one plan, each request shielded (see the module docstring); no driver
-        exception escapes (see :mod:`harel_store_mongo._errors`)."""
+        """Drive one plan, each request shielded (see the module docstring) unless the plan
+        is a write already running in its own settled task; no driver exception escapes (see
+        :mod:`harel_store_mongo._errors`)."""
+        if in_settled_write():
+            return await adrive(operation, self._send)
         call = _Shielded(self)
         try:
             return await adrive(operation, call.execute)
         finally:
             call.settle()
+
+    async def _send(self, request: Request) -> Any:
+        """One request to its reply (the store must be open)."""
+        database = self._database
+        if database is None:
+            raise self._closed()
+        return await _call(database, request, self.where)
 
     async def close(self) -> None:
         """Release the client if this store owns it (idempotent); later calls raise."""

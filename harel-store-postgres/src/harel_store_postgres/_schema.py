@@ -258,7 +258,8 @@ UPGRADE_TO_2: tuple[str, ...] = (
     "ALTER TABLE {schema}.harel_schema ADD COLUMN IF NOT EXISTS written_by text",
     # import_execution: one record in one statement.  The execution (when the record has one)
     # is inserted only if absent: false, and nothing written, when it is already stored.
-    # Marks, timers and trace keep their stored values; relays get new seqs in record order.
+    # Marks, timers and trace keep the record's times and indices; relays get new seqs in
+    # record order, after every existing one.
     """CREATE OR REPLACE FUNCTION {schema}.harel_import(
         p_id text, p_has_execution boolean, p_definition_id text, p_status text,
         p_outcome text, p_active_path text, p_parent_id text, p_version bigint,

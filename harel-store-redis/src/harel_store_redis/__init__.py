@@ -6,8 +6,9 @@ The store classes are imported on first access, so importing the plugin module
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harel.store.common import lazy_exports
 
 if TYPE_CHECKING:
     from harel_store_redis.aio import AsyncRedisStore
@@ -15,17 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncRedisStore", "RedisStore"]
 
-_LAZY = {
-    "RedisStore": "harel_store_redis.sync",
-    "AsyncRedisStore": "harel_store_redis.aio",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Import ``RedisStore`` / ``AsyncRedisStore`` on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harel_store_redis' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(
+    __name__,
+    {"RedisStore": "harel_store_redis.sync", "AsyncRedisStore": "harel_store_redis.aio"},
+)

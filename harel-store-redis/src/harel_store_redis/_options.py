@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import parse_store_url
+from harel.store.common import parse_store_url, retry_arguments
 from harel.store.common.urls import knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL, StoreConfigError, StoreUnavailable
+from harel.store.errors import InvalidStoreURL, StoreConfigError
 
 from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES
 
@@ -256,25 +256,13 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[RedisOptions, dict[s
     arguments of ``connect_with_retry`` / ``aconnect_with_retry`` (retry only while the server
     is unreachable)."""
     options, connect = parse_redis_url(url, knobs)
-    retries, delay = connect_settings(connect)
-    retry = {
-        "retries": retries,
-        "delay": delay,
-        "retry_on": (StoreUnavailable,),
-        "what": options.where,
-    }
+    retry = retry_arguments(
+        connect,
+        what=options.where,
+        default_retries=DEFAULT_CONNECT_RETRIES,
+        default_delay=DEFAULT_RETRY_DELAY,
+    )
     return options, retry
-
-
-def connect_settings(connect: dict[str, Any]) -> tuple[int, float]:
-    """``(connect_retries, retry_delay)`` for ``from_url`` (validated)."""
-    retries = connect.get("connect_retries", DEFAULT_CONNECT_RETRIES)
-    delay = connect.get("retry_delay", DEFAULT_RETRY_DELAY)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-        raise ValueError(f"retry_delay must be a number of seconds >= 0, got {delay!r}")
-    return retries, float(delay)
 
 
 def describe_connection(kwargs: dict[str, Any], prefix: str) -> str:

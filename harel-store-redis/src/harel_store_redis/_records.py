@@ -1,4 +1,6 @@
-"""The plans of ``export_execution`` and ``import_execution``: one script each.
+"""The plans of ``export_execution`` and ``import_execution``: one script each (and the
+decoders of stored rows they share with the other reads: relay entries, trace steps, the
+summary row).
 
 Export reads the execution's hash, summary row, trace ring and every member of ``P own``
 under its owner prefix (marks, timers, targeted outbox entries, spawn intents) in ONE
@@ -129,9 +131,9 @@ def _owned_records(rows: list[Any], execution_id: str) -> dict[str, Any]:
         elif tag == TAG_TIMER:
             timers.append((untext(item), float(value)))
         elif tag == TAG_OUTBOX:
-            outbox.append(_outbox_entry(item, value))
+            outbox.append(outbox_entry(seq_of(item), value))
         elif tag == TAG_SPAWN:
-            spawns.append(_spawn_entry(item, value))
+            spawns.append(spawn_entry(seq_of(item), value))
     return {
         "processed": tuple(sorted(processed)),
         "timers": tuple(sorted(timers)),
@@ -154,9 +156,8 @@ def stream_fields(flat: list[bytes], seq: int, *names: bytes) -> list[bytes]:
 
 def outbox_entry(seq: int, flat: list[bytes]) -> OutboxEntry:
     """An outbox stream entry as the contract's ``OutboxEntry``."""
-    fields = dict(zip(flat[::2], flat[1::2], strict=True))
-    target = fields.get(b"t")
     (event,) = stream_fields(flat, seq, b"e")
+    target = dict(zip(flat[::2], flat[1::2], strict=True)).get(b"t")
     return OutboxEntry(
         seq,
         None if target is None else untext(target),
@@ -169,14 +170,6 @@ def spawn_entry(seq: int, flat: list[bytes]) -> SpawnEntry:
     parent, child, root, context = stream_fields(flat, seq, b"p", b"c", b"r", b"x")
     value = decode_payload(context, what=f"spawn {seq}")
     return SpawnEntry(seq, untext(parent), untext(child), untext(root), value)
-
-
-def _outbox_entry(entry_id: bytes, flat: list[bytes]) -> OutboxEntry:
-    return outbox_entry(seq_of(entry_id), flat)
-
-
-def _spawn_entry(entry_id: bytes, flat: list[bytes]) -> SpawnEntry:
-    return spawn_entry(seq_of(entry_id), flat)
 
 
 # -- import -----------------------------------------------------------------------------------

@@ -3,10 +3,11 @@
 Its contract methods (written once in :class:`harel.store.common.AsyncPlanStore`) run the same
 plan over ``redis.asyncio`` through :func:`harel.store.common.adrive`.
 
-Cancellation: every request is awaited through ``asyncio.shield``, so a cancelled call still
-reads its reply (no connection is left with an unread reply, none is torn down).  A read then
-raises ``CancelledError`` without sending anything further; a write (``AsyncPlanStore._write``)
-runs to its end first.  A cancelled ``commit`` therefore either stored everything and left
+Cancellation: a read awaits each request through ``asyncio.shield``, so a cancelled read still
+reads its reply (no connection is left with an unread reply, none is torn down), then raises
+``CancelledError`` without sending anything further.  A write runs to its end first, in the
+task ``AsyncPlanStore._settle`` creates for it (which nothing can cancel, so its requests need
+no shield of their own).  A cancelled ``commit`` therefore either stored everything and left
 ``exe.version`` bumped, or stored nothing and restored it; a retry never duplicates the step.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
+from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, in_settled_write
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -88,6 +89,8 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
         client = self._client
         if client is None:
             raise self._closed()
+        if in_settled_write():  # a write in its own settled task: nothing cancels it
+            return await _send(client, request, self.where)
         reply = asyncio.ensure_future(_send(client, request, self.where))
         try:
             return await asyncio.shield(reply)

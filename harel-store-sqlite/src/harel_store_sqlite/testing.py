@@ -13,14 +13,14 @@ import sqlite3
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harel.store.common import drive
-from harel.store.common.sql.harness import FileHarness
+from harel.store.common.sql.harness import FileHarness, FileKind
 from harel.store.common.sql.testing import FileBackend
 from harel.store.contract import Capabilities
 
-from harel_store_sqlite._options import SqliteOptions, make_options, parse_sqlite_url
+from harel_store_sqlite._options import make_options, parse_sqlite_url
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
@@ -32,14 +32,7 @@ class SqliteHarness(FileHarness):
     """One SQLite file as the kit's dataset (created empty on the first open)."""
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
-    name = "sqlite"
-    url_prefix = "sqlite:///"
-    store_class = SqliteStore
-    async_class = AsyncSqliteStore
-
-    def make_options(self, path: str, **knobs: Any) -> SqliteOptions:
-        """SQLite's validated options."""
-        return make_options(path, **knobs)
+    kind = FileKind("sqlite", "sqlite:///", SqliteStore, AsyncSqliteStore, make_options)
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every row the file holds for ``execution_id``, read on a connection of its own."""

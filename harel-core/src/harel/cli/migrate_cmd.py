@@ -80,9 +80,10 @@ def _say_verification(report: VerifyReport) -> int:
 
 
 def _say_migration(report: MigrationReport, where: str) -> int:
+    verb = "would refuse" if report.dry_run else "refused"
     for execution_id in report.conflicts:
         print(
-            f"harel migrate: refused {execution_id}: the destination holds different content "
+            f"harel migrate: {verb} {execution_id}: the destination holds different content "
             "(left as is)",
             file=sys.stderr,
         )

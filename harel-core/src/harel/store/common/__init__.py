@@ -36,7 +36,12 @@ from harel.store.common.listing import (
     listing_query,
     page_from_probe,
 )
-from harel.store.common.plan_store import AsyncPlanStore, ContractPlan, PlanStore
+from harel.store.common.plan_store import (
+    AsyncPlanStore,
+    ContractPlan,
+    PlanStore,
+    in_settled_write,
+)
 from harel.store.common.records import (
     PreparedExecution,
     PreparedImport,
@@ -119,6 +124,7 @@ __all__ = [
     "encode_event",
     "encode_execution",
     "encode_trace_step",
+    "in_settled_write",
     "lazy_exports",
     "listing_query",
     "loads",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Generator, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from harel.model import Execution, ExecutionPage, Status
@@ -92,6 +93,14 @@ class ContractPlan(Protocol):
 
 
 P = TypeVar("P", bound=ContractPlan)
+
+_SETTLED_WRITE: ContextVar[bool] = ContextVar("harel_settled_write", default=False)
+
+
+def in_settled_write() -> bool:
+    """True inside the task :meth:`AsyncPlanStore._settle` runs a write in: nothing cancels
+    that task, so a backend need not shield its requests there."""
+    return _SETTLED_WRITE.get()
 
 
 def _listing(
@@ -273,7 +282,11 @@ class AsyncPlanStore(_PlanStoreBase[P]):
         """Run a write to its end even if the caller is cancelled meanwhile; its value and
         whether the caller was cancelled.  A write that failed after a cancel raises
         ``CancelledError`` (its own error is chained)."""
-        task = asyncio.ensure_future(self._run(operation))
+        marked = _SETTLED_WRITE.set(True)  # the task copies this context
+        try:
+            task = asyncio.ensure_future(self._run(operation))
+        finally:
+            _SETTLED_WRITE.reset(marked)
         cancelled = False
         while True:
             try:

@@ -1,10 +1,13 @@
 """The in-memory reference store, laid out as every backend is (and so the template).
 
-``DictStore`` (:mod:`.sync`) and ``AsyncDictStore`` (:mod:`.aio`) drive one sans-IO plan
-(:mod:`._plan`) against plain dict tables (:mod:`._tables`); :mod:`._plugin` registers the
-``memory://`` backend without importing either store, and :mod:`.testing` is the conformance
-kit's harness.  Values are held as the shared codec's JSON text, so a store never aliases the
-caller's objects and has exactly the type fidelity of the durable backends.
+``DictStore`` (:mod:`.sync`) and ``AsyncDictStore`` (:mod:`.aio`) are core's ``PlanStore`` /
+``AsyncPlanStore`` driving one sans-IO plan (:mod:`._plan`) against plain dict tables
+(:mod:`._tables`) with sorted indexes (:mod:`._index`: timers by due time, ids, marks by age,
+each execution's rows), so sweeps, listing, purge and prune read only what they return;
+:mod:`._plugin` registers the ``memory://`` backend without importing either store, and
+:mod:`.testing` is the conformance kit's harness.  Values are held as the shared codec's JSON
+text, so a store never aliases the caller's objects and has exactly the type fidelity of the
+durable backends.
 
 The names below are re-exported lazily: importing this package imports no store module.
 """

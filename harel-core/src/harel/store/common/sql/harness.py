@@ -4,15 +4,17 @@ A harness hands the kit stores over one database file: every ``open_sync()`` /
 ``open_async()`` returns a new store object (a new connection) over that same file, which is
 how restart and two-writer tests run; ``url()`` names the file for a fresh interpreter and
 ``destroy()`` closes what the harness opened and removes the file with its WAL, shared-memory
-and journal companions.  A backend subclass says which stores to open (:attr:`store_class`,
-:attr:`async_class`), its URL scheme, how to validate its options, and provides what reads the
-file directly (``footprint``, ``raw_commit``).
+and journal companions.  A backend subclass says which stores to open, its URL prefix and how
+to validate its options (:class:`FileKind`), and provides what reads the file directly
+(``footprint``, ``raw_commit``).
 """
 
 from __future__ import annotations
 
 import uuid
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self
 from urllib.parse import quote, urlencode
@@ -26,17 +28,25 @@ COMPANIONS = ("", "-wal", "-shm", "-journal")
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 
 
+@dataclass(frozen=True)
+class FileKind:
+    """What a :class:`FileHarness` opens: ``name`` in :meth:`~FileHarness.describe`
+    (``"sqlite"``), ``url_prefix`` before the file's absolute path (``"sqlite:///"``), the sync
+    store (``store_class(path, **knobs)``), the async one (``await async_class.open(path,
+    **knobs)``) and ``make_options(path, **knobs)``, the backend's validated options."""
+
+    name: str
+    url_prefix: str
+    store_class: Any
+    async_class: Any
+    make_options: Callable[..., Any]
+
+
 class FileHarness(StoreHarness):
     """One database file as the kit's dataset (created empty on the first open)."""
 
-    name: ClassVar[str]
-    """The backend's name in :meth:`describe` (``"sqlite"``)."""
-    url_prefix: ClassVar[str]
-    """What precedes the file's absolute path in :meth:`url` (``"sqlite:///"``)."""
-    store_class: ClassVar[Any]
-    """The sync store, called as ``store_class(path, **knobs)``."""
-    async_class: ClassVar[Any]
-    """The async store, opened with ``await async_class.open(path, **knobs)``."""
+    kind: ClassVar[FileKind]
+    """The backend's stores, URL prefix and options."""
 
     def __init__(
         self,
@@ -48,7 +58,7 @@ class FileHarness(StoreHarness):
         self.path = Path(path)
         if str(path) == ":memory:":
             raise ValueError("a harness needs a database file (':memory:' cannot be reopened)")
-        self.options = self.make_options(  # validate now, not at the first open
+        self.options = self.kind.make_options(  # validate now, not at the first open
             str(self.path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous
         )
         self._sync: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -66,10 +76,6 @@ class FileHarness(StoreHarness):
             synchronous=knobs.get("synchronous", "FULL"),
         )
 
-    def make_options(self, path: str, **knobs: Any) -> Any:
-        """The backend's validated options for ``path`` (raises on bad knobs)."""
-        raise NotImplementedError
-
     def knobs(self) -> dict[str, Any]:
         """The knobs every store of this harness opens with."""
         return {
@@ -79,19 +85,19 @@ class FileHarness(StoreHarness):
 
     def open_sync(self) -> ExecutionStore:
         """A new sync store (its own connection) over the harness file."""
-        store = self.store_class(str(self.path), **self.knobs())
+        store = self.kind.store_class(str(self.path), **self.knobs())
         self._sync.add(store)
         return store  # type: ignore[no-any-return]
 
     async def open_async(self) -> AsyncExecutionStore:
         """A new async store (its own connection and thread) over the harness file."""
-        store = await self.async_class.open(str(self.path), **self.knobs())
+        store = await self.kind.async_class.open(str(self.path), **self.knobs())
         self._async.add(store)
         return store  # type: ignore[no-any-return]
 
     def url(self) -> str:
         """``<prefix>/absolute/path.db?busy_timeout_ms=...&synchronous=...``."""
-        return f"{self.url_prefix}{quote(str(self.path.resolve()))}?{urlencode(self.knobs())}"
+        return f"{self.kind.url_prefix}{quote(str(self.path.resolve()))}?{urlencode(self.knobs())}"
 
     def destroy(self) -> None:
         """Close every store still open through this harness and delete the database files."""
@@ -104,4 +110,4 @@ class FileHarness(StoreHarness):
 
     def describe(self) -> str:
         """``<backend> <file>``."""
-        return f"{self.name} {self.path}"
+        return f"{self.kind.name} {self.path}"

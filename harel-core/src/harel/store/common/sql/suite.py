@@ -16,12 +16,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from harel.model import Event, Execution, Status
+from harel.registry import open_store
 from harel.store.common import record_digest, release_of
 from harel.store.common.sql.schema import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
@@ -34,12 +36,19 @@ from harel.store.common.sql.testing import (
     table_counts,
     version_2_file,
 )
-from harel.store.errors import ExecutionAlreadyExists, SchemaVersionError
+from harel.store.errors import (
+    ExecutionAlreadyExists,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailable,
+)
 
 __all__ = [
     "test_a_newer_layout_is_refused_before_anything_is_written",
     "test_a_version_2_file_is_upgraded_in_place",
+    "test_harness_reopens_one_file_and_destroys_it",
     "test_layout_version_and_writer_are_recorded_at_creation",
+    "test_locked_database_waits_then_raises_store_unavailable",
     "test_records_move_between_files_whole_and_once",
     "test_threads_share_one_sync_store",
     "test_two_processes_open_a_version_2_file_at_once",
@@ -192,3 +201,61 @@ def test_records_move_between_files_whole_and_once(
         again = store.export_execution("e")
         assert again is not None and record_digest(again) == record_digest(record)
         assert store.pending_spawns() == spawns
+
+
+@pytest.mark.anyio
+async def test_harness_reopens_one_file_and_destroys_it(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    harness = sql_backend.harness(tmp_path / "h.db")
+    first = harness.open_sync()
+    first.save(Execution(id="e", definition_id="d"))
+    second = await harness.open_async()
+    assert await second.load("e") is not None
+    assert harness.footprint("e") == ["execution"]
+    url = harness.url()
+    assert url is not None
+    with closing(open_store(url)) as by_url:
+        assert by_url.load("e") is not None
+    harness.destroy()
+    assert not any(tmp_path.iterdir())  # noqa: ASYNC240 - a tiny local directory
+    with pytest.raises(StoreError, match="closed"):
+        first.load("e")
+    with pytest.raises(StoreError, match="closed"):
+        await second.load("e")
+
+
+@pytest.mark.anyio
+async def test_locked_database_waits_then_raises_store_unavailable(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "locked.db"
+    sync_store = sql_backend.open(str(path), busy_timeout_ms=50)
+    async_store = await sql_backend.aopen(str(path), busy_timeout_ms=50)
+    exe = Execution(id="e", definition_id="d")
+    sync_store.save(exe)
+    holder = sql_backend.raw(path)  # the backend's own driver: one SQLite copy per process
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="50 ms") as info:
+            sync_store.commit(exe, [(None, Event(kind="Blocked"))])
+        assert time.monotonic() - started >= 0.05  # it did wait
+        assert info.value.retryable and exe.version == 1
+        with pytest.raises(StoreUnavailable):
+            await async_store.commit(exe, [(None, Event(kind="Blocked"))])
+        assert exe.version == 1
+        with pytest.raises(StoreUnavailable):
+            sync_store.ack_outbox(1)
+        with pytest.raises(StoreUnavailable):
+            await async_store.purge("e", force=True)
+        assert sync_store.load("e") is not None  # WAL: readers are not blocked
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    sync_store.commit(exe, [(None, Event(kind="Later"))])
+    await async_store.commit(exe, [])
+    assert exe.version == 3
+    assert [e.event.kind for e in await async_store.pending_outbox()] == ["Later"]
+    sync_store.close()
+    await async_store.close()

@@ -162,7 +162,8 @@ class FileBackend:
     ``distribution`` is the backend's distribution (named in the layout's ``written_by``),
     ``open(path, **knobs)`` builds the sync store, ``aopen(path, **knobs)`` the async one,
     ``url`` is the store URL of a file (``{path}`` replaced), and ``harness(path)`` builds the
-    conformance harness over a file.
+    conformance harness over a file, ``raw(path)`` an autocommit connection of the backend's
+    own driver (two SQLite copies in one process do not see each other's locks).
     """
 
     distribution: str
@@ -170,6 +171,7 @@ class FileBackend:
     aopen: Callable[..., Awaitable[AsyncExecutionStore]]
     url_template: str
     harness: Callable[[Path], StoreHarness]
+    raw: Callable[[Path], Any] = raw
 
     def url(self, path: Path) -> str:
         """The store URL another process opens ``path`` with."""
