@@ -6,11 +6,10 @@ on an execution row of its own:
 * ``encode`` — ``encode_execution`` (payload checks + JSON), which the raw write pays too;
 * ``raw`` — encode + one ``UPDATE`` of ``data`` and ``version`` (its own implicit transaction):
   the raw write of figure 2;
-* ``raw in BEGIN IMMEDIATE/COMMIT`` — the same ``UPDATE`` inside the explicit transaction the
-  store opens (three driver calls instead of one);
-* ``store SQL`` — encode + ``BEGIN IMMEDIATE`` + the store's own ``update_execution``
-  statement (every summary column set, so SQLite rewrites their index entries even when the
-  values did not change) + ``COMMIT``: what the store sends, without its Python;
+* ``store SQL`` — encode + the store's own narrow ``update_state`` statement, autocommit like
+  the store sends it for a state-only commit (it sets the document, version, outcome, active
+  path, ``updated_at`` and token, and its ``WHERE`` also checks status, definition and parent,
+  so no index entry is rewritten): what the store sends, without its Python;
 * ``store`` — ``SqliteStore.commit(exe, [])``.
 
 ``store`` minus ``store SQL`` is the store's own Python (plan, commit envelope, validation).
@@ -28,8 +27,7 @@ from common import execution, interleaved, rate
 from harel.conformance.harness import StoreHarness
 from harel.store.common import encode_execution
 from harel.store.common.sql import SQLITE, statements_for
-
-RAW = "UPDATE executions SET data = ?, version = ? WHERE id = ? AND version = ?"
+from harel.store.common.sql.harness import RAW_UPDATE
 
 
 def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
@@ -38,8 +36,8 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
     store: Any = harness.open_sync()
     conn = sqlite3.connect(str(getattr(harness, "path")), isolation_level=None)  # noqa: B009
     conn.execute("PRAGMA synchronous = NORMAL")
-    update = statements_for(SQLITE).update_execution
-    rows = {name: execution(f"anatomy-{name}") for name in ("raw", "tx", "sql", "store")}
+    update = statements_for(SQLITE).update_state
+    rows = {name: execution(f"anatomy-{name}") for name in ("raw", "sql", "store")}
     for exe in rows.values():
         store.commit(exe, [])
 
@@ -47,20 +45,12 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
         rows["raw"].context["n"] = i
         encode_execution(rows["raw"])
 
-    def raw_update(name: str, transaction: bool) -> Callable[[int], None]:
-        exe = rows[name]
-
-        def step(i: int) -> None:
-            exe.context["n"] = i
-            document = encode_execution(exe)
-            if transaction:
-                conn.execute("BEGIN IMMEDIATE")
-            conn.execute(RAW, (document, exe.version + 1, exe.id, exe.version))
-            if transaction:
-                conn.execute("COMMIT")
-            exe.version += 1
-
-        return step
+    def raw_update(i: int) -> None:
+        exe = rows["raw"]
+        exe.context["n"] = i
+        document = encode_execution(exe)
+        conn.execute(RAW_UPDATE, (document, exe.version + 1, exe.id, exe.version))
+        exe.version += 1
 
     def store_sql(i: int) -> None:
         exe = rows["sql"]
@@ -78,9 +68,8 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
             id=exe.id,
             expected=exe.version,
         )
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(statement.sql, statement.params)
-        conn.execute("COMMIT")
+        if conn.execute(statement.sql, statement.params).rowcount != 1:
+            raise RuntimeError("the narrow UPDATE missed: the bench's summary changed")
         exe.version += 1
 
     def commit(i: int) -> None:
@@ -89,8 +78,7 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
 
     loops: dict[str, Callable[[int], None]] = {
         "encode": encode,
-        "raw": raw_update("raw", False),
-        "raw in BEGIN IMMEDIATE/COMMIT": raw_update("tx", True),
+        "raw": raw_update,
         "store SQL": store_sql,
         "store": commit,
     }

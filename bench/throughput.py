@@ -2,9 +2,13 @@
 
 Side by side in one process, one dataset, taking turns round after round: the harness's
 ``raw_commit()`` (encode the execution + one CAS write, see
-:meth:`~harel.conformance.harness.StoreHarness.raw_commit`), ``store.commit`` state-only and
-with emit + dedupe mark + timer + trace step, and the same two on the async store (one task,
-each call awaited before the next).  Every loop commits to an execution of its own.
+:meth:`~harel.conformance.harness.StoreHarness.raw_commit`), its ``raw_side_commit()`` (the
+same plus the emit, dedupe mark, timer and trace step written raw in the same transaction, see
+:meth:`~harel.conformance.harness.StoreHarness.raw_side_commit`), ``store.commit`` state-only
+and with emit + dedupe mark + timer + trace step, and the same two on the async store (one
+task, each call awaited before the next).  Every loop commits to an execution of its own.
+The state-only commit is judged against the raw write, the side commit against the raw side
+commit (the same work done raw); "side ÷ raw" is kept for reference.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import pstats
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from common import Mode, Target, arate, execution, interleaved, open_harness, rate, side_writes
-from harel.store.common import encode_execution
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
+from harel.store.common import encode_event, encode_execution, encode_trace_step
 
 STATE_VS_RAW = 0.8
 SIDE_VS_RAW = 0.6
@@ -28,8 +34,9 @@ ASYNC_VS_SYNC = 0.8
 
 @dataclass
 class Throughput:
-    """Commits per second by loop name (``raw``, ``commit``, ``commit+side``, ``async commit``,
-    ``async commit+side``), and where a state-only commit spends its time when it misses."""
+    """Commits per second by loop name (``raw``, ``raw+side``, ``commit``, ``commit+side``,
+    ``async commit``, ``async commit+side``; ``raw script`` where the harness has a
+    ``raw_script_commit``), and where a state-only commit spends its time when it misses."""
 
     target: Target
     rates: dict[str, float] = field(default_factory=dict)
@@ -44,9 +51,52 @@ class Throughput:
         return a / b if a and b else None
 
 
-def _sync_loops(store: Any, raw: Callable[[str, int, str], None] | None) -> dict[str, Any]:
-    plain, busy, direct = execution("tp-commit"), execution("tp-side"), execution("tp-raw")
-    for exe in (plain, busy, direct):
+RawCommit = Callable[[str, int, str], None]
+
+
+def _raw_loop(name: str, store: Any, raw: RawCommit) -> Callable[[int], None]:
+    """Encode + ``raw`` on an execution of its own (committed once through the store)."""
+    direct = execution(name)
+    store.commit(direct, [])
+
+    def step(i: int) -> None:
+        direct.context["n"] = i
+        expected = direct.version
+        direct.version = expected + 1
+        raw(direct.id, expected, encode_execution(direct))
+
+    return step
+
+
+def _raw_side_loop(store: Any, raw: RawSideCommit) -> Callable[[int], None]:
+    """Encode the execution, the emitted event and the trace step of :func:`side_writes`,
+    then ``raw`` writes them with the dedupe mark and the timer."""
+    direct = execution("tp-raw-side")
+    store.commit(direct, [])
+
+    def step(i: int) -> None:
+        direct.context["n"] = i
+        writes = side_writes(direct, i)
+        (_target, event), timer = writes["emits"][0], writes["timers"][0]
+        side = RawSide(
+            emit=encode_event(event),
+            event_id=writes["processed_event_id"],
+            now=time.time(),
+            timer_path=timer.path,
+            fire_at=timer.fire_at,
+            trace_index=i,
+            trace=encode_trace_step(writes["trace"]),
+        )
+        expected = direct.version
+        direct.version = expected + 1
+        raw(direct.id, expected, encode_execution(direct), side)
+
+    return step
+
+
+def _sync_loops(store: Any, harness: StoreHarness) -> dict[str, Any]:
+    plain, busy = execution("tp-commit"), execution("tp-side")
+    for exe in (plain, busy):
         store.commit(exe, [])
 
     def commit(i: int) -> None:
@@ -57,16 +107,15 @@ def _sync_loops(store: Any, raw: Callable[[str, int, str], None] | None) -> dict
         busy.context["n"] = i
         store.commit(busy, **side_writes(busy, i))
 
-    def raw_write(i: int) -> None:
-        assert raw is not None
-        direct.context["n"] = i
-        expected = direct.version
-        direct.version = expected + 1
-        raw(direct.id, expected, encode_execution(direct))
-
     loops: dict[str, Any] = {"commit": commit, "commit+side": side}
+    raw, raw_side = harness.raw_commit(), harness.raw_side_commit()
+    script: RawCommit | None = getattr(harness, "raw_script_commit", lambda: None)()
     if raw is not None:
-        loops["raw"] = raw_write
+        loops["raw"] = _raw_loop("tp-raw", store, raw)
+    if raw_side is not None:
+        loops["raw+side"] = _raw_side_loop(store, raw_side)
+    if script is not None:  # extra information (Redis: the store's own script, sent raw)
+        loops["raw script"] = _raw_loop("tp-raw-script", store, script)
     return loops
 
 
@@ -137,7 +186,7 @@ def measure(target: Target, workdir: Path, mode: Mode, *, profile: bool = True) 
             store = harness.open_sync()
             astore = runner.run(harness.open_async())
             try:
-                sync_loops = _sync_loops(store, harness.raw_commit())
+                sync_loops = _sync_loops(store, harness)
                 async_loops = runner.run(_async_loops(astore))
                 loops: dict[str, Callable[[], float]] = {
                     name: partial(rate, step, mode.seconds) for name, step in sync_loops.items()

@@ -279,7 +279,7 @@ def test_runtime_conflicts_and_garbage_raise(echo_module: str) -> None:
         ({"local_url": 5}, "local_url"),
         ({"capabilities": {"persistent": True}}, "Capabilities"),
         ({"distribution": " "}, "distribution"),
-        ({"version": ""}, "version"),
+        ({"version": "  "}, "version"),
     ],
 )
 def test_validation_rejects_garbage(changes: dict[str, Any], message: str) -> None:
@@ -407,3 +407,23 @@ def test_importing_a_plugin_loads_no_engine_and_no_driver(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_backend_version_defaults_to_the_installed_distribution() -> None:
+    from importlib import metadata
+
+    from harel.registry import StoreBackend
+    from harel.store.memory import CAPABILITIES
+
+    def backend(distribution: str) -> StoreBackend:
+        return StoreBackend(
+            name="probe",
+            schemes=("probe",),
+            store="m:S",
+            async_store="m:A",
+            capabilities=CAPABILITIES,
+            distribution=distribution,
+        )
+
+    assert backend("harel-core").version == metadata.version("harel-core")
+    assert backend("harel-no-such-distribution").version == "0+unknown"

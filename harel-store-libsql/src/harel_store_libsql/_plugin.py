@@ -7,7 +7,6 @@ checks it) without loading ``libsql``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -24,13 +23,6 @@ CAPABILITIES = Capabilities(
 orders writes remotely), keyset listing by id, exact pages."""
 
 
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
-
-
 @hookimpl
 def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
     """Register ``libsql://`` and ``libsql+file://`` (``LibsqlStore``, ``AsyncLibsqlStore``)."""
@@ -42,7 +34,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_libsql.aio:AsyncLibsqlStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_libsql.testing:harness_from_url",
             local_url="libsql+file:///{workdir}/harel-libsql.db",
             legacy_env="harel_store_libsql._legacy:url_from_env",

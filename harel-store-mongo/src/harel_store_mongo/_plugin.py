@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 
@@ -11,13 +10,6 @@ from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._legacy import VARIABLES as LEGACY_VARIABLES
 
 DISTRIBUTION = "harel-store-mongo"
-
-
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
 
 @hookimpl
@@ -32,7 +24,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_mongo.aio:AsyncMongoStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_mongo.testing:harness_from_url",
             # No MongoDB server runs here: the reserved host mongomock.invalid makes the harness
             # use mongomock (in-process, so its harness offers no url() and claims neither

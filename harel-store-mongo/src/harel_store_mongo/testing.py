@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harel.conformance.harness import StoreHarness
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.contract import Capabilities
 from pymongo import monitoring
 
@@ -76,6 +76,36 @@ def raw_commit(client: Any, db: str) -> Callable[[str, int, str], None]:
         done = executions.update_one(
             {"_id": execution_id, "version": version},
             {"$set": {"data": document, "version": version + 1}},
+        )
+        if done.modified_count != 1:
+            raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+
+    return write
+
+
+def raw_side_commit(client: Any, db: str) -> RawSideCommit:
+    """The benchmarks' raw side commit over ``client``: ONE ``update_one`` CAS of the
+    document that also pushes the outbox entry, the dedupe mark and the trace step into their
+    arrays and sets the timer (the bench's execution has that one timer path, so the upsert
+    is a ``$set`` of the array); no seq reservation, no ring trimming, no sweep keys."""
+    executions = client.get_database(db).get_collection(EXECUTIONS)
+
+    def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
+        done = executions.update_one(
+            {"_id": execution_id, "version": version},
+            {
+                "$set": {
+                    "data": document,
+                    "version": version + 1,
+                    "timers": [{"path": side.timer_path, "at": side.fire_at}],
+                },
+                "$push": {
+                    "outbox": {"seq": side.trace_index, "target": execution_id, "event": side.emit},
+                    "processed": {"event": side.event_id, "at": side.now},
+                    "trace": side.trace,
+                },
+                "$inc": {"trace_next": 1},
+            },
         )
         if done.modified_count != 1:
             raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
@@ -232,6 +262,11 @@ class MongomockHarness(StoreHarness):
         """One ``update_one`` through a new client of the dataset (see :func:`raw_commit`)."""
         return raw_commit(self.sync_client(), self.db)
 
+    def raw_side_commit(self) -> RawSideCommit:
+        """One ``update_one`` through a new client of the dataset (see
+        :func:`raw_side_commit`)."""
+        return raw_side_commit(self.sync_client(), self.db)
+
     def destroy(self) -> None:
         """Forget the dataset."""
         self.client.drop_database(self.db)
@@ -323,6 +358,12 @@ class MongoServerHarness(StoreHarness):
         client = self.sync_client()
         self._opened.append(client)
         return raw_commit(client, self.db)
+
+    def raw_side_commit(self) -> RawSideCommit:
+        """One ``update_one`` through a new ``MongoClient`` (see :func:`raw_side_commit`)."""
+        client = self.sync_client()
+        self._opened.append(client)
+        return raw_side_commit(client, self.db)
 
     def destroy(self) -> None:
         """Drop the harness database and close the plain clients."""

@@ -7,7 +7,6 @@ works even when the driver is broken.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -28,13 +27,6 @@ LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/test"
 makes a fresh schema per run there and drops it afterwards)."""
 
 
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
-
-
 @hookimpl
 def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
     """Register ``postgresql://`` / ``postgres://`` (``PostgresStore``, ``AsyncPostgresStore``)."""
@@ -46,7 +38,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_postgres.aio:AsyncPostgresStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_postgres.testing:harness_from_url",
             local_url=LOCAL_URL,
             description="PostgreSQL (psycopg 3 + connection pool); one round trip per commit",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import psycopg
-from harel.conformance.harness import StoreHarness
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.contract import Capabilities
 from psycopg import sql
 
@@ -44,6 +44,20 @@ _FOOTPRINT = (
     ("spawn:", "SELECT seq::text FROM {schema}.spawns WHERE parent_id = %s"),
     ("trace:", "SELECT idx::text FROM {schema}.trace WHERE execution_id = %s"),
 )
+
+
+_RAW_SIDE = (
+    # the CAS: a missed one divides by zero, which aborts the whole transaction
+    "WITH cas AS (UPDATE {schema}.executions SET data = %s, version = %s "
+    "WHERE id = %s AND version = %s RETURNING 1) SELECT 1 / count(*) FROM cas",
+    "INSERT INTO {schema}.outbox (target_id, event) VALUES (%s, %s)",
+    "INSERT INTO {schema}.processed_events (execution_id, event_id, processed_at) "
+    "VALUES (%s, %s, %s)",
+    "INSERT INTO {schema}.timers (execution_id, path, fire_at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at",
+    "INSERT INTO {schema}.trace (execution_id, idx, entry) VALUES (%s, %s, %s)",
+)
+"""The benchmarks' raw side commit, in the order sent."""
 
 
 _SPARE: dict[tuple[tuple[str, str], ...], list[str]] = {}
@@ -96,6 +110,7 @@ class PostgresHarness(StoreHarness):
         self.schema = self.options.schema
         self._url = url_with_knobs(url, schema=self.schema)
         self._sync: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
+        self._raw: list[psycopg.Connection[Any]] = []  # the benchmarks' connections
 
     def open_sync(self) -> PostgresStore:
         """A new ``PostgresStore`` (its own pool) over the harness schema."""
@@ -127,6 +142,7 @@ class PostgresHarness(StoreHarness):
         """The benchmarks' raw write: one CAS ``UPDATE`` of the document in its own
         (autocommit) transaction, on a new connection with the stores' settings."""
         conn = self.connect(autocommit=True)
+        self._raw.append(conn)
         query = sql.SQL(
             "UPDATE {}.executions SET data = %s, version = %s WHERE id = %s AND version = %s"
         ).format(sql.Identifier(self.schema))
@@ -138,11 +154,34 @@ class PostgresHarness(StoreHarness):
 
         return write
 
+    def raw_side_commit(self) -> RawSideCommit:
+        """The benchmarks' raw side commit: the CAS ``UPDATE`` and the outbox, mark, timer
+        upsert and trace statements in ONE transaction, pipelined (one round trip, like the
+        store's ``harel_commit``), on a new connection with the stores' settings; a missed CAS
+        aborts the transaction (psycopg raises ``DivisionByZero``)."""
+        conn = self.connect()
+        self._raw.append(conn)
+        cas, outbox, mark, timer, trace = (
+            sql.SQL(text).format(schema=sql.Identifier(self.schema)) for text in _RAW_SIDE
+        )
+
+        def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
+            with conn.pipeline(), conn.transaction():
+                conn.execute(cas, (document, version + 1, execution_id, version))
+                conn.execute(outbox, (execution_id, side.emit))
+                conn.execute(mark, (execution_id, side.event_id, side.now))
+                conn.execute(timer, (execution_id, side.timer_path, side.fire_at))
+                conn.execute(trace, (execution_id, side.trace_index, side.trace))
+
+        return write
+
     def destroy(self) -> None:
         """Close the sync stores this harness opened; empty the schema for reuse when its
         layout is intact, else drop it (CASCADE)."""
         for store in list(self._sync):
             store.close()
+        for conn in self._raw:
+            conn.close()
         if not (self._reuse and self._empty_for_reuse()):
             _drop(self.options.connect, self.schema)
 

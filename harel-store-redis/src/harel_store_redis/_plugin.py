@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 
@@ -11,13 +10,6 @@ from harel_store_redis._capabilities import CAPABILITIES
 from harel_store_redis._legacy import VARIABLES as LEGACY_VARIABLES
 
 DISTRIBUTION = "harel-store-redis"
-
-
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
 
 @hookimpl
@@ -32,7 +24,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_redis.aio:AsyncRedisStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_redis.testing:harness_from_url",
             # the Redis server on this machine; each workdir gets its own key prefix
             local_url="redis://127.0.0.1:6379/0?prefix=harel-test:{workdir}:",

@@ -7,7 +7,6 @@ it) without loading httpx.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -22,13 +21,6 @@ CAPABILITIES = Capabilities(
 )
 """Raft-replicated and on disk, shared by every process that reaches the cluster, keyset
 listing by id, exact pages."""
-
-
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
 
 
 @hookimpl
@@ -48,7 +40,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_rqlite.aio:AsyncRqliteStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_rqlite.testing:harness_from_url",
             local_url="rqlite://local-fake",
             legacy_env="harel_store_rqlite._legacy:url_from_env",

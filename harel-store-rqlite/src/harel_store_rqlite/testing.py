@@ -26,9 +26,10 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harel.conformance.harness import StoreHarness
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.common import parse_store_url, redact_url
-from harel.store.common.sql import Result, Statement
+from harel.store.common.sql import Batch, Result, Statement
+from harel.store.common.sql.harness import raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
 
@@ -104,6 +105,21 @@ class RqliteHarness(StoreHarness):
 
         return write
 
+    def raw_side_commit(self) -> RawSideCommit:
+        """The benchmarks' raw side commit: the SQL family's :func:`raw_side_statements` (the
+        CAS ``UPDATE``, outbox, mark, timer upsert, trace) as ONE batch, one ``POST
+        /db/execute`` (one transaction) on an HTTP client of its own.  A batch cannot branch:
+        a missed CAS (``RuntimeError``) still stores the side rows; the bench never misses."""
+        store = RqliteStore.unopened(self._url)
+        self._sync.add(store)
+
+        def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
+            batch = Batch(raw_side_statements(execution_id, version, document, side))
+            if store._run(_batch(batch))[0].rowcount != 1:
+                raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+
+        return write
+
     def drop_tables(self) -> None:
         """Drop every harel table of the node's database (indexes go with them)."""
         with RqliteStore.unopened(self._url) as store:
@@ -140,6 +156,12 @@ def _one(statement: Statement) -> Generator[Statement, Any, Result]:
     """A plan-shaped operation of one statement (for the harness's own housekeeping)."""
     result: Result = yield statement
     return result
+
+
+def _batch(batch: Batch) -> Generator[Batch, Any, list[Result]]:
+    """A plan-shaped operation of one batch: one result per statement."""
+    results: list[Result] = yield batch
+    return results
 
 
 def harness_from_url(url: str, workdir: Path) -> RqliteHarness:

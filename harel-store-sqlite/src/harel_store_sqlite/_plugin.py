@@ -7,7 +7,6 @@ checks it) without loading ``sqlite3``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -23,13 +22,6 @@ CAPABILITIES = Capabilities(
 """Durable file, safe across processes (SQLite file locks), keyset listing by id, exact pages."""
 
 
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
-
-
 @hookimpl
 def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
     """Register ``sqlite://`` (sync ``SqliteStore``, async ``AsyncSqliteStore``)."""
@@ -41,7 +33,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_sqlite.aio:AsyncSqliteStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_sqlite.testing:harness_from_url",
             local_url="sqlite:///{workdir}/harel.db",
             legacy_env="harel_store_sqlite._env:url_from_env",

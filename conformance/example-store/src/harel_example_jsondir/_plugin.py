@@ -7,7 +7,6 @@ importing the store, its file layer or ``filelock`` (the classes are named by im
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -22,13 +21,6 @@ CAPABILITIES = Capabilities(
 )
 
 
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # imported from a source tree that was never installed
-        return "0+unknown"
-
-
 BACKEND = StoreBackend(
     name="jsondir",
     schemes=("jsondir",),
@@ -36,7 +28,6 @@ BACKEND = StoreBackend(
     async_store="harel_example_jsondir.aio:AsyncJsonDirStore",
     capabilities=CAPABILITIES,
     distribution=DISTRIBUTION,
-    version=_version(),
     harness="harel_example_jsondir.testing:harness_from_url",
     local_url="jsondir://{workdir}/harel",
     description="Example third-party store: executions as JSON files in a locked directory.",

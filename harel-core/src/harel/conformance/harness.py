@@ -10,9 +10,35 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from harel.store.contract import AsyncExecutionStore, Capabilities, ExecutionStore
+
+
+@dataclass(frozen=True, slots=True)
+class RawSide:
+    """The side writes of one :meth:`StoreHarness.raw_side_commit` call, already encoded: what a
+    commit with one emit, a dedupe mark, a timer and a trace step stores beside the document.
+
+    ``emit`` is the JSON of an event for an outbox entry targeted at the execution itself;
+    ``event_id`` (recorded at ``now``) is the dedupe mark; the timer at ``timer_path`` fires at
+    ``fire_at`` (an upsert: the same path is scheduled again on every call); ``trace`` is the
+    JSON of one trace step, stored at index ``trace_index`` (the bench counts them).
+    """
+
+    emit: str
+    event_id: str
+    now: float
+    timer_path: str
+    fire_at: float
+    trace_index: int
+    trace: str
+
+
+RawSideCommit = Callable[[str, int, str, RawSide], None]
+"""``(execution_id, expected_version, document_json, side)``: see
+:meth:`StoreHarness.raw_side_commit`."""
 
 
 class StoreHarness(ABC):
@@ -62,6 +88,21 @@ class StoreHarness(ABC):
         first commits the execution through a store (version 1), then calls it with versions
         1, 2, ...; the write may go to the store's own record or to a scratch record that
         :meth:`destroy` removes.  ``None`` (the default): the backend has no raw equivalent.
+        """
+        return None
+
+    def raw_side_commit(self) -> RawSideCommit | None:
+        """The driver's cheapest equivalent of a commit with side writes, for the benchmarks.
+
+        Like :meth:`raw_commit` (same arguments, same CAS on the document, a connection of its
+        own with the stores' settings, called with versions 1, 2, ... after one store commit),
+        plus the :class:`RawSide` rows written in the SAME transaction or atomic request: the
+        outbox entry, the dedupe mark, the timer upsert and the trace step (SQL: ``BEGIN`` +
+        the ``UPDATE`` + three ``INSERT`` and an upsert + ``COMMIT``; Redis: one ``MULTI``/
+        ``EXEC``; DynamoDB: one ``TransactWriteItems``; Mongo: one ``update_one`` where the
+        side records live in the document, else what its layout needs).  Nothing else: no
+        trace ring trimming, no listing index, no found-version read.  Figure 2 reports the
+        store's side commit against it.  ``None`` (the default): no raw equivalent.
         """
         return None
 

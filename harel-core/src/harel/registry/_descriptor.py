@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Literal
 
 import pluggy
@@ -32,6 +33,13 @@ BackendStatus = Literal["ok", "broken", "incompatible", "disabled", "ignored", "
 """A backend row's status in :func:`harel.registry.available_backends`."""
 
 
+def _installed_version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except (metadata.PackageNotFoundError, ValueError):  # a source tree that is not installed
+        return "0+unknown"
+
+
 @dataclass(frozen=True)
 class StoreBackend:
     """What a plugin registers: one backend, described without importing its driver.
@@ -55,12 +63,18 @@ class StoreBackend:
     async_store: str
     capabilities: Capabilities
     distribution: str
-    version: str
+    version: str = ""
+    """The backend's release; empty (the default): the installed version of ``distribution``
+    (``"0+unknown"`` when it is not installed, e.g. run from a source tree)."""
     harness: str | None = None
     description: str = ""
     local_url: str | None = None
     legacy_env: str | None = None
     legacy_vars: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.version == "" and isinstance(self.distribution, str):
+            object.__setattr__(self, "version", _installed_version(self.distribution))
 
     @property
     def targets(self) -> tuple[str, str]:

@@ -14,8 +14,9 @@ The names below are re-exported lazily: importing this package imports no store 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harel.store.common.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from harel.store.memory._capabilities import CAPABILITIES
@@ -31,11 +32,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harel.store.memory' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 __all__ = ["CAPABILITIES", "AsyncDictStore", "DictStore", "MemoryData"]

@@ -6,7 +6,9 @@ how restart and two-writer tests run; ``url()`` names the file for a fresh inter
 ``destroy()`` closes what the harness opened and removes the file with its WAL, shared-memory
 and journal companions.  A backend subclass says which stores to open, its URL prefix and how
 to validate its options (:class:`FileKind`), and provides what reads the file directly
-(``footprint``, ``raw_commit``).
+(``footprint``, ``raw_commit``).  The benchmarks' raw side commit is written here once
+(:func:`raw_side_statements`, :meth:`FileHarness.raw_side_commit`): rqlite sends the same
+statements as one batch.
 """
 
 from __future__ import annotations
@@ -15,17 +17,46 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Self
 from urllib.parse import quote, urlencode
 
-from harel.conformance.harness import StoreHarness
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
+from harel.store.common.sql.requests import Statement
 from harel.store.contract import AsyncExecutionStore, ExecutionStore
 
 COMPANIONS = ("", "-wal", "-shm", "-journal")
 """The suffixes of a database file and its companions."""
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+
+RAW_UPDATE = "UPDATE executions SET data = ?, version = ? WHERE id = ? AND version = ?"
+"""The benchmarks' raw CAS write of a document (SQLite dialect)."""
+_RAW_SIDE = (
+    "INSERT INTO outbox (target_id, event) VALUES (?, ?)",
+    "INSERT INTO processed_events (execution_id, event_id, processed_at) VALUES (?, ?, ?)",
+    "INSERT INTO timers (execution_id, path, fire_at, fire_at_repr) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (execution_id, path) DO UPDATE "
+    "SET fire_at = excluded.fire_at, fire_at_repr = excluded.fire_at_repr",
+    "INSERT INTO trace (execution_id, idx, entry) VALUES (?, ?, ?)",
+)
+
+
+def raw_side_statements(
+    execution_id: str, version: int, document: str, side: RawSide
+) -> tuple[Statement, ...]:
+    """The raw equivalent of a commit with side writes, as plain SQLite-dialect statements
+    to run in ONE transaction: :data:`RAW_UPDATE` (its rowcount is the CAS), then the outbox
+    row, the dedupe mark, the timer upsert and the trace row of ``side``."""
+    outbox, mark, timer, trace = _RAW_SIDE
+    return (
+        Statement(RAW_UPDATE, (document, version + 1, execution_id, version)),
+        Statement(outbox, (execution_id, side.emit)),
+        Statement(mark, (execution_id, side.event_id, side.now)),
+        Statement(timer, (execution_id, side.timer_path, side.fire_at, repr(side.fire_at))),
+        Statement(trace, (execution_id, side.trace_index, side.trace)),
+    )
 
 
 @dataclass(frozen=True)
@@ -98,6 +129,28 @@ class FileHarness(StoreHarness):
     def url(self) -> str:
         """``<prefix>/absolute/path.db?busy_timeout_ms=...&synchronous=...``."""
         return f"{self.kind.url_prefix}{quote(str(self.path.resolve()))}?{urlencode(self.knobs())}"
+
+    def raw_side_commit(self) -> RawSideCommit:
+        """The benchmarks' raw side commit: ``BEGIN IMMEDIATE``, the statements of
+        :func:`raw_side_statements`, ``COMMIT`` (``ROLLBACK`` and ``RuntimeError`` when the CAS
+        misses), each sent straight to the driver connection of a new store (so with the
+        stores' PRAGMAs), with none of the store's Python around them."""
+        store = self.kind.store_class(str(self.path), **self.knobs())
+        self._sync.add(store)
+        execute = partial(store._execute, store._conn)
+        begin, commit, rollback = (Statement(s) for s in ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK"))
+
+        def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
+            cas, *rows = raw_side_statements(execution_id, version, document, side)
+            execute(begin)
+            if execute(cas).rowcount != 1:
+                execute(rollback)
+                raise RuntimeError(f"raw write: {execution_id!r} is not at version {version}")
+            for statement in rows:
+                execute(statement)
+            execute(commit)
+
+        return write
 
     def destroy(self) -> None:
         """Close every store still open through this harness and delete the database files."""
