@@ -162,7 +162,8 @@ def execution(execution_id: str, n: int = 0, *, status: Status = Status.RUNNING)
 
 def side_writes(exe: Execution, i: int) -> dict[str, Any]:
     """The keyword arguments of a commit with one emit, a dedupe mark, a timer and a trace step
-    (what one engine step typically writes)."""
+    (what one engine step typically writes); ``i`` names the event, so pass a number no other
+    commit of ``exe`` used (its version), else the dedupe mark is a no-op repeat."""
     return {
         "emits": [(exe.id, Event(kind="Tick", data={"i": i}))],
         "processed_event_id": f"{exe.id}-ev-{i}",

@@ -84,7 +84,7 @@ def script(tag: str) -> list[Step]:
         ("load", lambda s: s.load(exe.id)),
         ("load_for_event", lambda s: s.load_for_event(exe.id, f"{tag}-unseen")),
         ("commit state-only", lambda s: s.commit(exe, [])),
-        ("commit emit+mark+timer+trace", lambda s: s.commit(exe, **side_writes(exe, 0))),
+        ("commit emit+mark+timer+trace", lambda s: s.commit(exe, **side_writes(exe, exe.version))),
         ("commit 10 spawns", lambda s: s.commit(exe, **ten_spawns(exe, 0))),
         ("due_timers", lambda s: s.due_timers(time.time(), limit=100)),
         ("pending_outbox", lambda s: s.pending_outbox(limit=100)),

@@ -76,7 +76,7 @@ def _raw_side_loop(store: Any, raw: RawSideCommit) -> Callable[[int], None]:
 
     def step(i: int) -> None:
         direct.context["n"] = i
-        writes = side_writes(direct, i)
+        writes = side_writes(direct, direct.version)  # the version: unique across rounds
         (_target, event), timer = writes["emits"][0], writes["timers"][0]
         side = RawSide(
             emit=encode_event(event),
@@ -84,7 +84,7 @@ def _raw_side_loop(store: Any, raw: RawSideCommit) -> Callable[[int], None]:
             now=time.time(),
             timer_path=timer.path,
             fire_at=timer.fire_at,
-            trace_index=i,
+            trace_index=direct.version,
             trace=encode_trace_step(writes["trace"]),
         )
         expected = direct.version
@@ -105,7 +105,7 @@ def _sync_loops(store: Any, harness: StoreHarness) -> dict[str, Any]:
 
     def side(i: int) -> None:
         busy.context["n"] = i
-        store.commit(busy, **side_writes(busy, i))
+        store.commit(busy, **side_writes(busy, busy.version))
 
     loops: dict[str, Any] = {"commit": commit, "commit+side": side}
     raw, raw_side = harness.raw_commit(), harness.raw_side_commit()
@@ -130,7 +130,7 @@ async def _async_loops(store: Any) -> dict[str, Any]:
 
     async def side(i: int) -> None:
         busy.context["n"] = i
-        await store.commit(busy, **side_writes(busy, i))
+        await store.commit(busy, **side_writes(busy, busy.version))
 
     return {"async commit": commit, "async commit+side": side}
 

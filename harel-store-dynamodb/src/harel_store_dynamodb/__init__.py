@@ -6,8 +6,9 @@ The store classes are imported on first access, so importing the plugin module
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from harel.store.common import lazy_exports
 
 if TYPE_CHECKING:
     from harel_store_dynamodb.aio import AsyncDynamoDBStore
@@ -21,11 +22,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import ``DynamoDBStore`` / ``AsyncDynamoDBStore`` on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'harel_store_dynamodb' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY)

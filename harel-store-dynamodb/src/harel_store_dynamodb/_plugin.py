@@ -7,7 +7,6 @@ loading them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 
 from harel.registry import StoreBackend, hookimpl
 from harel.store.contract import Capabilities
@@ -24,13 +23,6 @@ CAPABILITIES = Capabilities(
 an index sorted by id, exact pages (filters are applied server-side, pages refilled)."""
 
 
-def _version() -> str:
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "0+unknown"
-
-
 @hookimpl
 def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
     """Register ``dynamodb://`` (sync ``DynamoDBStore``, async ``AsyncDynamoDBStore``)."""
@@ -42,7 +34,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             async_store="harel_store_dynamodb.aio:AsyncDynamoDBStore",
             capabilities=CAPABILITIES,
             distribution=DISTRIBUTION,
-            version=_version(),
             harness="harel_store_dynamodb.testing:harness_from_url",
             local_url="dynamodb://harel-kit?local=moto",
             legacy_env="harel_store_dynamodb._env:url_from_env",

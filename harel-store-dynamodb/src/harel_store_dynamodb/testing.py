@@ -17,15 +17,24 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode
 
-from harel.conformance.harness import StoreHarness
-from harel.store.contract import Capabilities
+from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
+from harel.store.common.commit import PreparedEmit
+from harel.store.contract import Capabilities, TimerOp
 
 from harel_store_dynamodb._client import endpoint_of
-from harel_store_dynamodb._items import read_relay_entries
+from harel_store_dynamodb._items import (
+    mark_item,
+    outbox_entry,
+    read_relay_entries,
+    relay_label,
+    step_item,
+    timer_item,
+)
 from harel_store_dynamodb._options import DynamoOptions, make_options, parse_dynamodb_url
 from harel_store_dynamodb._plugin import CAPABILITIES
-from harel_store_dynamodb._schema import EXE_SK, OUTBOX, SPAWNS, exe_key
-from harel_store_dynamodb._values import opt_str
+from harel_store_dynamodb._schema import EXE_SK, G1P, G1S, OUTBOX, PK, SK, SPAWNS, exe_key
+from harel_store_dynamodb._seq import CLOCK, relay_pk, unpacked_seq
+from harel_store_dynamodb._values import n, opt_str, s
 from harel_store_dynamodb.aio import AsyncDynamoDBStore
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
 
@@ -177,16 +186,47 @@ class DynamoDBHarness(StoreHarness):
         client = open_client(self.options, self.options.endpoint_url)
 
         def write(execution_id: str, version: int, document: str) -> None:
-            client.update_item(
-                TableName=self.table,
-                Key=exe_key(execution_id),
-                UpdateExpression="SET d = :d, v = :n",
-                ConditionExpression="v = :v",
-                ExpressionAttributeValues={
-                    ":d": {"S": document},
-                    ":n": {"N": str(version + 1)},
-                    ":v": {"N": str(version)},
-                },
+            client.update_item(TableName=self.table, **_raw_update(execution_id, version, document))
+
+        return write
+
+    def raw_side_commit(self) -> RawSideCommit:
+        """The benchmarks' raw write with side rows: ONE ``TransactWriteItems`` of the raw
+        ``UpdateItem``, an outbox item targeted at the execution, the dedupe mark, the timer and
+        the trace step (the store's item layouts; no ring trim, no receipt, no listing keys)."""
+        client = open_client(self.options, self.options.endpoint_url)
+        table = self.table
+
+        def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
+            base = CLOCK.next()
+            seq = unpacked_seq(base, 0)
+            entry = outbox_entry(seq, PreparedEmit(execution_id, f"raw-{seq}", side.emit))
+            relay = {
+                PK: s(relay_pk(base)),
+                SK: s("o:0000"),
+                "e": {"M": {"0": entry}},
+                "n": n(1),
+                G1P: s(OUTBOX),
+                G1S: s(relay_label(seq)),
+                "tg": {"SS": [execution_id]},
+            }
+            timer = TimerOp.schedule(side.timer_path, side.fire_at)
+            items = [
+                relay,
+                mark_item(execution_id, side.event_id, side.now),
+                timer_item(execution_id, timer),
+                step_item(execution_id, side.trace_index, side.trace),
+            ]
+            client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": table,
+                            **_raw_update(execution_id, version, document),
+                        }
+                    },
+                    *({"Put": {"TableName": table, "Item": item}} for item in items),
+                ]
             )
 
         return write
@@ -204,6 +244,20 @@ class DynamoDBHarness(StoreHarness):
     def describe(self) -> str:
         """``dynamodb <table> at <endpoint>`` (no credentials)."""
         return f"dynamodb {self.options.describe()}"
+
+
+def _raw_update(execution_id: str, version: int, document: str) -> dict[str, Any]:
+    """The raw CAS of the document: ``SET d, v`` under ``v = version``."""
+    return {
+        "Key": exe_key(execution_id),
+        "UpdateExpression": "SET d = :d, v = :n",
+        "ConditionExpression": "v = :v",
+        "ExpressionAttributeValues": {
+            ":d": {"S": document},
+            ":n": {"N": str(version + 1)},
+            ":v": {"N": str(version)},
+        },
+    }
 
 
 def harness_from_url(url: str, workdir: Path) -> DynamoDBHarness:

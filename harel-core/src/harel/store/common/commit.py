@@ -26,8 +26,9 @@ from typing import Any, Literal
 from harel.model import Event, Execution, Status
 from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
+from harel.store.common.payload_scan import key_ok
 from harel.store.common.trace import encode_trace_step
-from harel.store.common.validate import check_id, check_optional_id, check_path
+from harel.store.common.validate import check_id, check_path
 from harel.store.contract import Emit, Spawn, TimerOp
 from harel.store.errors import InvalidPayload, StoreConflict
 
@@ -114,7 +115,8 @@ def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
     for index, op in enumerate(ops):
         if not isinstance(op, TimerOp):
             raise TypeError(f"timers[{index}] must be a TimerOp, got {type(op).__name__}")
-        check_path(op.path, f"timers[{index}].path")
+        if not key_ok(op.path, empty_ok=True):
+            check_path(op.path, f"timers[{index}].path")
         if not math.isfinite(op.fire_at):
             raise InvalidPayload(f"timers[{index}].fire_at must be finite, got {op.fire_at!r}")
         if op.fire_at == 0.0 and math.copysign(1.0, op.fire_at) < 0:
@@ -125,6 +127,10 @@ def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
 
 
 def _items(value: Any, name: str) -> tuple[Any, ...]:
+    if type(value) is tuple:
+        return value
+    if type(value) is list:
+        return tuple(value)
     if isinstance(value, (str, bytes, dict)) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
     return tuple(value)
@@ -138,7 +144,8 @@ def _prepare_emits(emits: Sequence[Emit], max_bytes: int) -> tuple[PreparedEmit,
                 f"emits[{index}] must be a (target_id, Event) tuple, got {type(item).__name__}"
             )
         target, event = item
-        check_optional_id(target, f"emits[{index}] target id")
+        if target is not None and not key_ok(target):
+            check_id(target, f"emits[{index}] target id")
         if not isinstance(event, Event):
             raise TypeError(f"emits[{index}] event must be an Event, got {type(event).__name__}")
         json = encode_event(event, what=f"emits[{index}] event", max_bytes=max_bytes)
@@ -155,8 +162,9 @@ def _prepare_spawns(spawns: Sequence[Spawn], max_bytes: int) -> tuple[PreparedSp
                 f"got {type(item).__name__}"
             )
         child_id, root_path, context = item
-        check_id(child_id, f"spawns[{index}] child id")
-        check_path(root_path, f"spawns[{index}] root path")
+        if not (key_ok(child_id) and key_ok(root_path, empty_ok=True)):
+            check_id(child_id, f"spawns[{index}] child id")
+            check_path(root_path, f"spawns[{index}] root path")
         if not isinstance(context, dict):
             raise TypeError(f"spawns[{index}] context must be a dict")
         context_json = dumps(context, what=f"spawns[{index}] context", max_bytes=max_bytes)
@@ -182,8 +190,10 @@ def prepare_commit(
     """
     if not isinstance(exe, Execution):
         raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
-    check_id(exe.id, "execution id")
-    check_optional_id(processed_event_id, "processed_event_id")
+    if not key_ok(exe.id):
+        check_id(exe.id, "execution id")
+    if processed_event_id is not None and not key_ok(processed_event_id):
+        check_id(processed_event_id, "processed_event_id")
     if trace is not None and not isinstance(trace, dict):
         raise TypeError(f"trace must be a dict or None, got {type(trace).__name__}")
     limit = check_max_bytes(max_document_bytes)
@@ -193,7 +203,7 @@ def prepare_commit(
         expected_version=expected_version,
         new_version=exe.version,
         definition_id=exe.definition_id,
-        status=Status(exe.status).value,
+        status=exe.status.value if type(exe.status) is Status else Status(exe.status).value,
         outcome=exe.outcome,
         active_path=exe.active_path,
         parent_id=exe.parent_id,

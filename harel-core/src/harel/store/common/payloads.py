@@ -15,6 +15,7 @@ from typing import Any
 
 from harel.model import ChildState, Event, Execution, Status
 from harel.store.common.limits import MAX_INT, MAX_NESTING_DEPTH, MIN_INT
+from harel.store.common.payload_scan import event_ok, execution_ok, field_ok, record_ok, tree_ok
 from harel.store.common.validate import (
     check_id,
     check_optional_id,
@@ -164,20 +165,24 @@ def _walk_other(value: Any, what: str, segments: list[Any], depth: int) -> None:
 def check_value(value: Any, what: str) -> None:
     """Refuse ``value`` (one payload field: a context, event data, a spawn context) unless it
     reads back equal; :class:`InvalidPayload` names the offending part of ``what``."""
-    _walk(value, what, [], 0)
+    if not field_ok(value):  # the precise walk only when the fast scan is unsure
+        _walk(value, what, [], 0)
 
 
 def check_dict(value: Any, what: str) -> None:
     """:func:`check_value` for a field that must be a ``dict`` (``TypeError`` otherwise)."""
     if not isinstance(value, dict):
         raise TypeError(f"{what} must be a dict, got {type(value).__name__}")
-    _walk(value, what, [], 0)
+    if not (type(value) is dict and tree_ok(value, 1)):
+        _walk(value, what, [], 0)
 
 
 def check_record(record: Any, what: str) -> None:
     """A trace step: a ``dict`` with ``str`` keys whose values are each a payload field."""
     if not isinstance(record, dict):
         raise TypeError(f"{what} must be a dict, got {type(record).__name__}")
+    if record_ok(record):
+        return
     for key, item in record.items():
         if not isinstance(key, str):
             raise InvalidPayload(
@@ -205,6 +210,8 @@ def _typed(value: Any, kind: type, what: str) -> None:
 
 def check_event(event: Event, what: str) -> None:
     """Every field of an event (its ``id`` an identifier, ``data`` a payload field)."""
+    if event_ok(event):
+        return
     check_id(event.id, f"{what} id")
     _typed(event.kind, str, _field(what, "kind"))
     _walk(event.kind, _field(what, "kind"), [], 0)
@@ -246,8 +253,12 @@ def check_execution(exe: Execution) -> None:
     """Every field of an execution, so that what is stored loads back as an equal execution.
 
     Identifiers follow :func:`~harel.store.common.validate.check_id`; summary fields hold no
-    NUL; payload fields follow :func:`check_value`.
+    NUL; payload fields follow :func:`check_value`.  The cheap scan of
+    :mod:`~harel.store.common.payload_scan` accepts the common case; the field-by-field checks
+    below run only when it is unsure, and decide and name the offending field.
     """
+    if execution_ok(exe):
+        return
     check_id(exe.id, "execution id")
     what = f"execution {show(exe.id, 40)}"
     check_id(exe.definition_id, _field(what, "definition_id"))

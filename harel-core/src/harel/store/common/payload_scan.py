@@ -1,0 +1,193 @@
+"""The envelope's fast path: a cheap, conservative scan run before the precise payload checks.
+
+Each ``*_ok`` predicate returns ``True`` only for input that the precise checks of
+:mod:`harel.store.common.payloads` accept; anything it is unsure about (a subclass of a JSON
+type, a datetime, a non-ASCII identifier with a lone surrogate, an error of any kind) returns
+``False``, and the caller then runs the precise check, which produces the decision and the
+message naming the field.  So the accept/refuse decisions and the errors are exactly those of
+the precise checks; only the accepted common case gets cheaper:
+
+* exact types only (``type(v) is str``), no message strings built, no call per leaf;
+* containers are walked with an explicit stack (no recursion), depth counted as in
+  :data:`~harel.store.common.limits.MAX_NESTING_DEPTH` (a self-referencing value exceeds it);
+* the keys of a dict are checked in one ``"".join`` (``TypeError`` when one is not a ``str``;
+  the joined text holds a lone surrogate iff one key does).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from harel.model import ChildState, Event, Execution, Status
+from harel.store.common.limits import MAX_ID_BYTES, MAX_INT, MAX_NESTING_DEPTH, MIN_INT
+
+_STATUS_VALUES = frozenset(member.value for member in Status)
+
+
+def text_ok(value: str) -> bool:
+    """True when the ``str`` ``value`` is UTF-8 encodable (holds no lone surrogate)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _keys_ok(mapping: dict[Any, Any]) -> bool:
+    try:
+        joined = "".join(mapping)
+    except TypeError:
+        return False
+    return joined.isascii() or text_ok(joined)
+
+
+def tree_ok(container: Any, depth: int) -> bool:
+    """True when ``container`` (an exact ``dict`` or ``list`` at nesting level ``depth``) holds
+    only exact JSON types, str keys, encodable text and ints in the signed 64-bit range, nested
+    at most :data:`MAX_NESTING_DEPTH` levels; ``False`` whenever unsure."""
+    stack = [(container, depth)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        node, level = pop()
+        if level > MAX_NESTING_DEPTH:
+            return False
+        if type(node) is dict:
+            if not _keys_ok(node):
+                return False
+            items = node.values()
+        else:
+            items = node
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                if item.isascii() or text_ok(item):
+                    continue
+                return False
+            if kind is int:
+                if MIN_INT <= item <= MAX_INT:
+                    continue
+                return False
+            if kind is float or kind is bool or item is None:
+                continue
+            if kind is dict or kind is list:
+                push((item, level + 1))
+                continue
+            return False
+    return True
+
+
+def field_ok(value: Any) -> bool:
+    """:func:`tree_ok` for one payload field (a scalar or a container at level 1)."""
+    return tree_ok([value], 0)
+
+
+def _payload_dict_ok(value: Any) -> bool:
+    return type(value) is dict and tree_ok(value, 1)
+
+
+def key_ok(value: Any, *, empty_ok: bool = False) -> bool:
+    """True when ``value`` is an identifier (or, with ``empty_ok``, a state path) that
+    :func:`~harel.store.common.validate.check_id` (``check_path``) accepts."""
+    if type(value) is not str or "\x00" in value:
+        return False
+    if value.isascii():
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            return False
+    return (empty_ok or size > 0) and size <= MAX_ID_BYTES
+
+
+def _optional_text_ok(value: Any, *, nul_ok: bool) -> bool:
+    if value is None:
+        return True
+    return type(value) is str and (nul_ok or "\x00" not in value) and text_ok(value)
+
+
+def _int_ok(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def event_ok(event: Any) -> bool:
+    """True when :func:`~harel.store.common.payloads.check_event` accepts ``event``."""
+    if type(event) is not Event or not key_ok(event.id) or type(event.kind) is not str:
+        return False
+    if not text_ok(event.kind):
+        return False
+    for stamp in (event.created_time, event.received_time):
+        if stamp is not None and type(stamp) is not datetime.datetime:
+            return False
+    return _payload_dict_ok(event.data)
+
+
+def _child_ok(state: Any) -> bool:
+    return (
+        type(state) is ChildState
+        and key_ok(state.root_path, empty_ok=True)
+        and type(state.finished) is bool
+        and type(state.submachine) is bool
+        and _optional_text_ok(state.outcome, nul_ok=True)
+        and type(state.key) is str
+        and text_ok(state.key)
+        and _payload_dict_ok(state.result)
+    )
+
+
+def _maps_ok(exe: Execution) -> bool:
+    history, invoke_seq, children = exe.history, exe.invoke_seq, exe.children
+    if type(history) is not dict or type(invoke_seq) is not dict or type(children) is not dict:
+        return False
+    if history and not (
+        _keys_ok(history)
+        and all(type(value) is str and text_ok(value) for value in history.values())
+    ):
+        return False
+    if invoke_seq and not (
+        _keys_ok(invoke_seq)
+        and all(_int_ok(value, MIN_INT, MAX_INT) for value in invoke_seq.values())
+    ):
+        return False
+    return not children or (
+        _keys_ok(children) and all(_child_ok(state) for state in children.values())
+    )
+
+
+def execution_ok(exe: Any) -> bool:
+    """True when :func:`~harel.store.common.payloads.check_execution` accepts ``exe``."""
+    if type(exe) is not Execution:
+        return False
+    status = exe.status
+    if type(status) is not Status and not (type(status) is str and status in _STATUS_VALUES):
+        return False
+    deferred = exe.deferred
+    return (
+        key_ok(exe.id)
+        and key_ok(exe.definition_id)
+        and (exe.parent_id is None or key_ok(exe.parent_id))
+        and (exe.child_id is None or key_ok(exe.child_id))
+        and key_ok(exe.root_path, empty_ok=True)
+        and _optional_text_ok(exe.outcome, nul_ok=False)
+        and _optional_text_ok(exe.active_path, nul_ok=False)
+        and _optional_text_ok(exe.definition_fqn, nul_ok=True)
+        and _optional_text_ok(exe.error, nul_ok=True)
+        and _int_ok(exe.processed_events, MIN_INT, MAX_INT)
+        and _int_ok(exe.priority, 0, 4)
+        and _maps_ok(exe)
+        and _payload_dict_ok(exe.context)
+        and type(deferred) is list
+        and (not deferred or all(event_ok(event) for event in deferred))
+    )
+
+
+def record_ok(record: Any) -> bool:
+    """True when :func:`~harel.store.common.payloads.check_record` accepts ``record``."""
+    return type(record) is dict and tree_ok(record, 0)
+
+
+__all__ = ["event_ok", "execution_ok", "field_ok", "key_ok", "record_ok", "text_ok", "tree_ok"]
