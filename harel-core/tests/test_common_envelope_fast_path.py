@@ -4,6 +4,7 @@ precise field-by-field checks alone."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import math
 from collections.abc import Callable, Iterator
@@ -344,3 +345,24 @@ def test_a_status_member_is_accepted_either_way() -> None:
     assert commit_outcome(exe_with(status=Status.DONE)) == ("ok", "")
     with pytest.raises(InvalidPayload):
         dumps({"v": [1, (2,)]}, what="v")
+
+
+# -- the envelope as a class: the same behaviour as the generator it replaced ---------------
+
+
+def test_committing_does_nothing_until_entered() -> None:
+    manager = committing("not an execution")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs an Execution"), manager:
+        pytest.fail("entered")
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt, asyncio.CancelledError])
+def test_any_exception_in_the_block_restores_the_version(error: type[BaseException]) -> None:
+    exe = exe_with()
+    with pytest.raises(error), committing(exe) as plan:
+        assert exe.version == plan.new_version == 1
+        raise error
+    assert exe.version == 0
+    with committing(exe) as plan:
+        pass
+    assert exe.version == plan.new_version == 1

@@ -166,7 +166,7 @@ class CommitPlan:
                 ):
                     return found
             raise conflict(commit, None if found is None else found.version) from None
-        if any(codes[i] == "ConditionalCheckFailed" for i in write.relay_actions):
+        if any(codes[i : i + 1] == ["ConditionalCheckFailed"] for i in write.relay_actions):
             return False  # another process drew the same relay base: draw again
         if isinstance(exc, TransactionCancelled) and set(codes) & BUSY_CODES:
             return False

@@ -263,12 +263,12 @@ def import_execution(table: str, clock: BaseClock, prepared: PreparedImport) -> 
             except TransactionCancelled as exc:
                 codes = exc.codes()
                 doubt = doubt or exc.retried
-                if prepared.execution is not None and codes[0] == "ConditionalCheckFailed":
+                if prepared.execution is not None and codes[:1] == ["ConditionalCheckFailed"]:
                     old = exc.reasons[0].get("Item")
                     if doubt and old is not None and landed(old, _as_commit(prepared), tokens):
                         return
                     raise ExecutionAlreadyExists(execution_id) from None
-                if any(codes[i] == "ConditionalCheckFailed" for i in relays):
+                if any(codes[i : i + 1] == ["ConditionalCheckFailed"] for i in relays):
                     if doubt and prepared.execution is None:
                         return  # our own earlier send landed (bases are unique per process)
                     break  # another process drew the same relay base: draw again

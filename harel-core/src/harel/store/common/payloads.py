@@ -5,6 +5,12 @@ The rules (depth, key types, value types, strings, int range) are those of
 :class:`~harel.store.errors.InvalidPayload` naming the field, e.g.
 ``execution 'order-1' context['lines'][3]['qty']``.  The codec calls these checks, so every
 backend applies them through the commit envelope and ``encode_trace_step``.
+
+Each check first runs the cheap, conservative scan of
+:mod:`harel.store.common.payload_scan` (exact JSON types, an explicit stack, no message built);
+only when the scan is unsure does the precise field-by-field walk below run, and it alone
+decides and names the field — so the decisions and messages are the walk's, and the common,
+valid case costs a fraction of it.
 """
 
 from __future__ import annotations
