@@ -22,6 +22,7 @@ import redis
 from harel.conformance.proxy import CountingProxy
 from harel.conformance.suite._base import SyncAsAsync, run_inline
 from harel.model import Event, Execution, Status
+from harel.store.common import in_settled_write
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     InvalidIdentifier,
@@ -712,7 +713,7 @@ async def test_requests_never_run_in_the_callers_task(
     send = aio._send
 
     async def spy(client: Any, request: Any, where: str) -> Any:
-        seen.append((asyncio.current_task() is caller, aio._SETTLED_WRITE.get()))
+        seen.append((asyncio.current_task() is caller, in_settled_write()))
         return await send(client, request, where)
 
     caller = asyncio.current_task()
@@ -720,7 +721,7 @@ async def test_requests_never_run_in_the_callers_task(
     await astore.save(new_exe("e1"))
     await astore.load("e1")
     assert seen == [(False, True), (False, False)]
-    assert aio._SETTLED_WRITE.get() is False
+    assert in_settled_write() is False
 
 
 async def test_cancelled_reads_leave_no_reply_for_the_next_call(astore: AsyncRedisStore) -> None:
