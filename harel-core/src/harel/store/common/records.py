@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,26 +112,35 @@ def _prepare_execution(
     )
 
 
+def _keyed_times(
+    pairs: tuple[tuple[str, float], ...],
+    field: str,
+    key: str,
+    noun: str,
+    check: Callable[[object, str], str],
+    when: str,
+    twice: str,
+) -> tuple[tuple[str, float], ...]:
+    """``(name, seconds)`` pairs checked (usable name, finite time, no name twice) and sorted:
+    a record's dedupe marks and its armed timers alike."""
+    seen: dict[str, float] = {}
+    for index, item in enumerate(pairs):
+        name, at = item
+        name = check(name, f"{field}[{index}] {key}")
+        if name in seen:
+            raise InvalidArgument(f"{field}[{index}]: {noun} {name!r} is {twice} twice")
+        seen[name] = _finite(at, f"{field}[{index}] {when}")
+    return tuple(sorted(seen.items()))
+
+
 def _prepare_marks(record: ExecutionRecord) -> tuple[tuple[str, float], ...]:
-    marks: dict[str, float] = {}
-    for index, item in enumerate(record.processed):
-        event_id, at = item
-        event_id = check_id(event_id, f"processed[{index}] event id")
-        if event_id in marks:
-            raise InvalidArgument(f"processed[{index}]: event {event_id!r} is marked twice")
-        marks[event_id] = _finite(at, f"processed[{index}] recorded_at")
-    return tuple(sorted(marks.items()))
+    return _keyed_times(
+        record.processed, "processed", "event id", "event", check_id, "recorded_at", "marked"
+    )
 
 
 def _prepare_timers(record: ExecutionRecord) -> tuple[tuple[str, float], ...]:
-    timers: dict[str, float] = {}
-    for index, item in enumerate(record.timers):
-        path, fire_at = item
-        path = check_path(path, f"timers[{index}] path")
-        if path in timers:
-            raise InvalidArgument(f"timers[{index}]: path {path!r} is armed twice")
-        timers[path] = _finite(fire_at, f"timers[{index}] fire_at")
-    return tuple(sorted(timers.items()))
+    return _keyed_times(record.timers, "timers", "path", "path", check_path, "fire_at", "armed")
 
 
 def _prepare_emits(record: ExecutionRecord, limit: int) -> tuple[PreparedEmit, ...]:
