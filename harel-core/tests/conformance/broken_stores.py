@@ -480,7 +480,7 @@ def _lenient_commit(exe: Any, args: tuple[Any, ...]) -> PreparedCommit:
         inf_nan_mode="constants",
         fallback=repr,
     ).decode()
-    return dataclasses.replace(prepared, document=document)
+    return prepared._replace(document=document)
 
 
 class LenientSync(DictStore):
@@ -663,8 +663,7 @@ class DropsUnknownFields(MemoryPlan):
     """An older release's encoder: writes only the declared fields of executions and events."""
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        stripped = dataclasses.replace(
-            prepared,
+        stripped = prepared._replace(
             document=_declared_only(prepared.document),
             emits=_declared_emits(prepared.emits),
         )

@@ -14,17 +14,19 @@ local server; ``moto``: start an in-process moto server, needs ``moto[server]``)
 ``create_table`` (create the table if missing and wait until ACTIVE), ``trace_max``,
 ``request_timeout`` (connect/read seconds per request), ``max_attempts`` (botocore's
 retries per request), ``profile``; ``connect_retries`` / ``retry_delay`` shape the
-retries of ``from_url``.
+retries of ``from_url`` (validated by harel-core's ``retry_arguments``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypedDict
 from urllib.parse import unquote, urlencode, urlsplit
 
-from harel.store.common import parse_store_url, redact_url
+from harel.store.common import parse_store_url, redact_url, retry_arguments
+from harel.store.common.retry import RETRY_KNOBS, retry_knobs
 from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL
@@ -44,9 +46,14 @@ KNOBS = frozenset(
     }
 )
 """Options accepted in a URL's query or as keyword arguments of ``from_url``."""
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
+CONNECT_KNOBS = RETRY_KNOBS
+"""Options of ``from_url`` (URL query or keywords) that shape its retries."""
 DEFAULT_CONNECT_RETRIES = 4
 DEFAULT_RETRY_DELAY = 0.5
+_retry_arguments = partial(
+    retry_arguments, default_retries=DEFAULT_CONNECT_RETRIES, default_delay=DEFAULT_RETRY_DELAY
+)
+"""``retry_arguments`` with this backend's defaults (``connect_retries=4``, ``retry_delay=0.5``)."""
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_ATTEMPTS = 3
 LOCAL_REGION = "us-east-1"
@@ -182,11 +189,19 @@ def make_options(
 
 
 def parse_dynamodb_url(url: str) -> tuple[str, dict[str, Any]]:
-    """The table and the typed knobs (credentials included) of a ``dynamodb://`` URL.
+    """The table and the typed store knobs (credentials included) of a ``dynamodb://`` URL (its
+    ``connect_retries`` / ``retry_delay`` are checked but left out: they only shape
+    ``from_url``).
 
     Raises :class:`InvalidStoreURL` (the URL redacted) for another scheme, a missing or invalid
     table, a port or path, an unknown knob or a malformed value.
     """
+    table, knobs, _connect = _parse_url(url)
+    return table, knobs
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(table, store knobs, connect knobs)`` of a ``dynamodb://`` URL, all typed."""
     parsed = parse_store_url(url)
     where = parsed.redacted
     if parsed.scheme != SCHEME:
@@ -207,7 +222,7 @@ def parse_dynamodb_url(url: str) -> tuple[str, dict[str, Any]]:
             f"{where!r} does not name a valid table (3-255 of A-Z a-z 0-9 _ . -): "
             "dynamodb://TABLE?region=..."
         )
-    query = parsed.knobs(KNOBS)
+    query = parsed.knobs(KNOBS | CONNECT_KNOBS)
     knobs: dict[str, Any] = {}
     for name in ("region", "endpoint_url", "profile"):
         if name in query:
@@ -237,7 +252,7 @@ def parse_dynamodb_url(url: str) -> tuple[str, dict[str, Any]]:
             )
         knobs["aws_access_key_id"] = unquote(key)
         knobs["aws_secret_access_key"] = unquote(secret)
-    return table, knobs
+    return table, knobs, retry_knobs(query)
 
 
 def split_from_url_knobs(
@@ -247,7 +262,7 @@ def split_from_url_knobs(
 
     Unknown keywords raise :class:`InvalidStoreURL` naming them (never their values).
     """
-    table, url_knobs = parse_dynamodb_url(url)
+    table, url_knobs, url_connect = _parse_url(url)
     allowed = KNOBS | CONNECT_KNOBS | {"client"}
     unknown = sorted(set(knobs) - allowed)
     if unknown:
@@ -256,16 +271,14 @@ def split_from_url_knobs(
             f"allowed: {', '.join(sorted(allowed))}"
         )
     store_knobs = {**url_knobs, **{k: v for k, v in knobs.items() if k not in CONNECT_KNOBS}}
-    connect = {k: v for k, v in knobs.items() if k in CONNECT_KNOBS}
+    connect = {**url_connect, **{k: v for k, v in knobs.items() if k in CONNECT_KNOBS}}
     return table, store_knobs, connect
 
 
-def retry_settings(connect: dict[str, Any]) -> tuple[int, float]:
-    """``(connect_retries, retry_delay)`` of ``from_url`` (validated)."""
-    retries = connect.get("connect_retries", DEFAULT_CONNECT_RETRIES)
-    delay = connect.get("retry_delay", DEFAULT_RETRY_DELAY)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
-        raise ValueError(f"retry_delay must be a number >= 0, got {delay!r}")
-    return retries, float(delay)
+def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(table, store knobs, retry arguments)`` for ``from_url``: the retry arguments are
+    those of ``connect_with_retry`` from harel-core's ``retry_arguments`` (a bad
+    ``connect_retries`` / ``retry_delay`` raises ``ValueError`` naming it; retry only while
+    the endpoint is unreachable)."""
+    table, store_knobs, connect = split_from_url_knobs(url, knobs)
+    return table, store_knobs, _retry_arguments(connect, what=f"DynamoDB table {table!r}")

@@ -17,16 +17,14 @@ from typing import Any, Self, Unpack
 
 import aioboto3  # type: ignore[import-untyped, unused-ignore]
 from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
-from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._base import DynamoStoreBase
 from harel_store_dynamodb._client import client_arguments, endpoint_of
 from harel_store_dynamodb._options import (
     DynamoOptions,
     StoreKnobs,
+    from_url_args,
     make_options,
-    retry_settings,
-    split_from_url_knobs,
 )
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
@@ -87,15 +85,8 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
     @classmethod
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open ``dynamodb://TABLE?...`` with ``connect_retries`` while it is unreachable."""
-        table, store_knobs, connect = split_from_url_knobs(url, knobs)
-        retries, delay = retry_settings(connect)
-        return await aconnect_with_retry(
-            lambda: cls.open(table, **store_knobs),
-            retries=retries,
-            delay=delay,
-            retry_on=(StoreUnavailable,),
-            what=f"DynamoDB table {table!r}",
-        )
+        table, store_knobs, retry = from_url_args(url, knobs)
+        return await aconnect_with_retry(lambda: cls.open(table, **store_knobs), **retry)
 
     async def _execute(self, request: Request) -> Any:
         if isinstance(request, Pause):

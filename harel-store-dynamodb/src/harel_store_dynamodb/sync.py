@@ -14,16 +14,14 @@ from typing import Any, Self, TypeVar, Unpack
 
 import boto3  # type: ignore[import-untyped, unused-ignore]
 from harel.store.common import PlanStore, connect_with_retry, drive
-from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._base import DynamoStoreBase
 from harel_store_dynamodb._client import client_arguments, endpoint_of
 from harel_store_dynamodb._options import (
     DynamoOptions,
     StoreKnobs,
+    from_url_args,
     make_options,
-    retry_settings,
-    split_from_url_knobs,
 )
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
@@ -72,15 +70,8 @@ class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
         Retries ``connect_retries`` times (backoff from ``retry_delay``) while the endpoint
         cannot be reached, then raises :class:`~harel.store.errors.StoreUnavailable`.
         """
-        table, store_knobs, connect = split_from_url_knobs(url, knobs)
-        retries, delay = retry_settings(connect)
-        return connect_with_retry(
-            lambda: cls(table, **store_knobs),
-            retries=retries,
-            delay=delay,
-            retry_on=(StoreUnavailable,),
-            what=f"DynamoDB table {table!r}",
-        )
+        table, store_knobs, retry = from_url_args(url, knobs)
+        return connect_with_retry(lambda: cls(table, **store_knobs), **retry)
 
     def _execute(self, request: Request) -> Any:
         if isinstance(request, Pause):

@@ -28,11 +28,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from harel.store.common import parse_store_url, redact_url
+from harel.store.common import parse_store_url, redact_url, retry_arguments
+from harel.store.common.retry import RETRY_KNOBS, retry_knobs
 from harel.store.common.trace import trace_keep_from
 from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL, StoreUnavailable
+from harel.store.errors import InvalidStoreURL
 
 MEMORY = ":memory:"
 FILE_SCHEME = "libsql+file"
@@ -51,10 +52,11 @@ LOCAL_KNOBS = frozenset({"busy_timeout_ms", "synchronous"})
 REPLICA_KNOBS = frozenset({"sync_url", "sync_interval"})
 KNOBS = frozenset({"trace_max", "auth_token", *LOCAL_KNOBS, *REPLICA_KNOBS})
 """Keyword knobs of the constructor (and of ``from_url``)."""
-FILE_URL_KNOBS = KNOBS | {"authToken"}
-SERVER_URL_KNOBS = frozenset({"trace_max", "auth_token", "authToken", "tls"})
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
-"""Keyword arguments of ``from_url`` that shape the open itself (bounded retries)."""
+CONNECT_KNOBS = RETRY_KNOBS
+"""Options of ``from_url`` (URL query or keywords) that shape the open itself (bounded
+retries, validated by harel-core's ``retry_arguments``)."""
+FILE_URL_KNOBS = KNOBS | {"authToken"} | CONNECT_KNOBS
+SERVER_URL_KNOBS = frozenset({"trace_max", "auth_token", "authToken", "tls"}) | CONNECT_KNOBS
 
 Mode = Literal["file", "server", "replica"]
 
@@ -255,12 +257,19 @@ def _check_server_url(url: str, what: str) -> None:
 
 
 def parse_libsql_url(url: str) -> tuple[str, dict[str, Any]]:
-    """The ``database`` argument and the URL's knobs (typed) of a ``libsql+file://`` or
-    ``libsql://`` URL.
+    """The ``database`` argument and the URL's store knobs (typed) of a ``libsql+file://`` or
+    ``libsql://`` URL (its ``connect_retries`` / ``retry_delay`` are checked but left out: they
+    only shape ``from_url``).
 
     Raises :class:`InvalidStoreURL` for another scheme, a malformed part, an unknown knob or a
     bad value; the token is never shown.
     """
+    database, knobs, _connect = _parse_url(url)
+    return database, knobs
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(database, store knobs, connect knobs)`` of a libSQL URL, all typed."""
     if isinstance(url, str) and url.split("?", 1)[0].lower() == "libsql+file://:memory:":
         url = "libsql+file:///:memory:" + url[len("libsql+file://:memory:") :]
     parsed = parse_store_url(url)
@@ -282,7 +291,7 @@ def parse_libsql_url(url: str) -> tuple[str, dict[str, Any]]:
             "libsql+file:////absolute/path.db, libsql+file:///:memory: or libsql://host"
         )
     knobs.update(_query_knobs(query, shown))
-    return database, knobs
+    return database, knobs, retry_knobs(query)
 
 
 def _file_url(
@@ -346,9 +355,11 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
 
     Keyword knobs win over the URL's; unknown keyword knobs or a combination the constructor
     refuses raise :class:`InvalidStoreURL` (the token not shown); the retry arguments are those
-    of ``connect_with_retry`` (by default none for a file, a few for a server or replica).
+    of ``connect_with_retry`` from harel-core's ``retry_arguments`` (by default none for a file,
+    a few for a server or replica; a bad ``connect_retries`` / ``retry_delay`` raises
+    ``ValueError`` naming it).
     """
-    database, url_knobs = parse_libsql_url(url)
+    database, url_knobs, url_connect = _parse_url(url)
     unknown = sorted(set(knobs) - KNOBS - CONNECT_KNOBS)
     if unknown:
         raise InvalidStoreURL(
@@ -360,11 +371,11 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
         options = make_options(database, **store_knobs)
     except (TypeError, ValueError) as exc:
         raise InvalidStoreURL(f"{redact_url(url)}: {exc}") from None
-    retries = knobs.get("connect_retries", 0 if options.mode == "file" else DEFAULT_REMOTE_RETRIES)
-    retry = {
-        "retries": int(retries),
-        "delay": float(knobs.get("retry_delay", DEFAULT_RETRY_DELAY)),
-        "retry_on": (StoreUnavailable,),
-        "what": options.where,
-    }
+    connect = {**url_connect, **{k: v for k, v in knobs.items() if k in CONNECT_KNOBS}}
+    retry = retry_arguments(
+        connect,
+        what=options.where,
+        default_retries=0 if options.mode == "file" else DEFAULT_REMOTE_RETRIES,
+        default_delay=DEFAULT_RETRY_DELAY,
+    )
     return database, store_knobs, retry

@@ -20,8 +20,8 @@ from functools import partial
 from typing import Any, TypedDict
 from urllib.parse import unquote_plus
 
-from harel.store.common import redact_url, retry_arguments
-from harel.store.common.urls import knob_float, knob_int
+from harel.store.common import RETRY_KNOBS, redact_url, retry_arguments, retry_knobs
+from harel.store.common.urls import knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL
 
@@ -41,7 +41,7 @@ _retry_arguments = partial(
 
 STORE_KNOBS = frozenset({"db", "trace_max"})
 """Options of the store itself (URL query or keywords)."""
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
+CONNECT_KNOBS = RETRY_KNOBS
 """Options of the open: how often and how patiently ``from_url`` retries."""
 HAREL_KNOBS = STORE_KNOBS | CONNECT_KNOBS
 
@@ -206,11 +206,7 @@ def parse_mongo_url(url: str, overrides: dict[str, Any]) -> tuple[MongoOptions, 
         store["db"] = knobs["db"]
     if "trace_max" in knobs:
         store["trace_max"] = knob_int(knobs, "trace_max", 0)
-    connect: dict[str, Any] = {}
-    if "connect_retries" in knobs:
-        connect["connect_retries"] = knob_int(knobs, "connect_retries", 0)
-    if "retry_delay" in knobs:
-        connect["retry_delay"] = knob_float(knobs, "retry_delay", 0.0)
+    connect = retry_knobs(knobs)
     store.update({k: v for k, v in overrides.items() if k in STORE_KNOBS})
     connect.update({k: v for k, v in overrides.items() if k in CONNECT_KNOBS})
     try:

@@ -7,9 +7,10 @@ URL form (libpq's)::
 Knobs of this store (query parameters, or keyword arguments of ``from_url`` that win over the
 URL's): ``schema`` (default ``harel``), ``pool_min`` (1), ``pool_max`` (10), ``pool_timeout``
 (seconds a call waits for a pooled connection, 30), ``trace_max`` (200), ``connect_retries``
-(8) and ``retry_delay`` (0.5 s, doubled per retry).  Every other query parameter must be a libpq
-connection keyword (``sslmode``, ``connect_timeout``, ``application_name``, ``options``, ...)
-and is handed to libpq unchanged; ``connect_timeout`` defaults to 10 seconds.
+(8) and ``retry_delay`` (0.5 s, doubled per retry; both validated by harel-core's
+``retry_arguments``).  Every other query parameter must be a libpq connection keyword
+(``sslmode``, ``connect_timeout``, ``application_name``, ``options``, ...) and is handed to
+libpq unchanged; ``connect_timeout`` defaults to 10 seconds.
 
 The password never appears in a message or a ``repr``: messages use the redacted URL.
 """
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from harel.store.common import parse_store_url
+from harel.store.common import parse_store_url, retry_arguments
+from harel.store.common.retry import retry_knobs
 from harel.store.common.urls import StoreURL, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL
@@ -36,6 +39,10 @@ DEFAULT_RETRY_DELAY = 0.5
 DEFAULT_CONNECT_TIMEOUT = "10"
 MAX_IDENTIFIER_BYTES = 63
 """PostgreSQL truncates longer identifiers (NAMEDATALEN - 1); a schema name must fit."""
+_retry_arguments = partial(
+    retry_arguments, default_retries=DEFAULT_CONNECT_RETRIES, default_delay=DEFAULT_RETRY_DELAY
+)
+"""``retry_arguments`` with this backend's defaults (``connect_retries=8``, ``retry_delay=0.5``)."""
 
 STORE_KNOBS = frozenset(
     {
@@ -112,6 +119,13 @@ class PostgresOptions:
         """The same settings over another schema (validated)."""
         return replace(self, schema=check_schema(schema))
 
+    def retry_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of ``connect_with_retry`` / ``aconnect_with_retry`` for the
+        open: harel-core's ``retry_arguments`` over ``connect_retries`` / ``retry_delay``
+        (validated again: options built by hand are refused with ``ValueError`` too)."""
+        knobs = {"connect_retries": self.connect_retries, "retry_delay": self.retry_delay}
+        return _retry_arguments(knobs, what=self.where)
+
 
 def check_schema(schema: object) -> str:
     """``schema`` when PostgreSQL can hold it as a schema name exactly as given.
@@ -154,12 +168,12 @@ def _typed_url_knobs(query: Mapping[str, str]) -> dict[str, Any]:
     knobs: dict[str, Any] = {}
     if "schema" in query:
         knobs["schema"] = query["schema"]
-    for name in ("pool_min", "pool_max", "trace_max", "connect_retries"):
+    for name in ("pool_min", "pool_max", "trace_max"):
         if name in query:
             knobs[name] = knob_int(dict(query), name, 0, minimum=0)
-    for name in ("pool_timeout", "retry_delay"):
-        if name in query:
-            knobs[name] = knob_float(dict(query), name, 0.0)
+    if "pool_timeout" in query:
+        knobs["pool_timeout"] = knob_float(dict(query), "pool_timeout", 0.0)
+    knobs.update(retry_knobs(query))
     return knobs
 
 
@@ -214,13 +228,17 @@ def make_options(
     connect_retries: int = DEFAULT_CONNECT_RETRIES,
     retry_delay: float = DEFAULT_RETRY_DELAY,
 ) -> PostgresOptions:
-    """Validate every knob (the error names the knob and never shows the password)."""
+    """Validate every knob (the error names the knob and never shows the password);
+    ``connect_retries`` / ``retry_delay`` go through harel-core's ``retry_arguments``."""
     pool_min = _check_int(pool_min, "pool_min", 0)
     pool_max = _check_int(pool_max, "pool_max", 1)
     if pool_max < pool_min:
         raise InvalidStoreURL(f"pool_max={pool_max} must be >= pool_min={pool_min}")
     if trace_max is not None:
         trace_max = _check_int(trace_max, "trace_max", 0)
+    retry = _retry_arguments(
+        {"connect_retries": connect_retries, "retry_delay": retry_delay}, what=where
+    )
     return PostgresOptions(
         connect=dict(connect),
         where=where,
@@ -229,8 +247,8 @@ def make_options(
         pool_max=pool_max,
         pool_timeout=_check_float(pool_timeout, "pool_timeout"),
         trace_max=trace_max,
-        connect_retries=_check_int(connect_retries, "connect_retries", 0),
-        retry_delay=_check_float(retry_delay, "retry_delay"),
+        connect_retries=retry["retries"],
+        retry_delay=retry["delay"],
     )
 
 

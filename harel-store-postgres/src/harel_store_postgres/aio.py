@@ -61,13 +61,7 @@ class AsyncPostgresStore(
     @classmethod
     async def open(cls, options: PostgresOptions) -> Self:
         """Connect (with retries), create, upgrade or check the schema, then open the pool."""
-        conn = await aconnect_with_retry(
-            partial(_connect, options),
-            retries=options.connect_retries,
-            delay=options.retry_delay,
-            retry_on=(StoreUnavailable,),
-            what=options.where,
-        )
+        conn = await aconnect_with_retry(partial(_connect, options), **options.retry_arguments())
         async with conn:
             run = partial(_run_statement, conn, Renderer(options.schema))
             try:

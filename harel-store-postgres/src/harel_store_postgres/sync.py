@@ -58,13 +58,7 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
     @classmethod
     def open(cls, options: PostgresOptions) -> Self:
         """Connect (with retries), create, upgrade or check the schema, then open the pool."""
-        conn = connect_with_retry(
-            partial(_connect, options),
-            retries=options.connect_retries,
-            delay=options.retry_delay,
-            retry_on=(StoreUnavailable,),
-            what=options.where,
-        )
+        conn = connect_with_retry(partial(_connect, options), **options.retry_arguments())
         with conn:
             run = partial(_run_statement, conn, Renderer(options.schema))
             try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import parse_store_url, retry_arguments
+from harel.store.common import RETRY_KNOBS, parse_store_url, retry_arguments, retry_knobs
 from harel.store.common.urls import knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL, StoreConfigError
@@ -50,7 +50,7 @@ STORE_KNOBS = frozenset(
     }
 )
 """Options of the store itself (URL query or keywords)."""
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
+CONNECT_KNOBS = RETRY_KNOBS
 """Options of the open: how often and how patiently ``from_url`` retries an unreachable server."""
 
 
@@ -218,11 +218,7 @@ def parse_redis_url(url: str, overrides: dict[str, Any]) -> tuple[RedisOptions, 
     for name in ("prefix", "password", "ssl_ca_certs"):
         if name in query:
             knobs[name] = query[name]
-    connect: dict[str, Any] = {}
-    if "connect_retries" in query:
-        connect["connect_retries"] = knob_int(query, "connect_retries", 0)
-    if "retry_delay" in query:
-        connect["retry_delay"] = knob_float(query, "retry_delay", 0.0)
+    connect = retry_knobs(query)
     knobs.update({k: v for k, v in overrides.items() if k in STORE_KNOBS})
     connect.update({k: v for k, v in overrides.items() if k in CONNECT_KNOBS})
     return make_options(**knobs), connect

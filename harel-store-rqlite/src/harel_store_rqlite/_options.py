@@ -11,20 +11,23 @@ URL forms:
 
 Knobs ride as query parameters (``?level=linearizable&timeout=5``) or keyword arguments
 (which win over the URL's): see :class:`RqliteKnobs`.  ``connect_retries`` / ``retry_delay``
-(keywords of ``from_url`` only) shape the wait for a node that is starting or has no leader.
+(``from_url`` only, query or keywords, validated by harel-core's ``retry_arguments``) shape
+the wait for a node that is starting or has no leader.
 """
 
 from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, TypedDict
+from urllib.parse import unquote_plus
 
-from harel.store.common import parse_store_url
+from harel.store.common import parse_store_url, retry_arguments
+from harel.store.common.retry import RETRY_KNOBS, retry_knobs
 from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL, StoreUnavailable
+from harel.store.errors import InvalidStoreURL
 
 SCHEMES = {"rqlite": "http", "rqlites": "https"}
 DEFAULT_PORT = 4001
@@ -42,8 +45,13 @@ KNOBS = frozenset(
     {"trace_max", "timeout", "level", "sweep_level", "unified", "verify", "ca_file", "redirects"}
 )
 """Options accepted in a URL's query or as keyword arguments."""
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
-"""Keyword arguments of ``from_url`` that shape the open itself."""
+CONNECT_KNOBS = RETRY_KNOBS
+"""Options of ``from_url`` (URL query or keywords) that shape the open itself."""
+_retry_arguments = partial(
+    retry_arguments, default_retries=DEFAULT_CONNECT_RETRIES, default_delay=DEFAULT_RETRY_DELAY
+)
+"""``retry_arguments`` with this backend's defaults (``connect_retries=6``,
+``retry_delay=0.25``)."""
 
 
 class RqliteKnobs(TypedDict, total=False):
@@ -222,7 +230,9 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
     """``(url, store knobs, retry arguments)`` for ``from_url``.
 
     Unknown keyword knobs raise :class:`InvalidStoreURL` naming them; the URL is validated
-    here (before any retry); the retry arguments are those of ``connect_with_retry``: retry
+    here (before any retry) and returned without its ``connect_retries`` / ``retry_delay``
+    (which only shape this open); the retry arguments are those of ``connect_with_retry`` from
+    harel-core's ``retry_arguments`` (a bad value raises ``ValueError`` naming the knob): retry
     while the node is unreachable or has no leader (``StoreUnavailable``).
     """
     unknown = sorted(set(knobs) - KNOBS - CONNECT_KNOBS)
@@ -232,15 +242,19 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
             f"allowed: {', '.join(sorted(KNOBS | CONNECT_KNOBS))}"
         )
     store_knobs = {k: v for k, v in knobs.items() if k in KNOBS}
+    url_connect = retry_knobs(parse_store_url(url).query)
+    if url_connect:
+        url = _without_query_knobs(url, CONNECT_KNOBS)
     options = make_options(url, **store_knobs)
-    retries = knobs.get("connect_retries", DEFAULT_CONNECT_RETRIES)
-    delay = knobs.get("retry_delay", DEFAULT_RETRY_DELAY)
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
-    retry = {
-        "retries": retries,
-        "delay": _positive("retry_delay", delay),
-        "retry_on": (StoreUnavailable,),
-        "what": options.where,
-    }
-    return url, store_knobs, retry
+    connect = {**url_connect, **{k: v for k, v in knobs.items() if k in CONNECT_KNOBS}}
+    return url, store_knobs, _retry_arguments(connect, what=options.where)
+
+
+def _without_query_knobs(url: str, names: frozenset[str]) -> str:
+    """``url`` without the query parameters ``names``, everything else kept as written (the
+    URL was parsed already, so its query starts at the first ``?``)."""
+    base, _, rest = url.partition("?")
+    query, hash_sign, fragment = rest.partition("#")
+    kept = [pair for pair in query.split("&") if unquote_plus(pair.partition("=")[0]) not in names]
+    kept = [pair for pair in kept if pair]
+    return base + ("?" + "&".join(kept) if kept else "") + hash_sign + fragment

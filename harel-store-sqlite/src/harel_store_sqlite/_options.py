@@ -7,29 +7,39 @@ URL forms (the path after the third slash is the file):
 * ``sqlite:///:memory:`` (also ``sqlite://:memory:``) — a private in-memory database.
 
 Knobs ride as query parameters (``?busy_timeout_ms=2000&synchronous=NORMAL``) or keyword
-arguments (which win over the URL's); ``connect_retries`` / ``retry_delay`` (keywords only)
-retry an open that finds the file locked.
+arguments (which win over the URL's); ``connect_retries`` / ``retry_delay`` (``from_url``
+only, query or keywords, validated by harel-core's ``retry_arguments``) retry an open that
+finds the file locked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypedDict
 
-from harel.store.common import parse_store_url
+from harel.store.common import parse_store_url, retry_arguments
+from harel.store.common.retry import RETRY_KNOBS, retry_knobs
 from harel.store.common.urls import knob_choice, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
-from harel.store.errors import InvalidStoreURL, StoreUnavailable
+from harel.store.errors import InvalidStoreURL
 
 MEMORY = ":memory:"
 SCHEME = "sqlite"
 SYNCHRONOUS_CHOICES = ("FULL", "NORMAL", "EXTRA")
 """``OFF`` is deliberately not offered: it can lose committed steps on an OS crash."""
 DEFAULT_BUSY_TIMEOUT_MS = 5000
+DEFAULT_CONNECT_RETRIES = 0
+DEFAULT_RETRY_DELAY = 0.5
 KNOBS = frozenset({"busy_timeout_ms", "synchronous", "trace_max"})
 """Options accepted in a URL's query or as keyword arguments of ``from_url``."""
-CONNECT_KNOBS = frozenset({"connect_retries", "retry_delay"})
-"""Keyword arguments of ``from_url`` that shape the open itself (retry on a locked file)."""
+CONNECT_KNOBS = RETRY_KNOBS
+"""Options of ``from_url`` (URL query or keywords) that shape the open itself (retry on a
+locked file)."""
+_retry_arguments = partial(
+    retry_arguments, default_retries=DEFAULT_CONNECT_RETRIES, default_delay=DEFAULT_RETRY_DELAY
+)
+"""``retry_arguments`` with this backend's defaults (``connect_retries=0``, ``retry_delay=0.5``)."""
 
 
 class SqliteKnobs(TypedDict, total=False):
@@ -102,11 +112,19 @@ def _int(name: str, value: Any) -> int:
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
-    """The database path and the URL's knobs (typed) of a ``sqlite://`` URL.
+    """The database path and the URL's store knobs (typed) of a ``sqlite://`` URL (its
+    ``connect_retries`` / ``retry_delay`` are checked but left out: they only shape
+    ``from_url``).
 
     Raises :class:`InvalidStoreURL` for another scheme, a host part, a missing path, an
     unknown knob or a malformed knob value.
     """
+    path, knobs, _connect = _parse_url(url)
+    return path, knobs
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(path, store knobs, connect knobs)`` of a ``sqlite://`` URL, all typed."""
     if isinstance(url, str) and url.split("?", 1)[0].lower() == "sqlite://:memory:":
         url = "sqlite:///:memory:" + url[len("sqlite://:memory:") :]
     parsed = parse_store_url(url)
@@ -126,7 +144,7 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
             f"{parsed.redacted!r} names no database file; use sqlite:///relative.db, "
             "sqlite:////absolute/path.db or sqlite:///:memory:"
         )
-    query = parsed.knobs(KNOBS)
+    query = parsed.knobs(KNOBS | CONNECT_KNOBS)
     knobs: dict[str, Any] = {}
     if "busy_timeout_ms" in query:
         knobs["busy_timeout_ms"] = knob_int(
@@ -136,16 +154,18 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
         knobs["synchronous"] = knob_choice(query, "synchronous", "FULL", SYNCHRONOUS_CHOICES)
     if "trace_max" in query:
         knobs["trace_max"] = knob_int(query, "trace_max", DEFAULT_TRACE_MAX, minimum=0)
-    return path, knobs
+    return path, knobs, retry_knobs(query)
 
 
 def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(path, store knobs, retry arguments)`` for ``from_url``.
 
     Keyword knobs win over the URL's; unknown keyword knobs raise :class:`InvalidStoreURL`
-    naming them; the retry arguments are those of ``connect_with_retry``.
+    naming them; the retry arguments are those of ``connect_with_retry``, from harel-core's
+    ``retry_arguments`` (a bad ``connect_retries`` / ``retry_delay`` raises ``ValueError``
+    naming it).
     """
-    path, url_knobs = parse_sqlite_url(url)
+    path, url_knobs, url_connect = _parse_url(url)
     unknown = sorted(set(knobs) - KNOBS - CONNECT_KNOBS)
     if unknown:
         raise InvalidStoreURL(
@@ -153,10 +173,5 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
             f"allowed: {', '.join(sorted(KNOBS | CONNECT_KNOBS))}"
         )
     store_knobs = {**url_knobs, **{k: v for k, v in knobs.items() if k in KNOBS}}
-    retry = {
-        "retries": int(knobs.get("connect_retries", 0)),
-        "delay": float(knobs.get("retry_delay", 0.5)),
-        "retry_on": (StoreUnavailable,),
-        "what": f"SQLite database {path}",
-    }
-    return path, store_knobs, retry
+    connect = {**url_connect, **{k: v for k, v in knobs.items() if k in CONNECT_KNOBS}}
+    return path, store_knobs, _retry_arguments(connect, what=f"SQLite database {path}")

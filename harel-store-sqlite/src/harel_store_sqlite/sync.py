@@ -31,6 +31,16 @@ from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 
 
+def _run_statement(conn: sqlite3.Connection, request: Statement | Batch) -> Result:
+    """Run one statement of a plan and return its rows and rowcount."""
+    if not isinstance(request, Statement):
+        raise TypeError("the SQLite dialect runs statements, not batches")
+    cursor = conn.execute(request.sql, request.params)
+    # a write without RETURNING has no result columns: nothing to fetch
+    rows = () if cursor.description is None else cursor.fetchall()
+    return Result(rows, cursor.rowcount)
+
+
 class SqliteStore(SqlStore[sqlite3.Connection]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` in one SQLite file.
 
@@ -63,8 +73,8 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
     def __repr__(self) -> str:
         return f"SqliteStore({self.options.path!r})"
 
-    def _execute(self, conn: sqlite3.Connection, request: Statement | Batch) -> Result:
-        return _execute(conn, request)
+    # the drive loop calls it once per statement: the plain function, no method frame
+    _execute = staticmethod(_run_statement)
 
     def _closed_error(self) -> StoreError:
         return closed_error(self.options)
@@ -86,16 +96,8 @@ def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:
         for pragma in pragmas(options):
             conn.execute(pragma).fetchall()
         plan = sqlite_plan(options)
-        drive(plan.open_schema(time.time()), partial(_execute, conn))
+        drive(plan.open_schema(time.time()), partial(_run_statement, conn))
     except BaseException:
         conn.close()
         raise
     return conn, plan
-
-
-def _execute(conn: sqlite3.Connection, request: Statement | Batch) -> Result:
-    """Run one statement of a plan and return its rows and rowcount."""
-    if not isinstance(request, Statement):
-        raise TypeError("the SQLite dialect runs statements, not batches")
-    cursor = conn.execute(request.sql, request.params)
-    return Result(cursor.fetchall(), cursor.rowcount)

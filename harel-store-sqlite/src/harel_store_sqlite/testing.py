@@ -25,7 +25,7 @@ from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 from harel_store_sqlite.aio import AsyncSqliteStore
-from harel_store_sqlite.sync import SqliteStore, _execute
+from harel_store_sqlite.sync import SqliteStore, _run_statement
 
 
 class SqliteHarness(FileHarness):
@@ -39,7 +39,7 @@ class SqliteHarness(FileHarness):
         conn = sqlite3.connect(str(self.path), isolation_level=None)
         try:
             plan = sqlite_plan(self.options)
-            return drive(plan.footprint(execution_id), partial(_execute, conn))
+            return drive(plan.footprint(execution_id), partial(_run_statement, conn))
         finally:
             conn.close()
 

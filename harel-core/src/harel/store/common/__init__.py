@@ -50,7 +50,13 @@ from harel.store.common.records import (
     record_digest,
     trim_record_trace,
 )
-from harel.store.common.retry import aconnect_with_retry, connect_with_retry, retry_arguments
+from harel.store.common.retry import (
+    RETRY_KNOBS,
+    aconnect_with_retry,
+    connect_with_retry,
+    retry_arguments,
+    retry_knobs,
+)
 from harel.store.common.schema_version import SchemaVerdict, release_of, schema_verdict
 from harel.store.common.sweeps import sweep_limit
 from harel.store.common.threaded import RunnerClosed, ThreadedAsyncStore, ThreadedRunner
@@ -81,6 +87,7 @@ __all__ = [
     "MAX_INT",
     "MAX_NESTING_DEPTH",
     "MIN_INT",
+    "RETRY_KNOBS",
     "AsyncPlanStore",
     "ContractPlan",
     "ListingQuery",
@@ -137,6 +144,7 @@ __all__ = [
     "redact_url",
     "release_of",
     "retry_arguments",
+    "retry_knobs",
     "schema_verdict",
     "sweep_limit",
     "trace_keep_from",

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from harel.model import Event, Execution, Status
 from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
@@ -51,9 +51,12 @@ class PreparedSpawn:
     context_json: str
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedCommit:
-    """Everything one commit writes, validated and encoded, ready for any backend's plan."""
+class PreparedCommit(NamedTuple):
+    """Everything one commit writes, validated and encoded, ready for any backend's plan.
+
+    Immutable (a named tuple: built on every commit's path, where a frozen dataclass's
+    field-by-field ``__init__`` costs about a microsecond more); ``_replace`` gives a variant.
+    """
 
     execution_id: str
     expected_version: int
@@ -79,6 +82,18 @@ class PreparedCommit:
         return self.expected_version == 0
 
     @property
+    def has_side_writes(self) -> bool:
+        """True when the commit writes more than the execution (an emit, a dedupe mark, a
+        timer op, a spawn or a trace step)."""
+        return bool(
+            self.emits
+            or self.spawns
+            or self.timers
+            or self.processed_event_id is not None
+            or self.trace is not None
+        )
+
+    @property
     def schedules(self) -> tuple[TimerOp, ...]:
         """The collapsed ``schedule`` ops."""
         return tuple(op for op in self.timers if op.action == "schedule")
@@ -88,6 +103,9 @@ class PreparedCommit:
         """The collapsed ``cancel`` ops."""
         return tuple(op for op in self.timers if op.action == "cancel")
 
+
+CommitArgs = tuple[Sequence[Emit], str | None, Sequence[TimerOp], Sequence[Spawn], Any]
+"""A commit's arguments after the execution: emits, processed_event_id, timers, spawns, trace."""
 
 CasDecision = Literal["update", "insert", "conflict"]
 
@@ -124,6 +142,12 @@ def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
         last.pop(op.path, None)
         last[op.path] = op
     return tuple(last.values())
+
+
+def _empty(value: Any) -> bool:
+    """True for an empty list or tuple (a state-only commit skips the side-write preparation);
+    anything else, empty or not, goes through the checks."""
+    return (type(value) is tuple or type(value) is list) and not value
 
 
 def _items(value: Any, name: str) -> tuple[Any, ...]:
@@ -190,30 +214,44 @@ def prepare_commit(
     """
     if not isinstance(exe, Execution):
         raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
+    return _prepare(
+        exe,
+        expected_version,
+        (emits, processed_event_id, timers, spawns, trace),
+        max_document_bytes,
+    )
+
+
+def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int) -> PreparedCommit:
+    """:func:`prepare_commit` once ``exe`` is known to be an :class:`Execution`."""
+    emits, processed_event_id, timers, spawns, trace = args
     if not key_ok(exe.id):
         check_id(exe.id, "execution id")
     if processed_event_id is not None and not key_ok(processed_event_id):
         check_id(processed_event_id, "processed_event_id")
     if trace is not None and not isinstance(trace, dict):
         raise TypeError(f"trace must be a dict or None, got {type(trace).__name__}")
-    limit = check_max_bytes(max_document_bytes)
+    if limit is not MAX_DOCUMENT_BYTES:  # the shared ceiling needs no check
+        check_max_bytes(limit)
     document = encode_execution(exe, max_bytes=limit)  # checks every field first
+    status = exe.status
+    # positional: a named tuple built from keywords costs several times more, on every commit
     return PreparedCommit(
-        execution_id=exe.id,
-        expected_version=expected_version,
-        new_version=exe.version,
-        definition_id=exe.definition_id,
-        status=exe.status._value_ if type(exe.status) is Status else Status(exe.status).value,
-        outcome=exe.outcome,
-        active_path=exe.active_path,
-        parent_id=exe.parent_id,
-        document=document,
-        emits=_prepare_emits(emits, limit),
-        processed_event_id=processed_event_id,
-        timers=collapse_timer_ops(_items(timers, "timers")),
-        spawns=_prepare_spawns(spawns, limit),
-        trace=None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
-        committed_at=time.time(),
+        exe.id,  # execution_id
+        expected_version,
+        exe.version,  # new_version
+        exe.definition_id,
+        status._value_ if type(status) is Status else Status(status).value,
+        exe.outcome,
+        exe.active_path,
+        exe.parent_id,
+        document,
+        () if _empty(emits) else _prepare_emits(emits, limit),
+        processed_event_id,
+        () if _empty(timers) else collapse_timer_ops(_items(timers, "timers")),
+        () if _empty(spawns) else _prepare_spawns(spawns, limit),
+        None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
+        time.time(),  # committed_at
     )
 
 
@@ -231,7 +269,7 @@ class Committing:
     def __init__(
         self,
         exe: Execution,
-        args: tuple[Sequence[Emit], str | None, Sequence[TimerOp], Sequence[Spawn], Any],
+        args: CommitArgs,
         max_document_bytes: int,
     ) -> None:
         self._exe = exe
@@ -248,18 +286,8 @@ class Committing:
             raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
         self._old = old
         exe.version = old + 1
-        emits, processed_event_id, timers, spawns, trace = self._args
         try:
-            return prepare_commit(
-                exe,
-                old,
-                emits,
-                processed_event_id,
-                timers,
-                spawns,
-                trace,
-                max_document_bytes=self._limit,
-            )
+            return _prepare(exe, old, self._args, self._limit)
         except BaseException:
             exe.version = old
             raise

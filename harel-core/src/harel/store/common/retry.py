@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -9,10 +10,13 @@ from typing import Any, TypeVar
 
 import anyio
 
-from harel.store.common.urls import redact_text
+from harel.store.common.urls import knob_float, knob_int, redact_text
 from harel.store.errors import StoreUnavailable
 
 T = TypeVar("T")
+
+RETRY_KNOBS = frozenset({"connect_retries", "retry_delay"})
+"""The knobs of a ``from_url``'s bounded retry (URL query or keyword arguments)."""
 
 
 def backoff_delays(retries: int, base: float, cap: float = 10.0) -> list[float]:
@@ -82,19 +86,42 @@ async def aconnect_with_retry(
     raise _unreachable(what, retries, last)
 
 
+def retry_knobs(query: Mapping[str, str]) -> dict[str, Any]:
+    """``connect_retries`` / ``retry_delay`` of a URL's query (strings) as an int and a float,
+    ready for :func:`retry_arguments`; the other parameters are ignored.
+
+    A value that is not an int >= 0 (``abc``, ``-1``, ``1.5``) or a number >= 0 raises
+    :class:`~harel.store.errors.InvalidStoreURL` (a ``ValueError``) naming the knob, with the
+    same message on every backend.
+    """
+    text = dict(query)
+    knobs: dict[str, Any] = {}
+    if "connect_retries" in text:
+        knobs["connect_retries"] = knob_int(text, "connect_retries", 0, minimum=0)
+    if "retry_delay" in text:
+        knobs["retry_delay"] = knob_float(text, "retry_delay", 0.0, minimum=0.0)
+    return knobs
+
+
 def retry_arguments(
     knobs: Mapping[str, Any], *, what: str, default_retries: int, default_delay: float
 ) -> dict[str, Any]:
     """The keyword arguments of :func:`connect_with_retry` / :func:`aconnect_with_retry` for a
-    ``from_url``: ``connect_retries`` / ``retry_delay`` taken from ``knobs`` (validated; a bad
-    value raises ``ValueError`` naming it), retrying only while the server is unreachable
-    (``StoreUnavailable``); ``what`` names the store in the final error."""
+    ``from_url``: ``connect_retries`` / ``retry_delay`` taken from ``knobs`` (validated: an int
+    >= 0 and a finite number of seconds >= 0, never coerced; a bad value raises ``ValueError``
+    naming it), retrying only while the server is unreachable (``StoreUnavailable``); ``what``
+    names the store in the final error.  URL query strings go through :func:`retry_knobs`
+    first."""
     retries = knobs.get("connect_retries", default_retries)
     delay = knobs.get("retry_delay", default_delay)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"connect_retries must be an int >= 0, got {retries!r}")
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-        raise ValueError(f"retry_delay must be a number of seconds >= 0, got {delay!r}")
+    if (
+        isinstance(delay, bool)
+        or not isinstance(delay, (int, float))
+        or not (delay >= 0 and math.isfinite(delay))
+    ):
+        raise ValueError(f"retry_delay must be a finite number of seconds >= 0, got {delay!r}")
     return {
         "retries": retries,
         "delay": float(delay),

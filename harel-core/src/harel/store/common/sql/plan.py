@@ -175,7 +175,7 @@ class SqlPlan:
         """
         p = prepared
         trace_keep_from(0, trace_max)  # validates trace_max before anything runs
-        token = secrets.token_hex(16) if self.dialect.single_request else None
+        token = secrets.token_hex(16) if self.dialect.begin is None else None  # single request
         values = {
             "id": p.execution_id,
             "definition_id": p.definition_id,
@@ -190,10 +190,17 @@ class SqlPlan:
             "expected": p.expected_version,
         }
         sql = self.sql
-        full = sql.insert_execution if p.is_insert else sql.update_execution
-        effects = list(self._side_writes(p, token, trace_max))
+        insert = p.expected_version == 0
+        full = sql.insert_execution if insert else sql.update_execution
+        effects = list(self._side_writes(p, token, trace_max)) if p.has_side_writes else []
         row: Sequence[Any] | None = None
-        if self.dialect.batch_reads:  # the found version rides in the commit's own request
+        if not (effects or insert or self.dialect.begin is None):
+            # the hot path (a state-only update, interactive dialect): the narrow CAS, then
+            # the full one only when it missed, each an autocommit statement
+            applied = (yield sql.update_state.bind_map(values)).rowcount == 1
+            if not applied:
+                applied = (yield full.bind_map(values)).rowcount == 1
+        elif self.dialect.batch_reads:  # the found version rides in the commit's own request
             found = sql.found_version.bind_map(values)
             results = yield Batch((full.bind_map(values), *effects, found))
             applied, row = results[0].rowcount == 1, results[-1].first
@@ -201,7 +208,7 @@ class SqlPlan:
             applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
         else:
             # bound lazily: the full CAS only when the narrow one missed
-            forms = (full,) if p.is_insert else (sql.update_state, full)
+            forms = (full,) if insert else (sql.update_state, full)
             casts = (form.bind_map(values) for form in forms)
             if effects:
                 applied = yield from self._transaction(_cas_then(casts, effects))

@@ -8,15 +8,16 @@ and sends a list of :class:`Result`, one per statement).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 Params = tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One SQL statement and its bound parameters (in placeholder order)."""
+class Statement(NamedTuple):
+    """One SQL statement and its bound parameters (in placeholder order).
+
+    Immutable; a named tuple because one is built for every statement a plan yields."""
 
     sql: str
     params: Params = ()
@@ -29,11 +30,12 @@ class Batch:
     statements: tuple[Statement, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """What a statement returned: its rows (empty for writes) and the rows it changed."""
+class Result(NamedTuple):
+    """What a statement returned: its rows (empty for writes) and the rows it changed.
 
-    rows: Sequence[Sequence[Any]] = field(default_factory=tuple)
+    Immutable; a named tuple because one is built for every statement a driver runs."""
+
+    rows: Sequence[Sequence[Any]] = ()
     rowcount: int = -1
 
     @property

@@ -96,14 +96,15 @@ class SqlStatements:
         )
         self.update_state = r(
             "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
-            "version = :version, data = :data, updated_at = :updated_at, commit_token = :token "
+            "version = :version, data = :data, updated_at = :updated_at "
             "WHERE id = :id AND version = :expected AND status = :status "
             "AND definition_id = :definition_id AND parent_id IS :parent_id"
         )
         """The narrow CAS: applies only when the indexed summary columns already hold the new
         values, and names none of them in ``SET``, so SQLite rewrites no index entry (it
         maintains every index whose column is named in ``SET``, changed or not).  On a miss
-        (summary changed, or a lost CAS) the plan runs :attr:`update_execution`."""
+        (summary changed, or a lost CAS) the plan runs :attr:`update_execution`.  Interactive
+        dialects only (they never write ``commit_token``, so it is not set here)."""
         self.found_version = r("SELECT version FROM executions WHERE id = :id")
         self.execution_status = r("SELECT status FROM executions WHERE id = :id")
         side = partial(self._side_insert, guard)
