@@ -85,7 +85,12 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
     """
     if not isinstance(request, Statement):
         raise TypeError("the libSQL dialect runs statements, not batches")
-    params = tuple(bindable(value) for value in request.params)
+    params = request.params
+    for value in params:  # converted only when one needs it: this is every statement's path
+        kind = type(value)
+        if (kind is int and value not in _INT32) or (kind is str and "\x00" in value):
+            params = tuple(bindable(item) for item in params)
+            break
     deadline: float | None = None
     pause = _FIRST_PAUSE
     while True:

@@ -212,12 +212,11 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     if count:
         seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
     p, token = prepared, new_token()
-    side = p.emits or p.spawns or p.timers or p.trace is not None or p.processed_event_id
     request = rq.commit_request(
         p.execution_id,
         p.expected_version,
         summary_of(p, token),
-        write_of(p, seqs) if side else None,
+        write_of(p, seqs) if p.has_side_writes else None,
         trace_max,
     )
     result: Any = None

@@ -45,10 +45,7 @@ def summary_json(prepared: PreparedCommit) -> bytes:
 
 def state_only(prepared: PreparedCommit) -> bool:
     """Whether the commit writes the snapshot alone (the two-key script serves it)."""
-    p = prepared
-    return not (p.emits or p.spawns or p.timers or p.trace is not None) and (
-        p.processed_event_id is None
-    )
+    return not prepared.has_side_writes
 
 
 def _snapshot_args(
