@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from harel.model import Event, Execution
@@ -224,6 +226,136 @@ def test_an_unclosed_runner_never_hangs_interpreter_exit() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "exiting"
     assert time.monotonic() - started < 60
+
+
+# -- batched hand-back: results of back-to-back operations ride on one wake-up of the loop -----
+
+
+class CountingLoop(asyncio.SelectorEventLoop):
+    """An event loop counting the worker's wake-ups (``call_soon_threadsafe`` calls)."""
+
+    wakeups = 0
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.Handle:
+        self.wakeups += 1
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
+def _hold_worker(runner: ThreadedRunner) -> tuple[threading.Event, threading.Event]:
+    """Occupy the worker until the returned ``gate`` is set (``started`` once it is held)."""
+    gate, started = threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        gate.wait()
+
+    threading.Thread(target=runner.call, args=(blocker,)).start()
+    started.wait()
+    return gate, started
+
+
+def _settle(settled: list[int], n: int, _future: object) -> None:
+    settled.append(n)
+
+
+def test_batched_results_reach_their_own_callers_in_order(runner: ThreadedRunner) -> None:
+    settled: list[int] = []
+
+    def op(n: int) -> int:
+        if n % 7 == 3:
+            raise ValueError(f"op {n} failed")
+        return n * 10
+
+    async def main() -> tuple[list[int | BaseException], int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, CountingLoop)
+        gate, _started = _hold_worker(runner)
+        futures = [asyncio.ensure_future(runner.run(op, n)) for n in range(60)]
+        for n, future in enumerate(futures):
+            future.add_done_callback(functools.partial(_settle, settled, n))
+        await asyncio.sleep(0)  # every call queued behind the blocker
+        before = loop.wakeups
+        gate.set()
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        return outcomes, loop.wakeups - before
+
+    with asyncio.Runner(loop_factory=CountingLoop) as loop_runner:
+        outcomes, wakeups = loop_runner.run(main())
+    for n, outcome in enumerate(outcomes):
+        if n % 7 == 3:
+            assert isinstance(outcome, ValueError) and str(outcome) == f"op {n} failed"
+        else:
+            assert outcome == n * 10
+    assert settled == list(range(60))  # each caller settled, in submission order
+    assert wakeups < 30  # back-to-back results shared wake-ups (one each would be 60)
+
+
+def test_cancelling_one_queued_call_withdraws_only_that_call(runner: ThreadedRunner) -> None:
+    ran: list[int] = []
+
+    def op(n: int) -> int:
+        ran.append(n)
+        return n
+
+    async def main() -> list[int | BaseException]:
+        gate, _started = _hold_worker(runner)
+        tasks = [asyncio.ensure_future(runner.run(op, n)) for n in range(10)]
+        await asyncio.sleep(0)
+        tasks[4].cancel()
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    outcomes = asyncio.run(main())
+    assert ran == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    assert isinstance(outcomes[4], asyncio.CancelledError)
+    assert [o for n, o in enumerate(outcomes) if n != 4] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+
+
+def test_a_held_result_reaches_its_caller_while_a_later_operation_runs(
+    runner: ThreadedRunner,
+) -> None:
+    """A result held back for batching still reaches its caller (within ``HOLD``) while the
+    next operation of the same loop runs for long — here it waits for that very caller."""
+    seen = threading.Event()
+
+    async def main() -> tuple[str, bool, float]:
+        gate, _started = _hold_worker(runner)
+        quick = asyncio.ensure_future(runner.run(lambda: "quick"))
+        waiting = asyncio.ensure_future(runner.run(seen.wait, 30))
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        gate.set()
+        first = await quick
+        seen.set()
+        return first, await waiting, time.monotonic() - started
+
+    first, was_seen, took = asyncio.run(main())
+    assert first == "quick"
+    assert was_seen  # the caller got its result while the next operation was still running
+    assert took < 15
+
+
+def test_results_of_two_loops_each_reach_their_own_loop(runner: ThreadedRunner) -> None:
+    def in_loop(tag: str) -> list[str]:
+        async def main() -> list[str]:
+            return list(await asyncio.gather(*(runner.run(f"{tag}{n}".upper) for n in range(50))))
+
+        return asyncio.run(main())
+
+    results: dict[str, list[str]] = {}
+
+    def keep(tag: str) -> None:
+        results[tag] = in_loop(tag)
+
+    threads = [threading.Thread(target=keep, args=(tag,)) for tag in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == {tag: [f"{tag.upper()}{n}" for n in range(50)] for tag in ("a", "b")}
 
 
 # -- ThreadedAsyncStore: the async twin of a sync store, one hop per operation ---------------------
