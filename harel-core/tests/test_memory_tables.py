@@ -8,6 +8,7 @@ import random
 from harel.model import Event, Execution, Status
 from harel.store import TimerOp
 from harel.store.memory import DictStore, MemoryData
+from harel.store.memory._plan import GetForEvent
 from harel.store.memory.testing import footprint
 
 
@@ -96,3 +97,17 @@ def test_a_long_acknowledged_relay_is_compacted_and_keeps_its_order() -> None:
     assert store.data.acked["outbox"] < 450  # compacted on the way
     assert [e.event.id for e in store.pending_outbox()] == [f"e{n}" for n in range(450, 500)]
     _consistent(store.data)
+
+
+def test_get_for_event_reads_the_row_and_the_mark_in_one_request() -> None:
+    store = DictStore()
+    data = store.data
+    assert data.execute(GetForEvent("x", "e1")) == (None, False)
+    exe = Execution(id="x", definition_id="d")
+    store.commit(exe, [], "e1")
+    row, seen = data.execute(GetForEvent("x", "e1"))
+    assert (row, seen) == (data.executions["x"], True)
+    assert data.execute(GetForEvent("x", "e2")) == (row, False)
+    assert data.execute(GetForEvent("y", "e1")) == (None, False)
+    loaded, seen = store.load_for_event("x", "e1")
+    assert seen and loaded == exe and loaded is not exe

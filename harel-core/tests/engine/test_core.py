@@ -980,3 +980,87 @@ def test_quoted_deep_source_written_in_an_outer_block_fires() -> None:
     assert exe.active_path == "Outer.In1.Deep"
     drive(process(defn, exe, Event(kind="Go")), exe)
     assert exe.active_path == "X"
+
+
+# --- the quiet-move fast path (memoised navigation) ------------------------------------------
+
+
+def _hookless() -> Definition:
+    b = Builder("quiet", "Idle")
+    b.state("Idle")
+    b.state("Work", NodeKind.COMPOSITE, initial="A")
+    b.state("Work.A")
+    b.state("Work.B")
+    b.state("Work.Deep", NodeKind.COMPOSITE, initial="X", history=False)
+    b.state("Work.Deep.X")
+    b.state("Timed", timeout=5.0)
+    b.state("End", outcome="done")
+    b.on("", "Idle", "Work.A", "Go")
+    b.on("Work", "Work.A", "Work.B", "Next", where=lambda data: data.get("ok") is True)
+    b.on("Work", "Work.B", "Work.Deep.X", "Next")
+    b.on("Work.Deep", "Work.Deep.X", "Work.Deep.X", "Again")
+    b.on("", "Work", "Idle", "Out")
+    b.on("", "Idle", "Timed", "Wait")
+    b.on("", "Timed", "Idle", "Out")
+    b.on("", "Idle", "End", "Stop")
+    return b.build()
+
+
+QUIET_SCRIPT = [
+    ("Go", {}),
+    ("Next", {}),  # guarded out: no move
+    ("Next", {"ok": True}),
+    ("Next", {}),
+    ("Again", {}),
+    ("Out", {}),
+    ("Go", {}),
+    ("Out", {}),
+    ("Wait", {}),  # a timer: the general path
+    ("Out", {}),
+    ("Stop", {}),  # a sink: the general path ends the run
+]
+
+
+def _play(defn: Definition) -> tuple[list[str], list[list[Effect]]]:
+    exe, _ = started(defn, id="q")
+    documents, effects = [], []
+    for kind, data in QUIET_SCRIPT:
+        run = send(defn, exe, kind, **data)
+        documents.append(exe.model_dump_json())  # key order of ``history`` included
+        effects.append(run.effects)
+    return documents, effects
+
+
+def test_quiet_moves_write_exactly_what_take_and_settle_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = _play(_hookless())
+    from harel.engine._navigation import Navigation
+
+    monkeypatch.setattr(Navigation, "quiet_move", lambda self, *args: None)
+    general = _play(_hookless())
+    assert fast == general
+    documents, effects = fast
+    assert '"active_path":"Work.Deep.X"' in documents[4] and '"status":"DONE"' in documents[-1]
+    assert effects[8] == [ScheduleTimer("Timed", 5.0)] and effects[9] == [CancelTimer("Timed")]
+
+
+def test_quiet_move_is_refused_when_anything_would_be_yielded() -> None:
+    defn = _hookless()
+    nav, root = defn.navigation, defn.root
+
+    def move(source: str, kind: str, **data: Any) -> Any:
+        active = defn.node(source)
+        transition = nav.find_event_transition(active, root, Event(kind=kind, data=data))
+        assert transition is not None
+        return nav.quiet_move(active, transition, root)
+
+    assert move("Work.A", "Next", ok=True) is not None
+    assert move("Idle", "Wait") is None  # the target arms a timer
+    assert move("Idle", "Stop") is None  # the target is a sink: the run ends
+    assert move("Work.A", "Next", ok=True) is move("Work.A", "Next", ok=True)  # memoised
+    hooked = parcel()
+    active = hooked.node("Packing.Wrap")
+    transition = hooked.navigation.find_event_transition(active, hooked.root, Event(kind="Next"))
+    assert transition is not None
+    assert hooked.navigation.quiet_move(active, transition, hooked.root) is None  # enter hook

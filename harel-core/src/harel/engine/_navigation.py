@@ -5,7 +5,9 @@ Nothing here mutates an execution or yields effects (engine.md §3.3, §3.4).
 
 from __future__ import annotations
 
-from harel.engine.definition import Node, Transition, Trigger
+from dataclasses import dataclass
+
+from harel.engine.definition import Node, NodeKind, Transition, Trigger
 from harel.model import Event
 
 
@@ -100,3 +102,117 @@ def transition_path(active: Node, target: Node, root: Node) -> tuple[list[Node],
         node = node.parent
     enters = list(reversed(target_chain[: target_chain.index(pivot)]))
     return exits, enters
+
+
+@dataclass(frozen=True, slots=True)
+class QuietMove:
+    """A transition whose taking and settling yields no effect: every exited and entered node
+    has no hook and no timer, nothing exited is orthogonal, there is no chooser, and the
+    target is a leaf that waits (it has an event transition and no automatic one).
+
+    Taking it is exactly these ``history[key] = value`` writes, in order (so the history's
+    key order is the general path's too), and ``active_path = final`` (``None``: unchanged).
+    """
+
+    history: tuple[tuple[str, str], ...]
+    final: str | None
+
+
+class Navigation:
+    """The lookups above, memoised for one definition (a definition never changes once built).
+
+    Each answer is computed once per node (pair, triple) with the plain functions above, so it
+    is exactly theirs; only the matching of an event against candidate triggers (their
+    predicates read ``event.data``) runs on every call.  Lookups that raise are not memoised.
+    """
+
+    __slots__ = ("_events", "_paths", "_quiet", "_settle")
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[Node, Node], dict[str, tuple[Transition, ...]]] = {}
+        self._paths: dict[tuple[Node, Node, Node], tuple[tuple[Node, ...], tuple[Node, ...]]] = {}
+        self._settle: dict[tuple[Node, Node], tuple[Transition | None, bool]] = {}
+        self._quiet: dict[tuple[Node, Transition, Node], QuietMove | None] = {}
+
+    def find_event_transition(self, start: Node, root: Node, event: Event) -> Transition | None:
+        """:func:`find_event_transition`: the first candidate for ``event.kind`` that matches."""
+        key = (start, root)
+        table = self._events.get(key)
+        if table is None:
+            table = self._events[key] = _event_table(start, root)
+        for transition in table.get(event.kind, ()):
+            trigger = transition.trigger
+            assert trigger is not None  # the table holds triggered transitions only
+            if trigger.predicate is None or trigger_matches(trigger, event):
+                return transition
+        return None
+
+    def settle_step(self, active: Node, root: Node) -> tuple[Transition | None, bool]:
+        """``(find_automatic_transition(active, root), waits(active, root))``."""
+        key = (active, root)
+        found = self._settle.get(key)
+        if found is None:
+            found = self._settle[key] = (
+                find_automatic_transition(active, root),
+                waits(active, root),
+            )
+        return found
+
+    def quiet_move(self, active: Node, transition: Transition, root: Node) -> QuietMove | None:
+        """What taking ``transition`` from ``active`` and settling writes, when that yields no
+        effect at all; ``None`` when it may (see :class:`QuietMove`)."""
+        key = (active, transition, root)
+        if key in self._quiet:
+            return self._quiet[key]
+        found = self._quiet[key] = self._quiet_move(active, transition, root)
+        return found
+
+    def _quiet_move(self, active: Node, transition: Transition, root: Node) -> QuietMove | None:
+        target = transition.target
+        if transition.chooser is not None or target is None or target.kind is not NodeKind.LEAF:
+            return None
+        exits, enters = self.transition_path(active, target, root)
+        if any(
+            node.on_exit is not None or node.timeout is not None or node.kind is NodeKind.ORTHOGONAL
+            for node in exits
+        ) or any(node.on_enter is not None or node.timeout is not None for node in enters):
+            return None
+        automatic, waiting = self.settle_step(target, root)
+        if automatic is not None or not waiting:
+            return None  # the target moves on or ends the run: the general path does that
+        writes: list[tuple[str, str]] = []
+        final: str | None = None
+        for node in exits:
+            assert node.parent is not None  # exits stop below the execution root
+            writes.append((node.parent.path, node.path))
+            final = node.parent.path
+        for node in enters:
+            assert node.parent is not None
+            writes.append((node.parent.path, node.path))
+            final = node.path
+        return QuietMove(tuple(writes), final)
+
+    def transition_path(
+        self, active: Node, target: Node, root: Node
+    ) -> tuple[tuple[Node, ...], tuple[Node, ...]]:
+        """:func:`transition_path` as tuples (raises, unmemoised, like it)."""
+        key = (active, target, root)
+        found = self._paths.get(key)
+        if found is None:
+            exits, enters = transition_path(active, target, root)
+            found = self._paths[key] = (tuple(exits), tuple(enters))
+        return found
+
+
+def _event_table(start: Node, root: Node) -> dict[str, tuple[Transition, ...]]:
+    """Per event kind, the triggered transitions :func:`find_event_transition` would try for
+    it from ``start``, in the order it tries them."""
+    table: dict[str, list[Transition]] = {}
+    node = start
+    while node is not root and node.parent is not None:
+        for transition in node.outgoing():
+            if transition.trigger is not None:
+                for kind in transition.trigger.kinds:
+                    table.setdefault(kind, []).append(transition)
+        node = node.parent
+    return {kind: tuple(found) for kind, found in table.items()}

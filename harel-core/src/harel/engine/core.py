@@ -23,10 +23,6 @@ from typing import Any
 from harel.engine._navigation import (
     EngineError,
     chain_to_root,
-    find_automatic_transition,
-    find_event_transition,
-    transition_path,
-    waits,
 )
 from harel.engine.definition import Chooser, Definition, Node, NodeKind, Transition
 from harel.engine.effects import (
@@ -159,10 +155,20 @@ def _on_domain(defn: Definition, exe: Execution, event: Event) -> Steps:
     if exe.status is not Status.RUNNING:
         return
     exe.processed_events += 1
-    transition = find_event_transition(_active(defn, exe), _root(defn, exe), event)
-    if transition is not None:
-        yield from _take(defn, exe, transition, event)
-        yield from _settle(defn, exe)
+    navigation, active, root = defn.navigation, _active(defn, exe), _root(defn, exe)
+    transition = navigation.find_event_transition(active, root, event)
+    if transition is None:
+        return
+    quiet = navigation.quiet_move(active, transition, root)
+    if quiet is not None:  # no hook, timer, chooser or fork: what _take and _settle would do
+        history = exe.history
+        for key, path in quiet.history:
+            history[key] = path
+        if quiet.final is not None:
+            exe.active_path = quiet.final
+        return
+    yield from _take(defn, exe, transition, event)
+    yield from _settle(defn, exe)
 
 
 def _on_timeout(defn: Definition, exe: Execution, event: Event) -> Steps:
@@ -178,7 +184,7 @@ def _on_timeout(defn: Definition, exe: Execution, event: Event) -> Steps:
     # A region-wide timer (the timed node is the execution root) resolves from the active
     # node like any event; otherwise resolution is anchored at the timed node.
     anchor = active if timed is root else timed
-    transition = find_event_transition(anchor, root, event)
+    transition = defn.navigation.find_event_transition(anchor, root, event)
     if transition is not None:
         yield from _take(defn, exe, transition, event)
         yield from _settle(defn, exe)
@@ -243,23 +249,26 @@ def _take(defn: Definition, exe: Execution, transition: Transition, event: Event
     if target is None:
         raise EngineError(f"transition from {transition.source.path!r} has no target")
     root = _root(defn, exe)
-    exits, enters = transition_path(_active(defn, exe), target, root)
+    exits, enters = defn.navigation.transition_path(_active(defn, exe), target, root)
+    history = exe.history
     for node in exits:
-        yield from _exit(node, event)
-        assert node.parent is not None  # exits stop below the execution root
-        exe.history[node.parent.path] = node.path
+        if node.on_exit is not None or node.timeout is not None:
+            yield from _exit(node, event)
+        parent = node.parent
+        assert parent is not None  # exits stop below the execution root
+        history[parent.path] = node.path
         if node.kind is NodeKind.ORTHOGONAL:
             exe.invoke_seq[node.path] = exe.invoke_seq.get(node.path, 0) + 1
-        exe.active_path = node.parent.path
+        exe.active_path = parent.path
     for node in enters:
-        yield from _enter(exe, node, event)
+        if node.on_enter is not None or node.timeout is not None:
+            yield from _enter(exe, node, event)
         exe.active_path = node.path
-        assert node.parent is not None
-        exe.history[node.parent.path] = node.path
-    if enters:
-        yield from _descend(defn, exe, target, event)
-    elif target is root:
-        yield from _descend(defn, exe, root, event)
+        parent = node.parent
+        assert parent is not None
+        history[parent.path] = node.path
+    if (enters or target is root) and target.kind is not NodeKind.LEAF:
+        yield from _descend(defn, exe, target, event)  # a leaf has nothing to descend into
 
 
 def _descend(defn: Definition, exe: Execution, node: Node, event: Event | None) -> Steps:
@@ -309,6 +318,7 @@ def _fork(exe: Execution, node: Node) -> Steps:
 def _settle(defn: Definition, exe: Execution) -> Steps:
     """Run automatic moves and sinks until the active node waits, parks or the run ends."""
     root = _root(defn, exe)
+    navigation = defn.navigation
     pending: str | None = None
     while True:
         active = _active(defn, exe)
@@ -316,12 +326,12 @@ def _settle(defn: Definition, exe: Execution) -> Steps:
             if not all(child.finished for child in exe.children.values()):
                 return  # parked until every region has finished
             _write_region_results(exe)
-        automatic = find_automatic_transition(active, root)
+        automatic, waiting = navigation.settle_step(active, root)
         if automatic is not None:
             pending = None  # only the terminal the run actually ends in gives the outcome
             yield from _take(defn, exe, automatic, None)
             continue
-        if waits(active, root):
+        if waiting:
             return
         if pending is None:
             pending = active.outcome

@@ -235,13 +235,21 @@ class RunnerPlan:
                 "context_out": copy.deepcopy(exe.context),
                 "timestamp": (yield ReadClock()),
             }
-        kwargs = {
-            "processed_event_id": None if event is None else event.id,
-            "timers": got.timers,
-            "spawns": got.spawns,
-            "trace": trace,
-        }
-        yield StoreCall("commit", (exe, got.emits), kwargs)
+        yield self.commit_call(exe, got, event, trace)
+
+    @staticmethod
+    def commit_call(
+        exe: Execution, got: Collected, event: Event | None, trace: dict[str, Any] | None
+    ) -> StoreCall:
+        """The ``commit`` request of one step (what is empty is left to the store's defaults)."""
+        kwargs: dict[str, Any] = {"processed_event_id": None if event is None else event.id}
+        if got.timers:
+            kwargs["timers"] = got.timers
+        if got.spawns:
+            kwargs["spawns"] = got.spawns
+        if trace is not None:
+            kwargs["trace"] = trace
+        return StoreCall("commit", (exe, got.emits), kwargs)
 
     def step(self, exe: Execution, event: Event) -> Plan[bool]:
         """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict).
@@ -250,7 +258,10 @@ class RunnerPlan:
         defn = self.definition(exe.definition_id)
         from_path = exe.active_path
         got = yield from self.drive(exe, core.process(defn, exe, event))
-        yield from self.commit(exe, got, event, from_path)
+        if self.trace:
+            yield from self.commit(exe, got, event, from_path)
+        else:
+            yield self.commit_call(exe, got, event, None)  # what ``commit`` yields untraced
         return bool(got.emits or got.spawns)
 
     def start(self, exe: Execution) -> Plan[bool]:
@@ -317,6 +328,12 @@ class RunnerPlan:
             raise ExecutionNotFound(execution_id)
         if seen:
             return exe
+        if not exe.children or not core.is_domain_event(event):
+            # What ``targets`` answers without a store call: the execution itself.
+            stored, wrote = yield from self.deliver(exe, event)
+            if stored is not None and not wrote:
+                return stored  # exactly the stored copy: nothing to relay, nothing changed
+            return (yield from self.settle(exe, execution_id, relay))
         targets = yield from self.targets(exe, event)
         wrote_relays = False
         committed: Execution | None = None

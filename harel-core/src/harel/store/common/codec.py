@@ -20,6 +20,10 @@ from harel.store.common.payloads import check_event, check_execution, check_valu
 from harel.store.common.validate import show
 from harel.store.errors import InvalidPayload, PayloadTooLarge, StoreCorrupted
 
+_EXECUTION = Execution.__pydantic_validator__
+_EVENT = Event.__pydantic_validator__
+"""The models' own validators (``Model.model_validate`` is a thin wrapper around them)."""
+
 
 def check_max_bytes(max_bytes: int) -> int:
     """A backend's ``max_document_bytes``: an int in ``[1, MAX_DOCUMENT_BYTES]``."""
@@ -76,10 +80,11 @@ def decode_execution(text: str | bytes, *, what: str = "a stored execution") -> 
 
     Damaged text raises :class:`StoreCorrupted` naming ``what``.
     """
-    try:
-        return Execution.model_validate(loads(text), context=KEEP_UNKNOWN_FIELDS)
+    try:  # the model's validator itself: what model_validate calls, minus a Python frame
+        exe: Execution = _EXECUTION.validate_python(loads(text), context=KEEP_UNKNOWN_FIELDS)
     except (ValueError, pydantic.ValidationError) as exc:
         raise StoreCorrupted(f"{what} cannot be read back: {_reason(exc)}") from exc
+    return exe
 
 
 def encode_event(
@@ -94,9 +99,10 @@ def encode_event(
 def decode_event(text: str | bytes, *, what: str = "a stored event") -> Event:
     """Rebuild an event from :func:`encode_event` output (:class:`StoreCorrupted` if damaged)."""
     try:
-        return Event.model_validate(loads(text), context=KEEP_UNKNOWN_FIELDS)
+        event: Event = _EVENT.validate_python(loads(text), context=KEEP_UNKNOWN_FIELDS)
     except (ValueError, pydantic.ValidationError) as exc:
         raise StoreCorrupted(f"{what} cannot be read back: {_reason(exc)}") from exc
+    return event
 
 
 def decode_payload(text: str | bytes, *, what: str) -> Any:

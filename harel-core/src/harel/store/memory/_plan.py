@@ -117,6 +117,15 @@ class HasMark(Request):
 
 
 @dataclass(frozen=True, slots=True)
+class GetForEvent(Request):
+    """-> ``(StoredExecution | None, bool)``: the row and whether the dedupe mark
+    ``(execution_id, event_id)`` exists (``load_for_event``'s two reads in one request)."""
+
+    execution_id: str
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScanRelay(Request):
     """-> ``list[(seq, OutboxRow | SpawnRow)]`` of one relay, ascending by seq, at most
     ``limit``."""
@@ -326,11 +335,9 @@ class MemoryPlan:
     def _load_for_event(
         self, execution_id: str, event_id: str
     ) -> Plan[tuple[Execution | None, bool]]:
-        exe = yield from self.load(execution_id)
-        if exe is None:
-            return (None, False)
-        seen = yield HasMark(execution_id, event_id)
-        return (exe, bool(seen))
+        found: tuple[StoredExecution | None, bool] = yield GetForEvent(execution_id, event_id)
+        row, seen = found  # the ids were checked by load_for_event
+        return (None, False) if row is None else (decode_execution(row.document), seen)
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
         """CAS, then every effect of the step, in one transaction."""

@@ -22,6 +22,7 @@ from harel.store.memory._plan import (
     DropMarks,
     DropTimer,
     GetExecution,
+    GetForEvent,
     HasMark,
     ListOwned,
     OldMarks,
@@ -84,11 +85,20 @@ class MemoryData:
             return self._apply(request)
 
     def _apply(self, request: Request) -> Any:
-        match request:
+        match request:  # the requests of load_for_event and commit first: tried in order
+            case GetForEvent(execution_id, event_id):
+                row = self.executions.get(execution_id)
+                return row, row is not None and (execution_id, event_id) in self.processed
             case GetExecution(execution_id):
                 return self.executions.get(execution_id)
             case HasMark(execution_id, event_id):
                 return (execution_id, event_id) in self.processed
+            case PutExecution(execution_id, row):
+                if execution_id not in self.executions:
+                    self.ids.add(execution_id)
+                self.executions[execution_id] = row
+            case PutMark(execution_id, event_id, recorded_at):
+                self._put_mark(execution_id, event_id, recorded_at)
             case ScanRelay(table, limit):
                 return list(itertools.islice(self._relay(table).items(), limit))
             case ScanDueTimers(now, limit):
@@ -104,14 +114,8 @@ class MemoryData:
             case OldMarks(before, limit):
                 aged = self.ages.while_true(lambda key: key[0] < before, limit)
                 return [(execution_id, event_id) for _, execution_id, event_id in aged]
-            case PutExecution(execution_id, row):
-                if execution_id not in self.executions:
-                    self.ids.add(execution_id)
-                self.executions[execution_id] = row
             case AddRelay(row):
                 self._add_relay(row)
-            case PutMark(execution_id, event_id, recorded_at):
-                self._put_mark(execution_id, event_id, recorded_at)
             case PutTimer(execution_id, path, fire_at):
                 self._drop_timer(execution_id, path, None)
                 self.timers[(execution_id, path)] = fire_at
