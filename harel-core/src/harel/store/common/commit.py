@@ -255,6 +255,24 @@ def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int
     )
 
 
+def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) -> PreparedCommit:
+    """Bump ``exe.version`` and prepare the commit (:func:`prepare_commit`'s checks); any
+    exception restores the old version.  Once it returns, the caller owns the other half of the
+    rule: restore ``exe.version`` to the prepared ``expected_version`` if the write fails
+    (:func:`committing` does both for a ``with`` block)."""
+    if not isinstance(exe, Execution):
+        raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
+    old = exe.version
+    if type(old) is not int or not 0 <= old < MAX_INT:  # a bool's type is not int
+        raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
+    exe.version = old + 1
+    try:
+        return _prepare(exe, old, args, max_document_bytes)
+    except BaseException:
+        exe.version = old
+        raise
+
+
 class Committing:
     """The context manager :func:`committing` returns (a class: cheaper than a generator-based
     ``@contextmanager`` on every commit, with the same behaviour).
@@ -278,19 +296,9 @@ class Committing:
         self._old = 0
 
     def __enter__(self) -> PreparedCommit:
-        exe = self._exe
-        if not isinstance(exe, Execution):
-            raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
-        old = exe.version
-        if isinstance(old, bool) or not isinstance(old, int) or not 0 <= old < MAX_INT:
-            raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
-        self._old = old
-        exe.version = old + 1
-        try:
-            return _prepare(exe, old, self._args, self._limit)
-        except BaseException:
-            exe.version = old
-            raise
+        prepared = bump_and_prepare(self._exe, self._args, self._limit)
+        self._old = prepared.expected_version
+        return prepared
 
     def __exit__(
         self,

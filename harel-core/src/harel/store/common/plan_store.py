@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common.commit import PreparedCommit, committing
+from harel.store.common.commit import PreparedCommit, bump_and_prepare, committing
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.listing import ListingQuery, listing_query
 from harel.store.common.records import PreparedImport, prepare_import
@@ -182,11 +182,13 @@ class PlanStore(_PlanStoreBase[P]):
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
-        limit = self._document_limit()
-        with committing(
-            exe, emits, processed_event_id, timers, spawns, trace, max_document_bytes=limit
-        ) as prepared:
+        args = (emits, processed_event_id, timers, spawns, trace)
+        prepared = bump_and_prepare(exe, args, self._document_limit())
+        try:  # committing()'s rule without its context manager: this is every commit's path
             self._run(self._plan.commit(prepared, self.trace_max))
+        except BaseException:
+            exe.version = prepared.expected_version
+            raise
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         """Whether that execution already processed that event."""

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import asdict
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -89,6 +90,11 @@ class SqlPlan:
         self._begin = Statement(dialect.begin or "")
         self._commit = Statement(dialect.commit)
         self._rollback = Statement(dialect.rollback)
+        narrow = self.sql.update_state
+        take = attrgetter(*(_COMMIT_FIELD[slot] for slot in narrow.slots))
+        self._narrow_params: Callable[[PreparedCommit], tuple[Any, ...]] = take
+        """The narrow CAS's parameters read straight off a :class:`PreparedCommit` (one C
+        call: no mapping built on a state-only commit's path)."""
 
     # -- transactions ---------------------------------------------------------------------------
 
@@ -175,7 +181,16 @@ class SqlPlan:
         """
         p = prepared
         trace_keep_from(0, trace_max)  # validates trace_max before anything runs
-        token = secrets.token_hex(16) if self.dialect.begin is None else None  # single request
+        sql = self.sql
+        interactive = self.dialect.begin is not None
+        insert = p.expected_version == 0
+        if interactive and not insert and not p.has_side_writes:
+            # the hot path, a state-only update: the narrow CAS as one autocommit statement;
+            # when it misses (the summary changed, or the CAS is lost) the full CAS decides
+            narrow = Statement(sql.update_state.sql, self._narrow_params(p))
+            if (yield narrow).rowcount == 1:
+                return
+        token = None if interactive else secrets.token_hex(16)  # a single request's owner
         values = {
             "id": p.execution_id,
             "definition_id": p.definition_id,
@@ -189,31 +204,22 @@ class SqlPlan:
             "token": token,
             "expected": p.expected_version,
         }
-        sql = self.sql
-        insert = p.expected_version == 0
         full = sql.insert_execution if insert else sql.update_execution
         effects = list(self._side_writes(p, token, trace_max)) if p.has_side_writes else []
         row: Sequence[Any] | None = None
-        if not (effects or insert or self.dialect.begin is None):
-            # the hot path (a state-only update, interactive dialect): the narrow CAS, then
-            # the full one only when it missed, each an autocommit statement
-            applied = (yield sql.update_state.bind_map(values)).rowcount == 1
-            if not applied:
-                applied = (yield full.bind_map(values)).rowcount == 1
-        elif self.dialect.batch_reads:  # the found version rides in the commit's own request
+        if self.dialect.batch_reads:  # the found version rides in the commit's own request
             found = sql.found_version.bind_map(values)
             results = yield Batch((full.bind_map(values), *effects, found))
             applied, row = results[0].rowcount == 1, results[-1].first
-        elif self.dialect.single_request:
+        elif not interactive:
             applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
-        else:
+        elif effects:
             # bound lazily: the full CAS only when the narrow one missed
             forms = (full,) if insert else (sql.update_state, full)
             casts = (form.bind_map(values) for form in forms)
-            if effects:
-                applied = yield from self._transaction(_cas_then(casts, effects))
-            else:
-                applied = yield from _first_applied(casts)
+            applied = yield from self._transaction(_cas_then(casts, effects))
+        else:  # an insert, or a state-only update whose narrow CAS missed above
+            applied = (yield full.bind_map(values)).rowcount == 1
         if not applied:
             if not self.dialect.batch_reads:
                 row = (yield sql.found_version.bind(id=p.execution_id)).first
@@ -486,6 +492,22 @@ def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
     for statement in statements:
         results.append((yield statement))
     return results
+
+
+_COMMIT_FIELD = {
+    "id": "execution_id",
+    "definition_id": "definition_id",
+    "status": "status",
+    "outcome": "outcome",
+    "active_path": "active_path",
+    "parent_id": "parent_id",
+    "version": "new_version",
+    "data": "document",
+    "updated_at": "committed_at",
+    "expected": "expected_version",
+}
+"""The :class:`PreparedCommit` field behind each slot of the commit statements (``token``
+aside, which the narrow CAS does not name)."""
 
 
 def _first_applied(casts: Iterable[Statement]) -> SqlOp[bool]:
