@@ -144,10 +144,9 @@ def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
     return tuple(last.values())
 
 
-def _empty(value: Any) -> bool:
-    """True for an empty list or tuple (a state-only commit skips the side-write preparation);
-    anything else, empty or not, goes through the checks."""
-    return (type(value) is tuple or type(value) is list) and not value
+_LISTS = (list, tuple)
+"""An empty one of these skips the side-write preparation (a state-only commit); anything
+else, empty or not, goes through the checks (an empty string is refused there)."""
 
 
 def _items(value: Any, name: str) -> tuple[Any, ...]:
@@ -225,15 +224,13 @@ def prepare_commit(
 def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int) -> PreparedCommit:
     """:func:`prepare_commit` once ``exe`` is known to be an :class:`Execution`."""
     emits, processed_event_id, timers, spawns, trace = args
-    if not key_ok(exe.id):
-        check_id(exe.id, "execution id")
     if processed_event_id is not None and not key_ok(processed_event_id):
         check_id(processed_event_id, "processed_event_id")
     if trace is not None and not isinstance(trace, dict):
         raise TypeError(f"trace must be a dict or None, got {type(trace).__name__}")
     if limit is not MAX_DOCUMENT_BYTES:  # the shared ceiling needs no check
         check_max_bytes(limit)
-    document = encode_execution(exe, max_bytes=limit)  # checks every field first
+    document = encode_execution(exe, max_bytes=limit)  # checks every field (the id too) first
     status = exe.status
     # positional: a named tuple built from keywords costs several times more, on every commit
     return PreparedCommit(
@@ -246,10 +243,12 @@ def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int
         exe.active_path,
         exe.parent_id,
         document,
-        () if _empty(emits) else _prepare_emits(emits, limit),
+        () if not emits and type(emits) in _LISTS else _prepare_emits(emits, limit),
         processed_event_id,
-        () if _empty(timers) else collapse_timer_ops(_items(timers, "timers")),
-        () if _empty(spawns) else _prepare_spawns(spawns, limit),
+        ()
+        if not timers and type(timers) in _LISTS
+        else collapse_timer_ops(_items(timers, "timers")),
+        () if not spawns and type(spawns) in _LISTS else _prepare_spawns(spawns, limit),
         None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
         time.time(),  # committed_at
     )
