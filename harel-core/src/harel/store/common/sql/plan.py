@@ -90,7 +90,9 @@ class SqlPlan:
         self._begin = Statement(dialect.begin or "")
         self._commit = Statement(dialect.commit)
         self._rollback = Statement(dialect.rollback)
+        self._interactive = dialect.begin is not None
         narrow = self.sql.update_state
+        self._narrow_sql = narrow.sql
         take = attrgetter(*(_COMMIT_FIELD[slot] for slot in narrow.slots))
         self._narrow_params: Callable[[PreparedCommit], tuple[Any, ...]] = take
         """The narrow CAS's parameters read straight off a :class:`PreparedCommit` (one C
@@ -180,14 +182,15 @@ class SqlPlan:
         single-request dialect cannot branch inside its one request: it sends the full CAS.
         """
         p = prepared
-        trace_keep_from(0, trace_max)  # validates trace_max before anything runs
+        if trace_max is not None and (type(trace_max) is not int or trace_max < 0):
+            trace_keep_from(0, trace_max)  # raises: trace_max is refused before anything runs
         sql = self.sql
-        interactive = self.dialect.begin is not None
+        interactive = self._interactive
         insert = p.expected_version == 0
         if interactive and not insert and not p.has_side_writes:
             # the hot path, a state-only update: the narrow CAS as one autocommit statement;
             # when it misses (the summary changed, or the CAS is lost) the full CAS decides
-            narrow = Statement(sql.update_state.sql, self._narrow_params(p))
+            narrow = Statement(self._narrow_sql, self._narrow_params(p))
             if (yield narrow).rowcount == 1:
                 return
         token = None if interactive else secrets.token_hex(16)  # a single request's owner
