@@ -154,14 +154,7 @@ def test_cancellation_at_every_point_leaves_a_consistent_outcome(runner: Threade
 def test_close_drains_queued_work_and_refuses_new_work() -> None:
     runner = ThreadedRunner()
     ran: list[int] = []
-    gate, started = threading.Event(), threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        gate.wait()
-
-    threading.Thread(target=runner.call, args=(blocker,)).start()
-    started.wait()
+    gate, _started = _hold_worker(runner)
     callers = [threading.Thread(target=runner.call, args=(ran.append, n)) for n in range(10)]
     for caller in callers:
         caller.start()
