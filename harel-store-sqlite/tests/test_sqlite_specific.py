@@ -127,6 +127,35 @@ def test_concurrent_openers_upgrade_once(db_path: Path) -> None:
     conn.close()
 
 
+def _writer_holding_the_file(path: Path) -> sqlite3.Connection:
+    """A rollback-journal file with a writer in an open write transaction (a RESERVED lock)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("CREATE TABLE other (x)")
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO other VALUES (1)")
+    return conn
+
+
+def test_switching_a_busy_file_to_wal_waits_for_the_writer(db_path: Path) -> None:
+    # SQLite refuses the WAL switch at once (no busy handler) while another connection holds
+    # a write lock; the open waits for it like any busy wait instead of failing at once
+    writer = _writer_holding_the_file(db_path)
+    threading.Timer(0.2, writer.execute, args=("COMMIT",)).start()
+    with SqliteStore(str(db_path), busy_timeout_ms=20_000) as store:
+        assert connection(store).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    writer.close()
+
+
+def test_switching_to_wal_gives_up_after_the_busy_timeout(db_path: Path) -> None:
+    writer = _writer_holding_the_file(db_path)
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            SqliteStore(str(db_path), busy_timeout_ms=100)
+    finally:
+        writer.execute("COMMIT")
+        writer.close()
+
+
 def test_memory_store_has_no_wal_and_works() -> None:
     with SqliteStore(":memory:") as s:
         assert connection(s).execute("PRAGMA journal_mode").fetchone()[0] == "memory"

@@ -83,6 +83,32 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
         return translate(exc, self.options)
 
 
+_FIRST_PAUSE = 0.001
+_LONGEST_PAUSE = 0.05
+
+
+def _apply_pragma(conn: sqlite3.Connection, pragma: str, busy_timeout_ms: int) -> None:
+    """Run one PRAGMA, waiting up to ``busy_timeout_ms`` while the file is locked.
+
+    Switching a file to WAL needs an exclusive lock, and SQLite answers "database is locked"
+    at once, without its busy handler, when other connections are opening the same file at
+    that moment (each holds a shared lock): several processes opening a rollback-journal file
+    together would otherwise fail.  The wait is bounded like any other busy wait.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = _FIRST_PAUSE
+    while True:
+        try:
+            conn.execute(pragma).fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            locked = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+            if not locked or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, _LONGEST_PAUSE)
+
+
 def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:
     """Connect, apply the PRAGMAs, and run the plan's schema check (create / upgrade)."""
     conn = sqlite3.connect(
@@ -94,7 +120,7 @@ def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:
     )
     try:
         for pragma in pragmas(options):
-            conn.execute(pragma).fetchall()
+            _apply_pragma(conn, pragma, options.busy_timeout_ms)
         plan = sqlite_plan(options)
         drive(plan.open_schema(time.time()), partial(_run_statement, conn))
     except BaseException:
