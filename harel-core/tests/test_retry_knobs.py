@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from harel import registry
-from harel.store.common.retry import RETRY_KNOBS, retry_arguments, retry_knobs
+from harel.store.common.retry import RETRY_KNOBS, busy_waits, retry_arguments, retry_knobs
 from harel.store.errors import BackendUnavailable, InvalidStoreURL, UnknownScheme
 
 
@@ -105,3 +105,9 @@ async def test_every_backend_refuses_a_bad_retry_knob_with_the_same_message(
     with pytest.raises(ValueError) as arefused:
         await registry.open_async_store(_with_query(url, query), **keywords)
     assert str(arefused.value) == message
+
+
+def test_busy_waits_end_at_the_deadline() -> None:
+    assert next(busy_waits(0), False) is False  # no time at all: give up at once
+    waits = list(busy_waits(30))  # 1 + 2 + 4 + 8 + 15 ms: a few pauses, then it ends
+    assert waits and all(waits)

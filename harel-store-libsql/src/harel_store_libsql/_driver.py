@@ -21,11 +21,13 @@ What the driver needs that ``sqlite3`` does not (each verified against libsql 0.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import libsql  # type: ignore[import-untyped]
 from harel.store.common import drive
+from harel.store.common.retry import busy_waits
 from harel.store.common.sql import Batch, Result, SqlPlan, Statement
 from harel.store.errors import InvalidPayload
 
@@ -35,8 +37,6 @@ from harel_store_libsql._plan import libsql_plan
 from harel_store_libsql._schema import pragmas
 
 _INT32 = range(-(2**31), 2**31)
-_FIRST_PAUSE = 0.001
-_LONGEST_PAUSE = 0.05
 
 
 def bindable(value: Any) -> Any:
@@ -91,8 +91,7 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
         if (kind is int and value not in _INT32) or (kind is str and "\x00" in value):
             params = tuple(bindable(item) for item in params)
             break
-    deadline: float | None = None
-    pause = _FIRST_PAUSE
+    waits: Iterator[bool] | None = None  # started at the first lock met
     while True:
         try:
             cursor = conn.execute(request.sql, params)
@@ -104,13 +103,10 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
                 raise
             if not (options.local and is_locked(exc) and not conn.in_transaction):
                 raise driver_error(exc, options) from None
-            now = time.monotonic()
-            if deadline is None:
-                deadline = now + options.busy_timeout_ms / 1000
-            if now >= deadline:
+            if waits is None:
+                waits = busy_waits(options.busy_timeout_ms)
+            if not next(waits, False):
                 raise driver_error(exc, options) from None
-        time.sleep(min(pause, max(deadline - now, 0.0)))
-        pause = min(pause * 2, _LONGEST_PAUSE)
 
 
 def refresh(conn: Any, options: LibsqlOptions) -> None:

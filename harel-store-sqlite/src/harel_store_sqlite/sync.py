@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, ClassVar, Self, Unpack
 
 from harel.store.common import connect_with_retry, drive
+from harel.store.common.retry import busy_waits
 from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
@@ -83,10 +84,6 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
         return translate(exc, self.options)
 
 
-_FIRST_PAUSE = 0.001
-_LONGEST_PAUSE = 0.05
-
-
 def _apply_pragma(conn: sqlite3.Connection, pragma: str, busy_timeout_ms: int) -> None:
     """Run one PRAGMA, waiting up to ``busy_timeout_ms`` while the file is locked.
 
@@ -95,18 +92,15 @@ def _apply_pragma(conn: sqlite3.Connection, pragma: str, busy_timeout_ms: int) -
     that moment (each holds a shared lock): several processes opening a rollback-journal file
     together would otherwise fail.  The wait is bounded like any other busy wait.
     """
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    pause = _FIRST_PAUSE
+    waits = busy_waits(busy_timeout_ms)
     while True:
         try:
             conn.execute(pragma).fetchall()
             return
         except sqlite3.OperationalError as exc:
             locked = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-            if not locked or time.monotonic() >= deadline:
+            if not (locked and next(waits, False)):
                 raise
-        time.sleep(pause)
-        pause = min(pause * 2, _LONGEST_PAUSE)
 
 
 def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -17,6 +17,23 @@ T = TypeVar("T")
 
 RETRY_KNOBS = frozenset({"connect_retries", "retry_delay"})
 """The knobs of a ``from_url``'s bounded retry (URL query or keyword arguments)."""
+
+
+BUSY_FIRST_PAUSE = 0.001
+BUSY_LONGEST_PAUSE = 0.05
+
+
+def busy_waits(timeout_ms: int) -> Iterator[bool]:
+    """The pauses of a bounded wait on a locked database file, for drivers whose engine does
+    not wait itself: each ``next()`` sleeps (1 ms, doubling up to 50 ms, never past the
+    deadline ``timeout_ms`` after the first ``next()``) and yields ``True``; once the time is
+    up the iteration ends, so ``next(waits, False)`` says whether to try again."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pause = BUSY_FIRST_PAUSE
+    while (now := time.monotonic()) < deadline:
+        time.sleep(min(pause, deadline - now))
+        pause = min(pause * 2, BUSY_LONGEST_PAUSE)
+        yield True
 
 
 def backoff_delays(retries: int, base: float, cap: float = 10.0) -> list[float]:
