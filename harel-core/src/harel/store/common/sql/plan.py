@@ -182,8 +182,7 @@ class SqlPlan:
         single-request dialect cannot branch inside its one request: it sends the full CAS.
         """
         p = prepared
-        if trace_max is not None and (type(trace_max) is not int or trace_max < 0):
-            trace_keep_from(0, trace_max)  # raises: trace_max is refused before anything runs
+        trace_keep_from(0, trace_max)  # validates trace_max before anything runs
         sql = self.sql
         interactive = self._interactive
         insert = p.expected_version == 0
