@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from common import FULL, QUICK, Target, execution, open_harness, side_writes, targets
+from common import FULL, QUICK, Target, execution, open_twins, side_writes, targets
 from harel.model import Execution
 from harel.store.common import ThreadedRunner
 
@@ -198,37 +198,29 @@ def measure(target: Target, workdir: Path, rounds: int, seconds: float) -> Ratio
     """Every loop of the module docstring on ``target`` (an error is reported, not raised)."""
     result = Ratios(target)
     try:
-        with open_harness(target, workdir) as harness, asyncio.Runner() as runner:
-            store = harness.open_sync()
-            astore = runner.run(harness.open_async())
-            try:
-                loops: dict[tuple[str, str], Callable[[], int]] = {}
-                for kind in KINDS:
-                    own = {
-                        loop: [execution(f"ar-{kind}-{n}-{i}", i) for i in range(EXECUTIONS)]
-                        for n, loop in enumerate(LOOPS)
-                    }
-                    for exes in own.values():
-                        for exe in exes:
-                            store.commit(exe, [])
-                    loops["sync", kind] = _sync_loop(store, own["sync"], kind, seconds)
-                    one, many = own[LOOPS[1]], own[LOOPS[2]]
-                    loops[LOOPS[1], kind] = _on(
-                        runner, partial(_one_task, astore, one, kind, seconds)
-                    )
-                    loops[LOOPS[2], kind] = _on(
-                        runner, partial(_many_tasks, astore, many, kind, seconds)
-                    )
-                samples: dict[tuple[str, str], list[Sample]] = {key: [] for key in loops}
-                for _ in range(rounds):
-                    for key, loop in loops.items():
-                        samples[key].append(_timed(loop))
-                for key, values in samples.items():
-                    result.rates[key] = statistics.median(s.rate for s in values)
-                    result.cpu_us[key] = statistics.median(s.cpu_us for s in values)
-            finally:
-                store.close()
-                runner.run(astore.close())
+        with open_twins(target, workdir) as (_harness, runner, store, astore):
+            loops: dict[tuple[str, str], Callable[[], int]] = {}
+            for kind in KINDS:
+                own = {
+                    loop: [execution(f"ar-{kind}-{n}-{i}", i) for i in range(EXECUTIONS)]
+                    for n, loop in enumerate(LOOPS)
+                }
+                for exes in own.values():
+                    for exe in exes:
+                        store.commit(exe, [])
+                loops["sync", kind] = _sync_loop(store, own["sync"], kind, seconds)
+                one, many = own[LOOPS[1]], own[LOOPS[2]]
+                loops[LOOPS[1], kind] = _on(runner, partial(_one_task, astore, one, kind, seconds))
+                loops[LOOPS[2], kind] = _on(
+                    runner, partial(_many_tasks, astore, many, kind, seconds)
+                )
+            samples: dict[tuple[str, str], list[Sample]] = {key: [] for key in loops}
+            for _ in range(rounds):
+                for key, loop in loops.items():
+                    samples[key].append(_timed(loop))
+            for key, values in samples.items():
+                result.rates[key] = statistics.median(s.rate for s in values)
+                result.cpu_us[key] = statistics.median(s.cpu_us for s in values)
     except Exception as exc:  # a benchmark reports a broken backend and goes on
         result.error = f"{type(exc).__name__}: {exc}"[:300]
     return result

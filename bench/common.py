@@ -7,6 +7,7 @@ figure gets an isolated dataset from the backend's own harness (:func:`open_harn
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -97,6 +98,24 @@ def open_harness(target: Target, workdir: Path) -> Iterator[StoreHarness]:
         yield harness
     finally:
         harness.destroy()
+
+
+@contextmanager
+def open_twins(
+    target: Target, workdir: Path
+) -> Iterator[tuple[StoreHarness, asyncio.Runner, Any, Any]]:
+    """A fresh dataset of ``target``'s backend with its sync store and its async store (on the
+    returned ``asyncio.Runner``) both open; both closed and the dataset destroyed afterwards."""
+    with open_harness(target, workdir) as harness, asyncio.Runner() as runner:
+        store = harness.open_sync()
+        try:
+            astore = runner.run(harness.open_async())
+            try:
+                yield harness, runner, store, astore
+            finally:
+                runner.run(astore.close())
+        finally:
+            store.close()
 
 
 # -- timing -----------------------------------------------------------------------------------

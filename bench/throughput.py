@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from common import Mode, Target, arate, execution, interleaved, open_harness, rate, side_writes
+from common import Mode, Target, arate, execution, interleaved, open_twins, rate, side_writes
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.common import encode_event, encode_execution, encode_trace_step
 
@@ -182,27 +182,21 @@ def measure(target: Target, workdir: Path, mode: Mode, *, profile: bool = True) 
     """Figure 2 for one backend setting (an error is reported, not raised)."""
     result = Throughput(target)
     try:
-        with open_harness(target, workdir) as harness, asyncio.Runner() as runner:
-            store = harness.open_sync()
-            astore = runner.run(harness.open_async())
-            try:
-                sync_loops = _sync_loops(store, harness)
-                async_loops = runner.run(_async_loops(astore))
-                loops: dict[str, Callable[[], float]] = {
-                    name: partial(rate, step, mode.seconds) for name, step in sync_loops.items()
-                }
-                for name, astep in async_loops.items():
-                    loops[name] = partial(_on, runner, astep, mode.seconds)
-                result.rates = interleaved(loops, mode.rounds)
-                short = (result.ratio("commit", "raw") or 1) < STATE_VS_RAW
-                if profile and short:
-                    store_us = profile_commits(sync_loops["commit"], 3 * mode.seconds)
-                    raw_us = profile_commits(sync_loops["raw"], 3 * mode.seconds)
-                    top = sorted(store_us, key=lambda name: -store_us[name])[:7]
-                    result.profile = [(n, store_us[n], raw_us.get(n, 0.0)) for n in top]
-            finally:
-                store.close()
-                runner.run(astore.close())
+        with open_twins(target, workdir) as (harness, runner, store, astore):
+            sync_loops = _sync_loops(store, harness)
+            async_loops = runner.run(_async_loops(astore))
+            loops: dict[str, Callable[[], float]] = {
+                name: partial(rate, step, mode.seconds) for name, step in sync_loops.items()
+            }
+            for name, astep in async_loops.items():
+                loops[name] = partial(_on, runner, astep, mode.seconds)
+            result.rates = interleaved(loops, mode.rounds)
+            short = (result.ratio("commit", "raw") or 1) < STATE_VS_RAW
+            if profile and short:
+                store_us = profile_commits(sync_loops["commit"], 3 * mode.seconds)
+                raw_us = profile_commits(sync_loops["raw"], 3 * mode.seconds)
+                top = sorted(store_us, key=lambda name: -store_us[name])[:7]
+                result.profile = [(n, store_us[n], raw_us.get(n, 0.0)) for n in top]
     except Exception as exc:  # a benchmark reports a broken backend and goes on
         result.error = f"{type(exc).__name__}: {exc}"[:300]
     return result
