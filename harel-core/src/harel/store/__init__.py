@@ -12,6 +12,7 @@ from harel.store.contract import (
     TimerOp,
 )
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionAlreadyExists,
     ExecutionNotFound,
     InvalidCursor,
@@ -42,6 +43,7 @@ __all__ = [
     "AsyncDictStore",
     "AsyncExecutionStore",
     "Capabilities",
+    "CommitOutcomeUnknown",
     "DictStore",
     "ExecutionAlreadyExists",
     "ExecutionNotFound",

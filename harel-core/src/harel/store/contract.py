@@ -5,8 +5,25 @@ Semantics every store must honour (the conformance kit pins each one):
 * ``load`` returns a fresh copy; mutating it never changes the store.
 * ``commit`` is all or nothing.  CAS: a record at ``exe.version`` is overwritten at
   ``exe.version + 1``; no record and ``exe.version == 0`` inserts at version 1; anything else
-  raises :class:`StoreConflict` (``found`` is the stored version, ``None`` when absent).  On any
-  failure nothing is visible and ``exe.version`` is restored; on success it is the new version.
+  raises :class:`StoreConflict` (``found`` is the stored version, ``None`` when absent).  On
+  success ``exe.version`` is the new version; on any error it is restored, and the error says
+  what happened to the step:
+
+  - :class:`CommitOutcomeUnknown` (a :class:`StoreUnavailable`): the request may have reached
+    the server and no answer came back; the step may or may not be stored.  Raised only then.
+  - every other error (``StoreConflict``, plain ``StoreUnavailable``, the validation errors,
+    ``StoreCorrupted`` …): nothing of the step was written, and nothing of it becomes visible
+    later.
+* Commit tokens and receipts: every commit carries a token (:attr:`PreparedCommit.token
+  <harel.store.common.PreparedCommit>`), kept for the same ``Execution`` object while it is
+  re-sent at the same ``expected`` version with the same arguments, and fresh otherwise (so
+  byte-identical commits from two loaded copies still race: one wins).  A store keeps the
+  *receipt* — the token that wrote version ``v`` — for at least the last
+  :data:`~harel.store.common.RECEIPT_WINDOW` versions of each execution.  A commit whose CAS
+  misses but whose token is the receipt of the version it writes was already stored: it answers
+  success (``exe.version`` bumped) and writes nothing again.  So re-sending the same commit after
+  ``CommitOutcomeUnknown`` settles it, even when other writers committed in between (up to the
+  window; past it the resend raises ``StoreConflict``: reload and check the dedupe mark).
 * Timer ops are collapsed to the last op per path before they are applied.
 * ``due_timers`` is ascending by ``(fire_at, execution_id, path)`` and ``fire_at`` round-trips
   bit-exactly; ``delete_timer`` removes a timer only while it still holds exactly ``fire_at``.
@@ -42,6 +59,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
@@ -331,6 +349,7 @@ __all__ = [
     "FINISHED",
     "AsyncExecutionStore",
     "Capabilities",
+    "CommitOutcomeUnknown",
     "DueTimer",
     "Emit",
     "ExecutionActive",

@@ -70,9 +70,40 @@ class ExecutionNotFound(StoreError, KeyError):
 
 
 class StoreUnavailable(StoreError):
-    """The database could not be reached or is busy; the operation may be retried as is."""
+    """The database could not be reached or is busy; the operation may be retried as is.
+
+    Raised by a write, this plain class means nothing was written (the request never reached
+    the server, or the server refused it whole); when the outcome is not known the store raises
+    the subclass :class:`CommitOutcomeUnknown` instead."""
 
     retryable = True
+
+
+class CommitOutcomeUnknown(StoreUnavailable):
+    """A write's request may have reached the server, but no answer came back: it may or may
+    not be stored.
+
+    Raised only when the request may have been delivered; every other failure of a write
+    guarantees that nothing was written.  ``exe.version`` is back at ``expected``.  Settle it by
+    re-sending the same commit — the same ``Execution`` object with the same arguments: the
+    store recognises it by its commit token and answers as the original would (stored: success,
+    ``exe.version`` bumped, nothing written twice; not stored: it is applied now; another
+    writer's commit won the version: :class:`StoreConflict`).
+    """
+
+    def __init__(self, execution_id: str, expected: int, detail: str = "") -> None:
+        self.execution_id = execution_id
+        self.expected = expected
+        self.detail = detail
+        cause = f" ({detail})" if detail else ""
+        super().__init__(
+            f"execution {execution_id!r}: the commit from version {expected} may or may not be "
+            f"stored{cause}; re-send the same commit (same execution object, same arguments) "
+            "once the store is reachable: it answers as the original would"
+        )
+
+    def __reduce__(self) -> tuple[type[CommitOutcomeUnknown], tuple[str, int, str]]:
+        return (type(self), (self.execution_id, self.expected, self.detail))
 
 
 class StoreCorrupted(StoreError):

@@ -18,6 +18,7 @@ from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
 from harel.conformance.suite.records import RecordTests
 from harel.conformance.suite.relays import RelayTests
+from harel.conformance.suite.resend import ResendTests
 from harel.conformance.suite.retention import RetentionTests
 from harel.conformance.suite.roundtrip import RoundTripTests
 from harel.conformance.suite.stateful import StatefulTests
@@ -29,6 +30,7 @@ from harel.conformance.suite.unknown_fields import UnknownFieldTests
 class ConformanceSuite(
     ContractTests,
     CommitTests,
+    ResendTests,
     DurabilityTests,
     ConcurrencyTests,
     TraceTests,
@@ -68,6 +70,7 @@ __all__ = [
     "ListingTests",
     "RecordTests",
     "RelayTests",
+    "ResendTests",
     "RetentionTests",
     "RoundTripTests",
     "StatefulTests",

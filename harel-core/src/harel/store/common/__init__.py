@@ -11,13 +11,17 @@ from harel.store.common.codec import (
     loads,
 )
 from harel.store.common.commit import (
+    RECEIPT_WINDOW,
     PreparedCommit,
     PreparedEmit,
     PreparedSpawn,
+    attempt_token,
     cas_decision,
     collapse_timer_ops,
     committing,
     conflict,
+    receipt_slot,
+    resent_and_stored,
 )
 from harel.store.common.drive import Plan, adrive, drive
 from harel.store.common.lazy import lazy_exports
@@ -87,6 +91,7 @@ __all__ = [
     "MAX_INT",
     "MAX_NESTING_DEPTH",
     "MIN_INT",
+    "RECEIPT_WINDOW",
     "RETRY_KNOBS",
     "AsyncPlanStore",
     "ContractPlan",
@@ -105,6 +110,7 @@ __all__ = [
     "ThreadedRunner",
     "aconnect_with_retry",
     "adrive",
+    "attempt_token",
     "cas_decision",
     "check_count",
     "check_event_ref",
@@ -139,10 +145,12 @@ __all__ = [
     "page_from_probe",
     "parse_store_url",
     "prepare_import",
+    "receipt_slot",
     "record_content",
     "record_digest",
     "redact_url",
     "release_of",
+    "resent_and_stored",
     "retry_arguments",
     "retry_knobs",
     "schema_verdict",

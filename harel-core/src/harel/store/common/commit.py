@@ -17,7 +17,10 @@ and paths are usable keys (``InvalidIdentifier``), every payload reads back equa
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -75,6 +78,9 @@ class PreparedCommit(NamedTuple):
     committed_at: float
     """Epoch seconds (this process's clock) stored as the summary's ``updated_at`` and as the
     dedupe mark's age for ``prune_processed``."""
+    token: str = ""
+    """The commit token (:func:`attempt_token`): stored as the receipt of ``new_version``; a CAS
+    miss whose receipt is this token means the commit was already stored."""
 
     @property
     def is_insert(self) -> bool:
@@ -254,6 +260,63 @@ def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int
     )
 
 
+RECEIPT_WINDOW = 8
+"""Every store keeps the receipts (commit tokens) of at least this many latest versions of an
+execution, so a commit re-sent after that many rival commits is still recognised."""
+
+_ATTEMPTS_MAX = 4096
+_attempts: dict[int, tuple[weakref.ref[Execution], PreparedCommit]] = {}
+"""The last prepared commit per ``Execution`` object (by identity, held weakly), so a re-send
+of the same commit reuses its token.  Bounded: the oldest half is dropped when full (a commit
+re-sent after thousands of other objects' commits gets a fresh token and, if its first attempt
+landed, a ``StoreConflict``: reload and check the dedupe mark)."""
+_attempts_lock = threading.Lock()
+
+
+def _same_commit(old: PreparedCommit, new: PreparedCommit) -> bool:
+    """Whether ``new`` writes exactly what ``old`` wrote, from the same version (the clock
+    reading and the token aside)."""
+    return old[:-2] == new[:-2]
+
+
+def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
+    """``prepared`` with its commit token: the token of the previous commit of this very
+    ``exe`` object when that commit was the same (same version, same arguments), else a fresh
+    random one (128 bits).  Thread-safe."""
+    key = id(exe)
+    with _attempts_lock:
+        entry = _attempts.get(key)
+        if entry is not None and entry[0]() is exe and _same_commit(entry[1], prepared):
+            token = entry[1].token
+        else:
+            token = os.urandom(16).hex()
+        prepared = prepared._replace(token=token)
+        if len(_attempts) >= _ATTEMPTS_MAX and key not in _attempts:
+            for stale in list(_attempts)[: _ATTEMPTS_MAX // 2]:
+                del _attempts[stale]
+        _attempts[key] = (weakref.ref(exe), prepared)
+    return prepared
+
+
+def resent_and_stored(prepared: PreparedCommit, found: int | None, receipt: str | None) -> bool:
+    """Whether a commit whose CAS missed was already stored: the stored version is at least
+    the one it writes and ``receipt`` (the stored token of ``prepared.new_version``, ``None``
+    when the store no longer holds it) is its token."""
+    return (
+        found is not None
+        and found >= prepared.new_version
+        and receipt is not None
+        and bool(prepared.token)
+        and receipt == prepared.token
+    )
+
+
+def receipt_slot(version: int) -> int:
+    """The slot, in ``range(RECEIPT_WINDOW)``, that holds the receipt of ``version`` in a
+    fixed-size ring (slot = version modulo the window)."""
+    return version % RECEIPT_WINDOW
+
+
 def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) -> PreparedCommit:
     """Bump ``exe.version`` and prepare the commit (:func:`prepare_commit`'s checks); any
     exception restores the old version.  Once it returns, the caller owns the other half of the
@@ -266,7 +329,7 @@ def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) 
         raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
     exe.version = old + 1
     try:
-        return _prepare(exe, old, args, max_document_bytes)
+        return attempt_token(exe, _prepare(exe, old, args, max_document_bytes))
     except BaseException:
         exe.version = old
         raise
