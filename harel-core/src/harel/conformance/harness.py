@@ -106,6 +106,25 @@ class StoreHarness(ABC):
         """
         return None
 
+    def server_address(self) -> tuple[str, int] | None:
+        """The TCP address (host, port) the stores of this dataset talk to, for the kit's
+        lost-reply tests (:mod:`harel.conformance.suite.lost_reply`): the kit puts a
+        :class:`~harel.conformance.proxy.FaultProxy` in front of it and opens stores through
+        :meth:`open_sync_at` / :meth:`open_async_at`.  ``None`` (the default): the store does
+        not talk to a server over TCP (an embedded file, an in-process fake), and the lost-reply
+        tests are skipped."""
+        return None
+
+    def open_sync_at(self, host: str, port: int) -> ExecutionStore:
+        """A new sync store over this dataset that connects to ``host:port`` (a proxy in front
+        of :meth:`server_address`) instead, with every other setting unchanged; it must resend
+        or fail within a few seconds when a connection is cut (short connect retries)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement open_sync_at")
+
+    async def open_async_at(self, host: str, port: int) -> AsyncExecutionStore:
+        """The async twin of :meth:`open_sync_at`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement open_async_at")
+
     def destroy(self) -> None:  # noqa: B027 - optional hook
         """Drop the dataset (a temp file, schema, key prefix or table); called after the test."""
 
