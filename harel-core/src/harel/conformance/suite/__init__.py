@@ -16,6 +16,7 @@ from harel.conformance.suite.dedupe import DedupeTests
 from harel.conformance.suite.durability import DurabilityTests
 from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
+from harel.conformance.suite.lost_reply import LostReplyTests
 from harel.conformance.suite.records import RecordTests
 from harel.conformance.suite.relays import RelayTests
 from harel.conformance.suite.resend import ResendTests
@@ -31,6 +32,7 @@ class ConformanceSuite(
     ContractTests,
     CommitTests,
     ResendTests,
+    LostReplyTests,
     DurabilityTests,
     ConcurrencyTests,
     TraceTests,
@@ -68,6 +70,7 @@ __all__ = [
     "Kit",
     "KitBase",
     "ListingTests",
+    "LostReplyTests",
     "RecordTests",
     "RelayTests",
     "ResendTests",

@@ -228,6 +228,16 @@ class Kit:
         self._opened.append(store)
         return store
 
+    async def open_at(self, host: str, port: int) -> AsyncExecutionStore:
+        """Another store of this flavour over the same dataset, connecting to ``host:port`` (a
+        proxy in front of the harness's ``server_address()``); closed when the test ends."""
+        if self.flavour == "sync":
+            store: AsyncExecutionStore = SyncAsAsync(self.harness.open_sync_at(host, port))
+        else:
+            store = await self.harness.open_async_at(host, port)
+        self._opened.append(store)
+        return store
+
     async def race(self, steps: Sequence[Callable[[], Awaitable[T]]]) -> list[T | Exception]:
         """Run ``steps`` concurrently (threads for sync, tasks for async); outcomes in order.
 
