@@ -6,6 +6,8 @@ For each backend with status ``ok`` (its data where ``HAREL_TEST_<NAME>_URL`` or
 * threads, asyncio tasks and (multi-process backends) processes racing commits on one execution;
 * a writer SIGKILLed at random moments (>= 50 runs per durable backend);
 * ``harel worker`` processes SIGKILLed mid-run;
+* commits whose request or reply is lost, or whose connection is cut after forwarding, with a
+  rival commit in between (every backend whose harness has a ``server_address()``);
 * the kit's hostile-input round-trip law and cancellation storm with the ``reliability``
   hypothesis profile (>= 10,000 generated inputs per backend);
 * ``harel migrate`` between every ordered pair of those backends: a population the runner
@@ -61,22 +63,25 @@ class Sizes:
     kill_runs: int
     jobs: int
     worker_kills: int
+    lost_replies: int
     kit: bool
 
 
-FULL = Sizes(writers=8, wins=25, kill_runs=50, jobs=100, worker_kills=5, kit=True)
-QUICK = Sizes(writers=4, wins=5, kill_runs=3, jobs=15, worker_kills=1, kit=False)
+FULL = Sizes(writers=8, wins=25, kill_runs=50, jobs=100, worker_kills=5, lost_replies=60, kit=True)
+QUICK = Sizes(writers=4, wins=5, kill_runs=3, jobs=15, worker_kills=1, lost_replies=6, kit=False)
 MIGRATION_SCALE = 2
 """Executions of each mid-flight kind the migration matrix moves per pair (x7 kinds)."""
 
 
 def _attacks(
-    sizes: Sizes, shared: bool, workdir: Path
+    sizes: Sizes, shared: bool, networked: bool, workdir: Path
 ) -> list[Callable[[StoreHarness], AttackResult]]:
     plan: list[Callable[[StoreHarness], AttackResult]] = [
         lambda h: attacks.race_threads(h, writers=sizes.writers, wins=sizes.wins),
         lambda h: attacks.race_tasks(h, writers=sizes.writers * 2, wins=sizes.wins),
     ]
+    if networked:
+        plan.append(lambda h: attacks.lost_replies(h, trials=sizes.lost_replies))
     if shared:
         plan += [
             lambda h: attacks.race_processes(
@@ -141,10 +146,11 @@ def run_backend(name: str, sizes: Sizes, root: Path) -> list[AttackResult]:
     try:
         caps = probe.capabilities
         shared = probe.url() is not None and caps.persistent and caps.multi_process
+        networked = probe.server_address() is not None
     finally:
         probe.destroy()
     results = []
-    for index, attack in enumerate(_attacks(sizes, shared, workdir)):
+    for index, attack in enumerate(_attacks(sizes, shared, networked, workdir)):
         harness = harness_for_url(url, workdir / f"kit-{index}")
         try:
             results.append(attack(harness))
@@ -270,7 +276,8 @@ def render(
         "",
         f"Sizes: {sizes.writers} racing threads/processes, {sizes.writers * 2} tasks, "
         f"{sizes.wins} won commits each; {sizes.kill_runs} SIGKILLed writers; "
-        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; {kit}.",
+        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; "
+        f"{sizes.lost_replies} lost-reply trials per network backend; {kit}.",
         "",
         "| backend | attack | runs | inputs | failures | data lost | seconds |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",

@@ -103,3 +103,11 @@ def test_the_migration_matrix_runs_every_ordered_pair(tmp_path: Path) -> None:
     section = "\n".join(script.render_migrations(rows, 1))
     assert "## Migration matrix" in section and "| memory | sqlite |" in section
     assert section.rstrip().endswith("None.")
+
+
+def test_lost_replies_never_misreport_a_commit(harness: StoreHarness) -> None:
+    if harness.server_address() is None:
+        pytest.skip(f"{harness.describe()}: no TCP server to lose replies from")
+    result = attacks.lost_replies(harness, trials=6, seed=11)
+    assert result.runs == 6
+    assert result.ok, result

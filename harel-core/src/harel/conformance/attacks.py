@@ -12,6 +12,10 @@ what it found.  A correct store reports no failure and nothing lost:
   snapshot, outbox entries, dedupe marks, timer and trace agree), never a torn one.
 * :func:`kill_workers` — ``harel worker`` processes run timers, forks and relays and are
   SIGKILLed mid-run; every timer fires once and every event is processed exactly once.
+* :func:`lost_replies` — commits whose request or reply is lost or whose connection is cut
+  after forwarding (a fault proxy), with a rival commit in between; the store's answer (after
+  re-sends on ``CommitOutcomeUnknown``) must match what is stored.  Needs
+  ``harness.server_address()``.
 
 ``make test`` runs every attack at a reduced size (conformance/tests/test_reliability.py);
 ``make reliability`` runs them at full size over every installed backend and writes
@@ -22,6 +26,7 @@ what it found.  A correct store reports no failure and nothing lost:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -37,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from harel.conformance.harness import StoreHarness
+from harel.conformance.proxy import FAULT_MODES, FaultProxy
 from harel.model import Event, Execution, Status
 from harel.store.contract import AsyncExecutionStore, ExecutionStore, TimerOp
-from harel.store.errors import StoreConflict, StoreUnavailable
+from harel.store.errors import CommitOutcomeUnknown, StoreConflict, StoreUnavailable
 
 _PROCESS_START_SECONDS = 2.0
 """Racing processes start this long after launch, together (interpreter start-up is slower)."""
@@ -593,6 +599,92 @@ def _check_workers(store: ExecutionStore, jobs: int, result: AttackResult) -> No
         result.failures.append(f"{len(listed)} executions stored, expected {1 + jobs * 3}")
 
 
+LOST_REPLY_RESENDS = 3
+"""Re-sends after ``CommitOutcomeUnknown`` before a lost-reply trial counts as unsettled."""
+
+
+def _lost_reply_rival(store: ExecutionStore, execution_id: str) -> None:
+    other = store.load(execution_id)
+    if other is not None:
+        other.context = {"by": "rival"}
+        with contextlib.suppress(StoreConflict):
+            store.commit(other, [])
+
+
+def _lost_reply_trial(
+    harness: StoreHarness, proxy: FaultProxy, rival: ExecutionStore, trial: int, rng: random.Random
+) -> tuple[str, str | None]:
+    """One broken commit; (the store's answer, a failure or ``None``)."""
+    mode = rng.choice(FAULT_MODES)
+    with_rival = rng.random() < 0.5
+    execution_id = f"lost-{trial}-{rng.getrandbits(32):08x}"
+    marker = f"{execution_id}:marker"
+    store = harness.open_sync_at(proxy.host, proxy.port)
+    try:
+        exe = Execution(id=execution_id, definition_id="lost")
+        store.commit(exe, [])
+        proxy.arm(
+            mode,
+            marker=marker.encode(),
+            between=(lambda: _lost_reply_rival(rival, execution_id)) if with_rival else None,
+        )
+        exe.context = {"n": 1}
+        answer = "unknown"
+        for _ in range(LOST_REPLY_RESENDS + 1):
+            try:
+                store.commit(exe, [(None, Event(id=marker, kind=STEP_KIND))])
+            except CommitOutcomeUnknown:
+                continue
+            except StoreConflict:
+                answer = "conflict"
+            except StoreUnavailable:
+                answer = "unavailable"
+            else:
+                answer = "stored"
+            break
+    finally:
+        store.close()
+    where = f"trial {trial} ({mode}, {'rival' if with_rival else 'alone'})"
+    if not proxy.fired:
+        return answer, f"{where}: the commit never carried its marker"
+    copies = sum(entry.event.id == marker for entry in rival.pending_outbox())
+    if answer == "unknown":
+        return answer, f"{where}: still unknown after {LOST_REPLY_RESENDS} re-sends"
+    if answer == "stored" and copies != 1:
+        return answer, f"{where}: answered success, stored {copies} time(s)"
+    if answer != "stored" and copies:
+        return answer, f"{where}: answered {answer}, but the step is stored"
+    return answer, None
+
+
+def lost_replies(harness: StoreHarness, *, trials: int, seed: int | None = None) -> AttackResult:
+    """Commits whose request or reply is lost (:class:`~harel.conformance.proxy.FaultProxy`),
+    with a rival commit in between half the time; every answer must match what is stored.
+
+    ``inputs`` counts the commits answered "stored"; ``lost`` counts misreported outcomes.
+    Needs ``harness.server_address()`` (a store that talks to a TCP server)."""
+    result = AttackResult("lost replies")
+    address = harness.server_address()
+    if address is None:
+        raise ValueError(f"{harness.describe()}: this attack needs harness.server_address()")
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    rival = harness.open_sync()
+    try:
+        with FaultProxy(*address) as proxy:
+            for trial in range(trials):
+                answer, failure = _lost_reply_trial(harness, proxy, rival, trial, rng)
+                result.runs += 1
+                result.inputs += answer == "stored"
+                if failure is not None:
+                    result.failures.append(failure)
+                    result.lost += "stored" in failure or "answered" in failure
+    finally:
+        rival.close()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
 def _require_url(harness: StoreHarness) -> str:
     url = harness.url()
     if url is None:
@@ -606,6 +698,7 @@ __all__ = [
     "AttackResult",
     "kill_workers",
     "kill_writer",
+    "lost_replies",
     "race_processes",
     "race_tasks",
     "race_threads",

@@ -165,10 +165,11 @@ class _Connection:
     tail of what the client sent (to find a fault's marker across chunks), and whether the
     server's next answer is to be swallowed."""
 
-    __slots__ = ("client_spoke", "swallow", "tail")
+    __slots__ = ("client_spoke", "cut", "swallow", "tail")
 
     def __init__(self) -> None:
         self.client_spoke = False
+        self.cut = False
         self.tail = b""
         self.swallow: _Fault | None = None
 
@@ -280,6 +281,8 @@ class FaultProxy(CountingProxy):
         self, data: bytes, sink: socket.socket, upstream: bool, state: _Connection
     ) -> bool:
         if not upstream:
+            if state.cut:  # cut_after_forward: nothing more reaches the client
+                return False
             fault = state.swallow
             if fault is not None:  # drop_reply: the answer never reaches the client
                 state.swallow = None
@@ -298,7 +301,8 @@ class FaultProxy(CountingProxy):
             state.swallow = fault
             sink.sendall(data)
             return True
-        sink.sendall(data)  # cut_after_forward
+        state.cut = True  # cut_after_forward: no answer passes from here on
+        sink.sendall(data)
         self._run_between(fault)
         return False
 
