@@ -6,10 +6,11 @@ on an execution row of its own:
 * ``encode`` — ``encode_execution`` (payload checks + JSON), which the raw write pays too;
 * ``raw`` — encode + one ``UPDATE`` of ``data`` and ``version`` (its own implicit transaction):
   the raw write of figure 2;
-* ``store SQL`` — encode + the store's own narrow ``update_state`` statement, autocommit like
-  the store sends it for a state-only commit (it sets the document, version, outcome, active
-  path, ``updated_at`` and token, and its ``WHERE`` also checks status, definition and parent,
-  so no index entry is rewritten): what the store sends, without its Python;
+* ``store SQL`` — encode + the store's own narrow ``update_state_at`` statement, autocommit
+  like the store sends it for a state-only commit (it sets the document, version, outcome,
+  active path, ``updated_at`` and the new version's receipt column, and its ``WHERE`` also
+  checks status, definition and parent, so no index entry is rewritten): what the store
+  sends, without its Python;
 * ``store`` — ``SqliteStore.commit(exe, [])``.
 
 ``store`` minus ``store SQL`` is the store's own Python (plan, commit envelope, validation).
@@ -17,6 +18,7 @@ on an execution row of its own:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -25,7 +27,7 @@ from typing import Any
 
 from common import execution, interleaved, rate
 from harel.conformance.harness import StoreHarness
-from harel.store.common import encode_execution
+from harel.store.common import encode_execution, receipt_slot
 from harel.store.common.sql import SQLITE, statements_for
 from harel.store.common.sql.harness import RAW_UPDATE
 
@@ -36,7 +38,8 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
     store: Any = harness.open_sync()
     conn = sqlite3.connect(str(getattr(harness, "path")), isolation_level=None)  # noqa: B009
     conn.execute("PRAGMA synchronous = NORMAL")
-    update = statements_for(SQLITE).update_state
+    update = statements_for(SQLITE).update_state_at
+    token = os.urandom(16).hex()  # a commit token (the store draws one per commit)
     rows = {name: execution(f"anatomy-{name}") for name in ("raw", "sql", "store")}
     for exe in rows.values():
         store.commit(exe, [])
@@ -55,7 +58,7 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
     def store_sql(i: int) -> None:
         exe = rows["sql"]
         exe.context["n"] = i
-        statement = update.bind(
+        statement = update[receipt_slot(exe.version + 1)].bind(
             definition_id=exe.definition_id,
             status=exe.status.value,
             outcome=exe.outcome,
@@ -64,7 +67,7 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
             version=exe.version + 1,
             data=encode_execution(exe),
             updated_at=time.time(),
-            token=None,
+            receipt=token,
             id=exe.id,
             expected=exe.version,
         )

@@ -168,3 +168,37 @@ def test_export_reads_everything_in_one_transaction_and_none_for_nothing() -> No
     with pytest.raises(StopIteration) as done:
         plan.send((None, []))
     assert done.value.value is None
+
+
+def test_commit_records_its_receipt_in_the_ring_carried_over() -> None:
+    exe = Execution(id="x", definition_id="d", version=9)
+    with committing(exe, []) as prepared:
+        plan = _inner(PLAN.commit(prepared, None))
+        next(plan)
+        before = StoredExecution(9, "{}", _row(9).summary, ("t8", "t9", *[None] * 6))
+        put = plan.send(before)
+        assert isinstance(put, PutExecution)
+        assert put.row.receipts == ("t8", "t9", prepared.token, *[None] * 5)  # slot 10 % 8
+        assert put.row.receipt(10) == prepared.token and put.row.receipt(9) == "t9"
+
+
+@pytest.mark.parametrize(("found", "resent"), [(5, True), (12, True), (13, False), (3, False)])
+def test_a_missed_cas_is_a_resend_only_while_the_ring_holds_its_receipt(
+    found: int, resent: bool
+) -> None:
+    exe = Execution(id="x", definition_id="d", version=4)
+    with committing(exe, []) as prepared:
+        plan = _inner(PLAN.commit(prepared, None))
+        next(plan)
+        ring = [f"other-{slot}" for slot in range(8)]
+        if found < 13:
+            ring[5] = prepared.token  # version 5 (slot 5) written by this commit
+        else:
+            ring[5] = "version-13"
+        row = StoredExecution(found, "{}", _row(found).summary, tuple(ring))
+        if resent:
+            with pytest.raises(StopIteration):  # success, nothing written
+                plan.send(row)
+        else:
+            with pytest.raises(StoreConflict):
+                plan.send(row)

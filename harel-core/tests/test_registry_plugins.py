@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from harel import registry
 from harel.cli import main
-from harel.store.errors import BackendUnavailable, PluginError
+from harel.store.errors import BackendUnavailable, PluginError, UnknownScheme
 from harel.store.memory import CAPABILITIES as MEMORY_CAPABILITIES
 
 PLUGIN = """
@@ -364,3 +364,26 @@ def test_cli_stores_reports_broken_plugins(
     assert main(["stores", "--check"]) == 1
     out = capsys.readouterr().out
     assert "bad (harel-store-bad): ImportError: no driver here" in out
+
+
+def test_opening_the_url_of_a_broken_plugin_says_it_failed_to_load(make_dist: MakeDist) -> None:
+    make_dist("harel-store-onefile", "onefile", "raise ImportError('no driver here')\n")
+    with pytest.warns(registry.PluginWarning):
+        registry.available_backends()
+    with pytest.raises(BackendUnavailable) as info:
+        registry.open_store("onefile:///data.json")
+    message = str(info.value)
+    assert "installed but failed to load: onefile (harel-store-onefile 1.0)" in message
+    assert "ImportError: no driver here" in message
+    assert "no installed store backend" not in message
+
+
+def test_an_unrelated_broken_plugin_is_named_beside_an_unknown_scheme(
+    make_dist: MakeDist,
+) -> None:
+    make_dist("harel-store-zzz", "zzz", "raise ImportError('no driver here')\n")
+    with pytest.warns(registry.PluginWarning):
+        registry.available_backends()
+    with pytest.raises(UnknownScheme) as info:
+        registry.open_store("other:///x")
+    assert "installed but failed to load: zzz (harel-store-zzz 1.0)" in str(info.value)

@@ -28,7 +28,7 @@ from harel_store_dynamodb import AsyncDynamoDBStore, DynamoDBStore
 from harel_store_dynamodb._client import client_arguments
 from harel_store_dynamodb._local import MotoServer
 from harel_store_dynamodb._options import make_options
-from harel_store_dynamodb._schema import META_KEY
+from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, META_KEY, shard_of
 from harel_store_dynamodb.sync import open_client
 from harel_store_dynamodb.testing import DynamoDBHarness, new_table_name
 
@@ -149,7 +149,12 @@ def test_requests_per_operation(counted: tuple[DynamoDBStore, Requests]) -> None
             assert n == 1, f"{label} sent {measured[label]}"
     assert measured["commit (150 spawns)"] == ["TransactWriteItems"]
     assert measured["commit (state only)"] == ["UpdateItem"]  # no side items: no transaction
-    assert measured["export_execution"] == ["Query", "Query", "Query", "GetItem"]
+    shards = store._plan.shards
+    assert shards == DEFAULT_INDEX_SHARDS
+    # the execution's partition, every outbox shard (targets), its own spawn shard, the check
+    assert measured["export_execution"] == ["Query"] * (2 + shards) + ["GetItem"]
+    for label in ("pending_outbox", "pending_spawns", "due_timers", "list_executions"):
+        assert measured[label] == ["Query"] * shards, (label, measured[label])
     for label in ("load", "load_for_event", "is_processed", "read_trace", "delete_timer"):
         assert counts[label] == 1, (label, measured[label])
     assert measured["load_for_event"] == ["BatchGetItem"]
@@ -236,12 +241,13 @@ def test_items_follow_the_documented_layout(harness: DynamoDBHarness) -> None:
     )
     keys = sorted((i["pk"]["S"], i["sk"]["S"], i.get("g1p", {}).get("S")) for i in harness.scan())
     exe_pk = "x:a:b"
-    assert (exe_pk, "x", "L") in keys
-    assert (exe_pk, "p:in-1", "P") in keys
-    assert (exe_pk, "t:/wait", "T") in keys
+    shard = shard_of("a:b", store._plan.shards)  # every index entry of a:b: one shard
+    assert (exe_pk, "x", f"L.{shard}") in keys
+    assert (exe_pk, "p:in-1", f"P.{shard}") in keys
+    assert (exe_pk, "t:/wait", f"T.{shard}") in keys
     assert (exe_pk, f"x:{0:016x}", None) in keys
     relay = [k for k in keys if k[0].startswith("q:")]
-    assert sorted((k[1][:2], k[2]) for k in relay) == [("o:", "O"), ("s:", "S")]
+    assert sorted((k[1][:2], k[2]) for k in relay) == [("o:", f"O.{shard}"), ("s:", f"S.{shard}")]
     assert ("meta", "schema", None) in keys
     timer = next(i for i in harness.scan() if i["sk"]["S"] == "t:/wait")
     assert timer["fa"]["S"] == repr(1700000000.123456789), "fire_at is kept as its exact repr"

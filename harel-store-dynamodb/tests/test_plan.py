@@ -24,6 +24,7 @@ from harel.model import Event, Execution
 from harel.store.common import committing
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     InvalidIdentifier,
     InvalidPayload,
     InvalidStoreURL,
@@ -40,10 +41,12 @@ from harel_store_dynamodb._plan import Operations
 from harel_store_dynamodb._requests import (
     Call,
     ConditionFailed,
+    ItemBusy,
     Pause,
     RequestInDoubt,
     TransactionCancelled,
 )
+from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, index_kind
 from harel_store_dynamodb._seq import BaseClock, locate, packed_seq, unpacked_seq
 from harel_store_dynamodb._values import float_key
 from hypothesis import given
@@ -146,7 +149,7 @@ def test_a_fan_out_of_150_spawns_is_packed_into_one_transaction() -> None:
     actions = first_request(ops().commit(commit, 200)).params["TransactItems"]
     assert len(actions) <= MAX_ACTIONS
     items = [a["Put"]["Item"] for a in actions if "Put" in a]
-    spawn_items = [i for i in items if i.get("g1p", {}).get("S") == "S"]
+    spawn_items = [i for i in items if index_kind(i.get("g1p", {}).get("S", "")) == "S"]
     assert len(spawn_items) == 1
     entries = spawn_items[0]["e"]["M"]
     seqs = sorted(int(entry["M"]["q"]["N"]) for entry in entries.values())
@@ -250,7 +253,8 @@ def test_an_answer_lost_in_transit_is_settled_by_resending_and_the_receipt() -> 
     request = first_request(plan)
     assert request.operation == "update_item"  # no side items: one conditional UpdateItem
     token = request.params["ExpressionAttributeValues"]
-    receipt = next(v["S"] for v in token.values() if "S" in v and len(v["S"]) == 20)
+    receipt = next(v["S"] for v in token.values() if "S" in v and len(v["S"]) == 32)
+    assert receipt == commit.token  # the receipt is the core commit token
     assert isinstance(plan.throw(RequestInDoubt("lost")), Pause)
     assert plan.send(None) == request  # the very same request again
     # landed, and another writer committed on top since: the receipt of version 2 is ours
@@ -262,7 +266,7 @@ def test_an_answer_lost_in_transit_is_settled_by_resending_and_the_receipt() -> 
     with pytest.raises(StoreConflict):
         resent_after_doubt().throw(ConditionFailed(theirs))
     overwritten = {**theirs, "v": {"N": "10"}}  # receipt of version 2 gone: cannot tell
-    with pytest.raises(RequestInDoubt):
+    with pytest.raises(CommitOutcomeUnknown):
         resent_after_doubt().throw(ConditionFailed(overwritten))
 
 
@@ -413,7 +417,9 @@ def _client_error(code: str, **extra: Any) -> ClientError:
             TransactionCancelled,
         ),
         (lambda: _client_error("ConditionalCheckFailedException"), ConditionFailed),
-        (lambda: _client_error("ProvisionedThroughputExceededException"), StoreUnavailable),
+        (lambda: _client_error("ProvisionedThroughputExceededException"), ItemBusy),
+        (lambda: _client_error("TransactionConflictException"), ItemBusy),
+        (lambda: _client_error("TransactionInProgressException"), RequestInDoubt),
         (lambda: _client_error("InternalServerError"), RequestInDoubt),
         (lambda: _client_error("UnrecognizedClientException"), StoreConfigError),
         (lambda: _client_error("ValidationException"), PayloadTooLarge),
@@ -473,7 +479,8 @@ def _described(status: str, index_status: str = "ACTIVE") -> dict[str, Any]:
 def test_a_created_table_is_waited_for_until_it_and_its_indexes_are_active() -> None:
     from harel_store_dynamodb._requests import TableNotFound
 
-    plan = ops().open(True, "plan-endpoint-1", poll=0.25)
+    operations = ops()
+    plan = operations.open(True, ("t", "plan-endpoint-1", "r", None), poll=0.25)
     assert first_request(plan).operation == "describe_table"
     create = plan.throw(TableNotFound("missing"))
     assert create.operation == "create_table"
@@ -486,18 +493,20 @@ def test_a_created_table_is_waited_for_until_it_and_its_indexes_are_active() -> 
     meta = plan.send(_described("ACTIVE"))
     assert meta.operation == "get_item" and meta.params["ConsistentRead"] is True
     put = plan.send({})
-    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "2"}
+    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "3"}
+    assert put.params["Item"]["index_shards"] == {"N": str(DEFAULT_INDEX_SHARDS)}
     assert put.params["Item"]["written_by"]["S"].startswith("harel-store-dynamodb")
     assert finish(plan, {}) is None
+    assert operations.shards == DEFAULT_INDEX_SHARDS  # a new table's count, now recorded
     # checked once per process: the next store over it sends nothing
     with pytest.raises(StopIteration):
-        next(ops().open(True, "plan-endpoint-1"))
+        next(ops().open(True, ("t", "plan-endpoint-1", "r", None)))
 
 
 def test_a_missing_table_without_create_table_is_a_config_error() -> None:
     from harel_store_dynamodb._requests import TableNotFound
 
-    plan = ops().open(False, "plan-endpoint-2")
+    plan = ops().open(False, ("t", "plan-endpoint-2", "r", None))
     first_request(plan)
     with pytest.raises(StoreConfigError, match="create_table=true"):
         plan.throw(TableNotFound("missing"))

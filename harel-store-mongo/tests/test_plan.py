@@ -14,8 +14,10 @@ from harel.model import Event, Execution
 from harel.store.common import collapse_timer_ops, committing, listing_query, prepare_import
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionNotFound,
     InvalidStoreURL,
+    PayloadTooLarge,
     SchemaVersionError,
     StoreConfigError,
     StoreConflict,
@@ -25,7 +27,7 @@ from harel.store.errors import (
 from harel_store_mongo import _plan, _records, _requests
 from harel_store_mongo._legacy import url_from_env
 from harel_store_mongo._options import parse_mongo_url, with_db
-from harel_store_mongo._plan import DuplicateKey
+from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import INDEXES, schema_decision
 from harel_store_mongo._server_rules import violations
@@ -42,6 +44,10 @@ HOSTILE = (
     "\U0001f600\U000e0001\U0010fffd",
     "$" * 1024,
 )
+
+
+INDEXING = ["list_indexes", "create_indexes", "list_indexes", "create_indexes"]
+SERVER_7 = {"version": "7.0.0", "versionArray": [7, 0, 0, 0]}
 
 
 @dataclass
@@ -101,7 +107,7 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
     ("effects", "requests"),
     [
         ({}, ["update_one"]),
-        ({"processed_event_id": "e"}, ["update_one"]),
+        ({"processed_event_id": "e"}, ["find_one_and_update"]),
         ({"timers": [TimerOp.schedule("/a", 1.0), TimerOp.cancel("/b")]}, ["update_one"]),
         ({"trace": {"k": 1}}, ["update_one"]),
         ({"emits": [(None, Event(id="e", kind="k"))]}, ["find_one_and_update", "update_one"]),
@@ -110,12 +116,17 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
 )
 @pytest.mark.parametrize("version", [0, 3])
 def test_requests_per_commit(effects: dict[str, Any], requests: list[str], version: int) -> None:
-    """State-only (and timers, marks, trace): ONE update; emits/spawns add one seq reservation."""
-    _, sent = commit(exe(version=version), counter(), **effects)
+    """State-only (and timers, marks, trace): ONE write; emits/spawns add one seq reservation;
+    a marked commit's write returns the mark count."""
+    _, sent = commit(exe(version=version), counter({"n": 100, "marks_n": 1}), **effects)
     assert [r.method for r in sent] == requests
     update = sent[-1]
     assert update.args[0] == {"_id": "x", "version": version}
-    assert update.kwargs == ({"upsert": True} if version == 0 else {})
+    upsert = {"upsert": True} if version == 0 else {}
+    if "processed_event_id" in effects:
+        assert update.kwargs == {**upsert, "projection": {"marks_n": 1}, "return_document": True}
+    else:
+        assert update.kwargs == upsert
     if effects:  # side data: an update pipeline
         assert isinstance(update.args[1], list)
     else:  # state only: a plain $set of values, nothing for the server to evaluate
@@ -145,6 +156,7 @@ def test_a_whole_step_is_two_requests_and_one_update() -> None:
         "spawns_next",
         "timers_next",
         "marks_since",
+        "marks_n",
     }
 
 
@@ -278,7 +290,7 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
     """One pass over every plan with ordinary values (``run`` checks each request)."""
     docs = [{"_id": "x", "version": 0, "old": [{"event": "e", "at": 1.0}], "marks_since": 1.0}]
     answers: dict[str, Any] = {
-        "command": {"ok": 1},
+        "command": SERVER_7,
         "find_one": {"_id": "x", "version": 2, "status": "DONE"},
         "find": [],
         "aggregate": docs,
@@ -287,6 +299,7 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
         "update_many": Result(),
         "delete_many": None,
         "create_indexes": None,
+        "list_indexes": [],
     }
     plans: list[Generator[Request, Any, Any]] = [
         _plan.ack_plan(5, spawns=False),
@@ -358,11 +371,11 @@ def test_a_lost_reply_is_resent_and_recognised_by_its_token() -> None:
     def answer(request: Request) -> Any:
         sent.append(request)
         if request.method == "update_one" and len(sent) == 1:
-            raise StoreUnavailable("connection reset")
+            raise ReplyLost("connection reset")
         if request.method == "update_one":
             return Result(matched_count=0)
-        token = sent[0].args[1]["$set"]["token"]  # a state-only commit: a plain $set
-        return {"_id": "x", "version": 3, "token": token}
+        token = sent[0].args[1]["$set"]["r3"]  # a state-only commit: a plain $set
+        return {"_id": "x", "version": 3, "r3": token}
 
     e = exe(version=2)
     commit(e, answer)
@@ -372,12 +385,108 @@ def test_a_lost_reply_is_resent_and_recognised_by_its_token() -> None:
 
 def test_two_lost_replies_say_the_outcome_is_unknown() -> None:
     def answer(request: Request) -> Any:
-        raise StoreUnavailable("connection reset")
+        raise ReplyLost("connection reset")
 
     e = exe(version=2)
-    with pytest.raises(StoreUnavailable, match="may or may not be stored"):
+    with pytest.raises(CommitOutcomeUnknown, match="may or may not be stored"):
         commit(e, answer)
     assert e.version == 2
+
+
+def test_a_request_that_never_left_is_unavailable_and_not_resent() -> None:
+    """No server selected: nothing reached it, so nothing is written and nothing is re-sent."""
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        raise StoreUnavailable("no server selected")
+
+    e = exe(version=2)
+    with pytest.raises(StoreUnavailable) as info:
+        commit(e, answer)
+    assert not isinstance(info.value, CommitOutcomeUnknown)
+    assert len(sent) == 1 and e.version == 2
+
+
+def test_a_lost_reply_then_no_server_is_an_unknown_outcome() -> None:
+    replies = iter([ReplyLost("reset"), StoreUnavailable("no server selected")])
+
+    def answer(request: Request) -> Any:
+        raise next(replies)
+
+    with pytest.raises(CommitOutcomeUnknown):
+        commit(exe(version=2), answer)
+
+
+def test_a_lost_reply_with_a_rival_commit_in_between_is_a_conflict_when_not_ours() -> None:
+    """The first attempt never landed and a rival took the version: the receipt is the
+    rival's, so the re-send's CAS miss is a real conflict."""
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        if len(sent) == 1:
+            raise ReplyLost("connection reset")
+        if request.method == "update_one":
+            return Result(matched_count=0)
+        return {"_id": "x", "version": 3, "r3": "f" * 32}
+
+    e = exe(version=2)
+    with pytest.raises(StoreConflict) as info:
+        commit(e, answer)
+    assert info.value.found == 3 and e.version == 2
+    assert sent[-1].args[1] == {"version": 1, "r3": 1}, "the probe reads the new version's receipt"
+
+
+def test_an_unreadable_receipt_after_a_cas_miss_is_an_unknown_outcome() -> None:
+    """A CAS miss may be the re-send of a stored commit: without the receipt, say so."""
+
+    def answer(request: Request) -> Any:
+        if request.method == "update_one":
+            return Result(matched_count=0)
+        raise ReplyLost("reset")
+
+    with pytest.raises(CommitOutcomeUnknown):
+        commit(exe(version=2), answer)
+
+
+def test_an_unconfirmed_write_concern_is_an_unknown_outcome() -> None:
+    def answer(request: Request) -> Any:
+        raise WriteUnconfirmed("waiting for replication timed out")
+
+    with pytest.raises(CommitOutcomeUnknown):
+        commit(exe(version=2), answer)
+
+
+@pytest.mark.parametrize(
+    ("info", "ok"),
+    [
+        ({"version": "4.2.0", "versionArray": [4, 2, 0, 0]}, True),
+        ({"version": "8.0.4", "versionArray": [8, 0, 4, 0]}, True),
+        ({"version": "4.4.1"}, True),
+        ({"version": "4.0.28", "versionArray": [4, 0, 28, 0]}, False),
+        ({"version": "3.6.0"}, False),
+        ({"ok": 1}, False),
+    ],
+)
+def test_a_server_without_update_pipelines_is_refused(info: dict[str, Any], ok: bool) -> None:
+    if ok:
+        _plan.check_server(info, "here")
+        return
+    with pytest.raises(StoreConfigError, match=r"4\.2 or newer"):
+        _plan.check_server(info, "here")
+
+
+def test_the_commit_size_estimate_counts_utf8_bytes() -> None:
+    """'é' is 2 bytes in BSON, '\U0001f600' 4: the estimate counts bytes, not characters."""
+    e = exe(version=1)
+    e.context = {"t": "\U0001f600" * 1000}
+    with committing(e, []) as prepared:
+        size = len(prepared.document.encode("utf-8"))
+        assert size > len(prepared.document) + 2000
+        with pytest.raises(PayloadTooLarge):
+            _plan.check_commit_size(prepared, limit=size - 1)
+        _plan.check_commit_size(prepared, limit=size)
 
 
 @pytest.mark.parametrize(
@@ -468,6 +577,8 @@ def test_prune_counts_only_what_it_dropped() -> None:
     def answer(request: Request) -> Any:
         if request.method == "aggregate":
             return next(rounds)
+        if request.method == "find":  # no moved marks
+            return []
         # "b" changed under us (another pruner took it): no match, not counted
         return Result(matched_count=0 if request.args[0]["_id"] == "b" else 1)
 
@@ -480,9 +591,10 @@ def test_prune_counts_only_what_it_dropped() -> None:
 
 def test_schema_decision() -> None:
     assert schema_decision(None, "here") == "create"
-    assert schema_decision({"_id": "schema", "version": 2}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 3}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 2}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 1}, "here") == "upgrade"
-    for found in ({"version": 3}, {"version": 0}, {"version": "1"}, {}, []):
+    for found in ({"version": 4}, {"version": 0}, {"version": "1"}, {}, []):
         with pytest.raises(SchemaVersionError):
             schema_decision(found, "here")
 
@@ -490,29 +602,40 @@ def test_schema_decision() -> None:
 @pytest.mark.parametrize(
     ("found", "methods"),
     [
-        ({"_id": "schema", "version": 2}, ["find_one"]),
-        ({"_id": "schema", "version": 1}, ["find_one", "create_indexes", "update_one"]),
-        (None, ["find_one", "create_indexes", "find_one_and_update"]),
+        ({"_id": "schema", "version": 3}, ["command", "find_one"]),
+        ({"_id": "schema", "version": 2}, ["command", "find_one", *INDEXING, "update_one"]),
+        ({"_id": "schema", "version": 1}, ["command", "find_one", *INDEXING, "update_one"]),
+        (None, ["command", "find_one", "find_one", *INDEXING, "find_one_and_update"]),
     ],
 )
 def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: list[str]) -> None:
-    """A ready layout is one read; creating or upgrading creates the indexes, then records the
-    version and the release (guarded by the old version when upgrading)."""
-    replies = {"find_one": found, "find_one_and_update": {"_id": "schema", "version": 2}}
+    """A ready layout is the version check and one read; creating checks that no foreign
+    executions are there; creating or upgrading checks and creates the indexes of both
+    collections, then records the version and the release
+    (guarded by the old version when upgrading)."""
+    replies = {
+        "command": {"version": "7.0.0", "versionArray": [7, 0, 0, 0]},
+        "find_one": found,
+        "find_one_and_update": {"_id": "schema", "version": 3},
+        "list_indexes": [],
+    }
     _, sent = run(_plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method))
     assert [r.method for r in sent] == methods
-    if found is not None and found["version"] == 1:
+    if found is not None and found["version"] < 3:
         query, update = sent[-1].args
-        assert query == {"_id": "schema", "version": 1}
-        assert update == {"$set": {"version": 2, "written_by": "harel-store-mongo 9.9"}}
+        assert query == {"_id": "schema", "version": found["version"]}
+        assert update == {"$set": {"version": 3, "written_by": "harel-store-mongo 9.9"}}
 
 
 def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
     found = {"_id": "schema", "version": 7, "written_by": "harel-store-mongo 3.1.0"}
     with pytest.raises(SchemaVersionError) as info:
-        run(_plan.open_plan("here", "harel-store-mongo 0.2.0"), lambda r: found)
+        run(
+            _plan.open_plan("here", "harel-store-mongo 0.2.0"),
+            lambda r: SERVER_7 if r.method == "command" else found,
+        )
     message = str(info.value)
-    assert "version 7" in message and "version 2" in message
+    assert "version 7" in message and "version 3" in message
     assert "harel-store-mongo 3.1.0" in message
     assert "pip install 'harel-store-mongo>=3.1.0'" in message
 

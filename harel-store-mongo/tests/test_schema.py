@@ -1,7 +1,7 @@
-"""Layout versions on MongoDB: a layout-1 database built by hand is upgraded in place (index
-created, version and release recorded, data intact), idempotently and with several openers at
-once; a newer layout is refused before anything is written, naming both versions and the
-release to install."""
+"""Layout versions on MongoDB: layout-1 and layout-2 databases built by hand are upgraded in
+place (indexes created, version and release recorded, data intact), idempotently and with
+several openers at once; a newer layout is refused before anything is written, naming both
+versions and the release to install."""
 
 from __future__ import annotations
 
@@ -19,13 +19,14 @@ from harel_store_mongo._calls import index_models, issue
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, META, SCHEMA_VERSION
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, META, SCHEMA_VERSION
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
 
 pytestmark = pytest.mark.anyio
 
 Harness = MongomockHarness | MongoServerHarness
 NEW_IN_2 = "list_definition_id"
+NEW_IN_3 = frozenset({"marks_execution", "marks_at"})
 RELEASE = release_of("harel-store-mongo")
 
 
@@ -35,7 +36,9 @@ def build_layout_1(harness: Harness) -> Execution:
     database = harness.database()
     database[META].insert_many([{"_id": "schema", "version": 1}, {"_id": "seq", "n": 2}])
     database[EXECUTIONS].create_indexes(
-        index_models(tuple(spec for spec in INDEXES if spec.name != NEW_IN_2))
+        index_models(
+            tuple(spec for spec in INDEXES if spec.name != NEW_IN_2 and spec.name not in NEW_IN_3)
+        )
     )
     exe = Execution(id="old", definition_id="flow", version=4, context={"n": 1})
     database[EXECUTIONS].insert_one(
@@ -65,18 +68,33 @@ def build_layout_1(harness: Harness) -> Execution:
     return exe
 
 
+def build_layout_2(harness: Harness) -> Execution:
+    """What harel-store-mongo 0.2 left: layout 1 plus the ``list_definition_id`` index and the
+    ``written_by`` field (documents still carry one ``token``, marks all inside)."""
+    exe = build_layout_1(harness)
+    database = harness.database()
+    database[EXECUTIONS].create_indexes(
+        index_models(tuple(spec for spec in INDEXES if spec.name == NEW_IN_2))
+    )
+    database[META].update_one(
+        {"_id": "schema"}, {"$set": {"version": 2, "written_by": "harel-store-mongo 0.2.0"}}
+    )
+    return exe
+
+
 def schema_record(harness: Harness) -> dict[str, Any] | None:
     record: dict[str, Any] | None = harness.database()[META].find_one({"_id": "schema"})
     return record
 
 
 def index_names(harness: Harness) -> set[str]:
-    return set(harness.database()[EXECUTIONS].index_information())
+    database = harness.database()
+    return set(database[EXECUTIONS].index_information()) | set(database[MARKS].index_information())
 
 
 def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> None:
-    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
-    assert NEW_IN_2 in index_names(harness)
+    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+    assert {NEW_IN_2, *NEW_IN_3} <= index_names(harness)
     assert store.load("old") == exe
     assert [(e.seq, e.event.id) for e in store.pending_outbox()] == [(1, "e")]
     assert [(s.seq, s.child_id) for s in store.pending_spawns()] == [(2, "kid")]
@@ -90,8 +108,8 @@ def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> None:
 def test_an_empty_database_gets_the_current_layout(harness: Harness) -> None:
     store = harness.open_sync()
     store.close()
-    assert SCHEMA_VERSION == 2
-    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert SCHEMA_VERSION == 3
+    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
     assert {spec.name for spec in INDEXES} <= index_names(harness)
 
 
@@ -107,19 +125,42 @@ def test_layout_1_is_upgraded_in_place(harness: Harness) -> None:
         store.close()
     again = harness.open_sync()  # idempotent: opening the upgraded layout changes nothing
     again.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+
+
+def test_layout_2_is_upgraded_in_place(harness: Harness) -> None:
+    """Layout 2 -> 3: the ``marks`` indexes appear, the data reads back, and the old
+    document (a ``token``, no receipts, no mark count) takes receipts and moved marks from
+    its next commits on."""
+    exe = build_layout_2(harness)
+    assert not NEW_IN_3 & index_names(harness)
+    store = harness.open_sync()
+    try:
+        check_upgraded(harness, store, exe)
+        exe.context = {"n": 2}
+        args: dict[str, Any] = {"emits": [], "processed_event_id": "new-in"}
+        store.commit(exe, **args)
+        exe.version = 4  # re-sent (as after CommitOutcomeUnknown): recognised by its receipt
+        store.commit(exe, **args)
+        assert exe.version == 5
+        doc = harness.database()[EXECUTIONS].find_one({"_id": "old"})
+        assert doc is not None and doc["version"] == 5 and len(doc["r5"]) == 32
+        assert doc["marks_n"] == 2
+        assert store.is_processed("old", "in") and store.is_processed("old", "new-in")
+    finally:
+        store.close()
 
 
 async def test_layout_1_is_upgraded_by_the_async_store_too(harness: Harness) -> None:
     build_layout_1(harness)
     store = await harness.open_async()
     await store.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
-    assert NEW_IN_2 in index_names(harness)
+    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+    assert {NEW_IN_2, *NEW_IN_3} <= index_names(harness)
 
 
 def _driver(harness: Harness) -> Any:
-    database = harness.database()
+    database = harness.sync_client().get_database(harness.db)  # answers buildInfo
 
     def execute(request: Request) -> Any:
         with translate("test"):
@@ -150,7 +191,7 @@ def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
     pending: Request | None = next(second)
     while pending is not None:
         pending = _step(second, execute(pending))
-    assert schema_record(harness) == {"_id": "schema", "version": 2, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
     result = execute(request)
     assert result.matched_count == 0  # B recorded it already
     assert _step(first, result) is None
@@ -181,20 +222,33 @@ def test_concurrent_openers_of_layout_1(harness: Harness) -> None:
 def test_a_newer_layout_is_refused_before_anything_is_written(harness: Harness) -> None:
     database = harness.database()
     database[META].insert_one(
-        {"_id": "schema", "version": 3, "written_by": "harel-store-mongo 7.1.0", "future": 1}
+        {"_id": "schema", "version": 4, "written_by": "harel-store-mongo 7.1.0", "future": 1}
     )
     database[EXECUTIONS].insert_one({"_id": "x", "version": 1, "shape": "from the future"})
     before = (list(database[META].find()), list(database[EXECUTIONS].find()))
     with pytest.raises(SchemaVersionError) as info:
         harness.open_sync()
     wanted = (
-        "layout version 3",
-        "reads version 2",
+        "layout version 4",
+        "reads version 3",
         "(written by harel-store-mongo 7.1.0)",
         "pip install 'harel-store-mongo>=7.1.0'",
     )
     assert [part for part in wanted if part not in str(info.value)] == []
     assert (list(database[META].find()), list(database[EXECUTIONS].find())) == before
+    assert index_names(harness) <= {"_id_"}
+
+
+def test_a_foreign_database_without_a_schema_record_is_refused(harness: Harness) -> None:
+    """A database holding executions but no harel schema record (the reference implementation's,
+    or another application's) is refused before anything is written, not adopted."""
+    database = harness.database()
+    database[EXECUTIONS].insert_one({"_id": "order-1", "state": "A", "version": 3})
+    before = list(database[EXECUTIONS].find())
+    with pytest.raises(SchemaVersionError, match="no harel schema record"):
+        harness.open_sync()
+    assert list(database[EXECUTIONS].find()) == before
+    assert list(database[META].find()) == []
     assert index_names(harness) <= {"_id_"}
 
 

@@ -15,6 +15,7 @@ from harel.store.common import committing, listing_query, prepare_import
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
@@ -29,10 +30,11 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_postgres import _listing, _open, _schema
-from harel_store_postgres._conn import Renderer
-from harel_store_postgres._errors import connect_error, map_error
+from harel_store_postgres._conn import Renderer, pool_kwargs
+from harel_store_postgres._errors import connect_error, map_error, map_sent_error
 from harel_store_postgres._legacy import url_from_env
 from harel_store_postgres._options import options_from_url
+from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._plan import PLAN as plan
 from harel_store_postgres._plan import Plan
 
@@ -72,7 +74,7 @@ def test_commit_is_one_statement_with_every_effect() -> None:
         spawns=[("c", "/r", {"k": 1})],
         trace={"event_kind": "Go"},
     )
-    driver = Scripted(Result([(True, 1)], 1))
+    driver = Scripted(Result([(True, 1, None)], 1))
     driver.run(plan.commit(prepared, 7))
     (statement,) = driver.sent
     assert "harel_commit" in statement.sql
@@ -83,26 +85,28 @@ def test_commit_is_one_statement_with_every_effect() -> None:
     assert params[12:15] == (["c"], ["/r"], ['{"k":1}'])
     assert params[15:18] == (["/x", "/z"], [2.5, 3.0], ["/y"])
     assert params[19] == 7
+    assert params[20:] == (prepared.token, 2)  # the receipt of version 1: ring slot 1 + 1
+    assert len(prepared.token) == 32
 
 
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
     prepared = _prepared(Execution(id="a", definition_id="d", version=3), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
-        Scripted(Result([(False, 5)], 1)).run(plan.commit(prepared, None))
+        Scripted(Result([(False, 5, None)], 1)).run(plan.commit(prepared, None))
     assert (info.value.expected, info.value.found) == (3, 5)
     prepared = _prepared(Execution(id="a", definition_id="d", version=2), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
-        Scripted(Result([(False, None)], 1)).run(plan.commit(prepared, None))
+        Scripted(Result([(False, None, None)], 1)).run(plan.commit(prepared, None))
     assert info.value.found is None
 
 
 def test_lost_state_only_cas_reads_the_found_version_afterwards() -> None:
     prepared = _prepared(Execution(id="a", definition_id="d", version=3))
-    driver = Scripted(Result([], 0), Result([(5,)], 1))
+    driver = Scripted(Result([], 0), Result([(5, "another-token")], 1))
     with pytest.raises(StoreConflict) as info:
         driver.run(plan.commit(prepared, None))
     assert (info.value.expected, info.value.found) == (3, 5)
-    assert len(driver.sent) == 2 and driver.sent[1].params == ("a",)
+    assert len(driver.sent) == 2 and driver.sent[1].params == (5, "a")  # version 4's slot
     with pytest.raises(StoreConflict) as info:
         Scripted(Result([], 0), Result([], 0)).run(plan.commit(prepared, None))
     assert info.value.found is None
@@ -130,7 +134,7 @@ def test_state_only_commit_is_the_plain_cas_update() -> None:
     (statement,) = driver.sent
     assert "harel_commit" not in statement.sql and statement.sql.startswith("UPDATE")
     assert statement.params[:6] == ("d", "DONE", "o", None, None, 4)
-    assert statement.params[7:] == (prepared.document, "a", 3)
+    assert statement.params[7:] == (prepared.document, 5, prepared.token, "a", 3)
 
 
 def test_first_commit_and_side_writes_go_through_the_function() -> None:
@@ -140,7 +144,7 @@ def test_first_commit_and_side_writes_go_through_the_function() -> None:
         (Execution(id="a", definition_id="d", version=2), {"processed_event_id": "e"}),
         (Execution(id="a", definition_id="d", version=2), {"timers": [TimerOp.cancel("/t")]}),
     ):
-        driver = Scripted(Result([(True, exe.version + 1)], 1))
+        driver = Scripted(Result([(True, exe.version + 1, None)], 1))
         driver.run(plan.commit(_prepared(exe, **effects), None))
         assert "harel_commit" in driver.sent[0].sql, effects
 
@@ -337,15 +341,24 @@ def test_open_schema_ready_costs_two_probes() -> None:
 
 def test_open_schema_creates_under_the_advisory_lock() -> None:
     nothing = Result([(False,)], 1)
-    results = [nothing, Result(), Result(), nothing] + [Result()] * (len(_schema.DDL) + 2)
-    # probe (absent), BEGIN, lock, probe again (absent), the DDL, the version row, COMMIT
+    absent = [nothing, nothing]  # no version table, no foreign executions table
+    results = [*absent, Result(), Result(), *absent] + [Result()] * (len(_schema.DDL) + 2)
+    # probes (absent), BEGIN, lock, probes again (absent), the DDL, the version row, COMMIT
     driver = Scripted(*results)
     driver.run(_open.open_schema("s", "here"))
     sqls = [statement.sql for statement in driver.sent]
-    assert sqls[1] == _schema.BEGIN and "pg_advisory_xact_lock" in sqls[2]
-    assert sqls[4 : 4 + len(_schema.DDL)] == list(_schema.DDL)
+    assert sqls[1] == _schema.FOREIGN_PROBE
+    assert sqls[2] == _schema.BEGIN and "pg_advisory_xact_lock" in sqls[3]
+    assert sqls[6 : 6 + len(_schema.DDL)] == list(_schema.DDL)
     assert sqls[-1] == _schema.COMMIT and sqls[-2] == _schema.RECORD_VERSION
     assert driver.sent[-2].params == (_schema.SCHEMA_VERSION, _schema.written_by())
+
+
+def test_open_schema_refuses_a_foreign_executions_table() -> None:
+    driver = Scripted(Result([(False,)], 1), Result([(True,)], 1))
+    with pytest.raises(SchemaVersionError, match="no harel_schema version table"):
+        driver.run(_open.open_schema("s", "here"))
+    assert len(driver.sent) == 2  # nothing written
 
 
 def test_open_schema_upgrades_version_1_under_the_lock() -> None:
@@ -357,7 +370,9 @@ def test_open_schema_upgrades_version_1_under_the_lock() -> None:
     driver.run(_open.open_schema("s", "here"))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[2:4] == [_schema.BEGIN, _schema.LOCK]
-    assert sqls[6 : 6 + len(steps)] == list(steps) and "harel_import" in sqls[6 + len(steps) - 1]
+    assert sqls[6 : 6 + len(steps)] == list(steps)
+    assert any("harel_import" in text for text in steps)
+    assert "receipts" in sqls[6 + len(steps) - 1]  # then version 3's harel_commit
     assert sqls[-2:] == [_schema.RECORD_VERSION, _schema.COMMIT]
 
 
@@ -406,11 +421,11 @@ def test_every_template_renders() -> None:
 def test_url_forms_and_knobs() -> None:
     options = options_from_url(
         "postgres://u:p%2Fw@db.example:6543/app?schema=tenant_1&pool_max=4&sslmode=require"
-        "&pool_timeout=2.5&trace_max=0",
+        "&pool_timeout=2.5&trace_max=0&reconnect_timeout=0.5",
         pool_min=2,
     )
     assert options.connect == {
-        "connect_timeout": "10",
+        "connect_timeout": "5",
         "host": "db.example",
         "port": "6543",
         "user": "u",
@@ -419,12 +434,24 @@ def test_url_forms_and_knobs() -> None:
         "sslmode": "require",
     }
     assert (options.schema, options.pool_min, options.pool_max) == ("tenant_1", 2, 4)
-    assert (options.pool_timeout, options.trace_max) == (2.5, 0)
+    assert (options.pool_timeout, options.trace_max, options.reconnect_timeout) == (2.5, 0, 0.5)
     assert "p/w" not in repr(options) and "p%2Fw" not in repr(options)
     assert options_from_url("postgresql:///test").connect == {
-        "connect_timeout": "10",
+        "connect_timeout": "5",
         "dbname": "test",
     }
+
+
+def test_outage_waits_are_bounded_by_default() -> None:
+    """Issue 17: a call waited 30 s for a pooled connection while the server was down, and
+    the pool's reconnect backoff grew past a minute.  The defaults bound both."""
+    options = options_from_url("postgresql://h/db")
+    assert (options.pool_timeout, options.reconnect_timeout) == (5.0, 2.0)
+    assert options.connect["connect_timeout"] == "5"
+    kwargs = pool_kwargs(options)
+    assert (kwargs["timeout"], kwargs["reconnect_timeout"]) == (5.0, 2.0)
+    with pytest.raises(InvalidStoreURL, match="reconnect_timeout"):
+        options_from_url("postgresql://h/db?reconnect_timeout=-1")
 
 
 @pytest.mark.parametrize(
@@ -493,6 +520,88 @@ def test_error_mapping(error: BaseException, expected: type[StoreError]) -> None
     mapped = map_error(error, "postgresql://u:***@h/db")
     assert isinstance(mapped, expected)
     assert type(mapped) is not StoreError or expected is StoreError
+
+
+@pytest.mark.parametrize(
+    ("error", "broken", "unknown"),
+    [
+        (psycopg.OperationalError("server closed the connection unexpectedly"), True, True),
+        (psycopg.OperationalError("consuming input failed"), True, True),
+        (psycopg.errors.AdminShutdown("terminating connection"), False, True),
+        (psycopg.errors.ConnectionFailure("lost"), False, True),
+        (psycopg.errors.SerializationFailure("retry"), False, False),
+        (psycopg.errors.QueryCanceled("statement timeout"), False, False),
+        (psycopg.errors.UniqueViolation("dup"), False, False),
+    ],
+)
+def test_errors_after_sending(error: BaseException, broken: bool, unknown: bool) -> None:
+    """A statement whose connection broke (or whose server went away) may have committed:
+    RequestOutcomeUnknown.  An error the server answered on a live connection rolled the
+    statement back: mapped as before (plain StoreUnavailable = nothing written)."""
+    mapped = map_sent_error(error, "postgresql://h/db", broken)
+    assert isinstance(mapped, RequestOutcomeUnknown) is unknown
+    if unknown:
+        assert "may or may not have been applied" in str(mapped)
+        assert isinstance(mapped, StoreUnavailable)
+
+
+def _throwing(operation: Plan[Any], *outcomes: Result | BaseException) -> list[Statement]:
+    """Drive ``operation``, answering each statement with the next outcome (a Result is
+    sent, an exception thrown in); the statements sent."""
+    sent: list[Statement] = []
+    pending = list(outcomes)
+    statement = next(operation)
+    try:
+        while True:
+            sent.append(statement)
+            outcome = pending.pop(0)
+            if isinstance(outcome, BaseException):
+                statement = operation.throw(outcome)
+            else:
+                statement = operation.send(outcome)
+    except StopIteration:
+        return sent
+
+
+@pytest.mark.parametrize("effects", [{}, {"trace": {"k": 1}}], ids=["state-only", "function"])
+def test_commit_whose_request_went_unanswered_is_outcome_unknown(effects: dict[str, Any]) -> None:
+    exe = Execution(id="a", definition_id="d", version=3)
+    prepared = _prepared(exe, **effects)
+    lost = RequestOutcomeUnknown("postgresql://h/db", "server closed the connection")
+    with pytest.raises(CommitOutcomeUnknown) as info:
+        _throwing(plan.commit(prepared, None), lost)
+    assert (info.value.execution_id, info.value.expected) == ("a", 3)
+    assert "server closed the connection" in str(info.value)
+    refused = StoreUnavailable("no connection within pool_timeout")
+    fresh = _prepared(Execution(id="a", definition_id="d", version=3), **effects)
+    with pytest.raises(StoreUnavailable) as plain:  # never sent: certainly not stored
+        _throwing(plan.commit(fresh, None), refused)
+    assert type(plain.value) is StoreUnavailable
+
+
+def test_lost_state_only_cas_whose_found_read_breaks_wrote_nothing() -> None:
+    prepared = _prepared(Execution(id="a", definition_id="d", version=3))
+    lost = RequestOutcomeUnknown("postgresql://h/db", "cut")
+    with pytest.raises(StoreUnavailable) as info:  # the CAS missed: nothing written
+        _throwing(plan.commit(prepared, None), Result([], 0), lost)
+    assert not isinstance(info.value, CommitOutcomeUnknown)
+
+
+def test_lost_cas_whose_receipt_is_the_token_is_success() -> None:
+    """The re-send of a stored commit: the CAS misses, the receipt of the version it writes
+    is its token, so it answers success having written nothing else."""
+    state_only = _prepared(Execution(id="a", definition_id="d", version=3))
+    sent = _throwing(plan.commit(state_only, None), Result([], 0), Result([(6, state_only.token)]))
+    assert len(sent) == 2
+    with pytest.raises(StoreConflict):  # the same version, another commit's receipt
+        _throwing(plan.commit(state_only, None), Result([], 0), Result([(4, "0" * 32)]))
+    with pytest.raises(StoreConflict):  # no receipt kept (a row written before version 3)
+        _throwing(plan.commit(state_only, None), Result([], 0), Result([(4, None)]))
+    side = _prepared(Execution(id="a", definition_id="d", version=3), trace={"k": 1})
+    assert len(_throwing(plan.commit(side, None), Result([(False, 9, side.token)]))) == 1
+    with pytest.raises(StoreConflict) as info:
+        _throwing(plan.commit(side, None), Result([(False, 9, "f" * 32)]))
+    assert info.value.found == 9
 
 
 def test_connect_errors() -> None:

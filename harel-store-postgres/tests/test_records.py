@@ -218,7 +218,8 @@ def test_state_only_commit_calls_no_function(
     store.save(exe)
     signature = (
         "harel_commit(text, text, text, text, text, text, text, bigint, double precision, text, "
-        "text[], text[], text[], text[], text[], text[], double precision[], text[], text, bigint)"
+        "text[], text[], text[], text[], text[], text[], double precision[], text[], text, bigint, "
+        "text, integer)"
     )
     schema = _quoted(harel_harness.schema)
     with harel_harness.connect(autocommit=True) as conn:

@@ -1,6 +1,6 @@
-"""Layout versions on a real server: a version-1 schema (built by hand, with rows) upgraded in
-place on open, concurrent openers of an old schema, and a newer layout refused before anything
-is written."""
+"""Layout versions on a real server: a version-1 and a version-2 schema (built by hand, with
+rows) upgraded in place on open, concurrent openers of an old schema, and a newer layout
+refused before anything is written."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 from harel.store.common import record_digest, release_of
-from harel.store.errors import SchemaVersionError
+from harel.store.errors import SchemaVersionError, StoreConflict
 from harel_store_postgres import PostgresStore
 from harel_store_postgres._conn import Renderer
-from harel_store_postgres._schema import SCHEMA_VERSION, V1_DDL
+from harel_store_postgres._schema import SCHEMA_VERSION, UPGRADE_TO_2, V1_DDL
 from harel_store_postgres.testing import PostgresHarness
 
 _DOCUMENT = '{"id":"old","definition_id":"d","status":"RUNNING","active_path":"/a","version":4}'
@@ -147,3 +147,92 @@ def test_newer_layout_is_refused_before_anything_is_written(
     else:
         assert writer in message and "pip install 'harel-store-postgres>=9.9.0'" in message
     assert _layout(harel_harness) == before  # no function recreated, no version rewritten
+
+
+@pytest.fixture
+def version_2(pg_url: str) -> Iterator[PostgresHarness]:
+    """A fresh schema holding layout version 2 (the previous release's), with rows."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    render = Renderer(harness.schema)
+    rows = (
+        (
+            "INSERT INTO {schema}.harel_schema (singleton, version, written_by) "
+            "VALUES (true, 2, 'harel-store-postgres 0.1.0')",
+            (),
+        ),
+        *_V1_ROWS[1:],
+    )
+    with harness.connect() as conn, conn.transaction():
+        for statement, params in (*[(ddl, ()) for ddl in V1_DDL + UPGRADE_TO_2], *rows):
+            conn.execute(render(statement), params)
+    yield harness
+    harness.destroy()
+
+
+def _commit_signatures(harness: PostgresHarness) -> list[str]:
+    with harness.connect() as conn:
+        rows = conn.execute(
+            "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc AS p "
+            "JOIN pg_namespace AS n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = %s AND p.proname = 'harel_commit'",
+            (harness.schema,),
+        ).fetchall()
+    return [args for (args,) in rows]
+
+
+def test_version_2_is_upgraded_in_place_to_receipts(version_2: PostgresHarness) -> None:
+    before = _layout(version_2)
+    assert before["row"]["version"] == 2
+    (old_signature,) = _commit_signatures(version_2)
+    assert "p_token" not in old_signature
+    store = version_2.open_sync()
+    try:
+        after = _layout(version_2)
+        assert after["row"]["version"] == SCHEMA_VERSION == 3
+        assert after["functions"] == before["functions"] and after["counts"] == before["counts"]
+        (signature,) = _commit_signatures(version_2)  # the old one is gone, not overloaded
+        assert "p_token text" in signature and "p_slot integer" in signature
+        loaded = store.load("old")
+        assert loaded is not None and loaded.version == 4
+        # a row written before the upgrade has no receipts: a commit of it stores them
+        copy = store.load("old")
+        assert copy is not None
+        loaded.context = {"after": "upgrade"}
+        store.commit(loaded, [], trace={"event_kind": "Go"})
+        loaded.version = 4  # re-sent, as after CommitOutcomeUnknown: recognised
+        store.commit(loaded, [], trace={"event_kind": "Go"})
+        assert loaded.version == 5
+        assert [step["index"] for step in store.read_trace("old")] == [7, 8]
+        store.save(loaded)
+        loaded.version = 5
+        store.save(loaded)  # the state-only path keeps receipts too
+        assert loaded.version == 6
+        with pytest.raises(StoreConflict):
+            store.save(copy)
+    finally:
+        store.close()
+
+
+def test_a_foreign_schema_is_refused_before_anything_is_written(pg_url: str) -> None:
+    """A schema with an ``executions`` table but no version table (the reference
+    implementation's layout, or another application's) is refused, not built over."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    schema = psycopg.sql.Identifier(harness.schema)
+    try:
+        with harness.connect(autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+            conn.execute(
+                psycopg.sql.SQL(
+                    "CREATE TABLE {}.executions (id text PRIMARY KEY, data text, version int)"
+                ).format(schema)
+            )
+        with pytest.raises(SchemaVersionError, match="no harel_schema version table"):
+            harness.open_sync()
+        with harness.connect() as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (harness.schema,),
+            ).fetchall()
+        assert tables == [("executions",)]
+    finally:
+        harness.destroy()

@@ -1,4 +1,4 @@
-"""The Redis layout version (create, upgrade 1 -> 2, refuse newer) and export/import of
+"""The Redis layout version (create, upgrade 1 or 2 -> 3, refuse newer) and export/import of
 execution records, against the shared server under random prefixes."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from harel.store.errors import (
     ExecutionAlreadyExists,
     InvalidArgument,
     SchemaVersionError,
+    StoreConflict,
     StoreUnavailable,
 )
 from harel_store_redis import RedisStore, _plan, _records, _scripts
@@ -101,9 +102,24 @@ def layout_of(harness: RedisHarness) -> tuple[dict[bytes, bytes], bytes | None]:
         return client.hgetall(harness.keys.layout), client.get(harness.keys.schema)
 
 
+def as_layout_2(harness: RedisHarness) -> None:
+    """Turn a namespace into what layout 2 wrote: each execution hash holds ``c`` (the token of
+    its last commit) instead of the receipts ``k0`` .. ``k7``; ``P layout`` and ``P schema``
+    say version 2."""
+    with client_of(harness) as client:
+        for key in client.scan_iter(match=harness.keys.prefix + b"x:*"):
+            receipts = [field for field in client.hkeys(key) if field.startswith(b"k")]
+            if receipts:
+                client.hdel(key, *receipts)
+            client.hset(key, b"c", b"0123456789abcdef0123456789abcdef")
+        client.hset(harness.keys.layout, mapping={"v": "2", "by": "harel-store-redis 0.1.0"})
+        client.set(harness.keys.schema, b"2")
+
+
 def as_layout_1(harness: RedisHarness) -> None:
     """Turn a namespace into what release 1 of the layout wrote: its data keys are the same
     as layout 2's; it kept its version in ``P schema`` alone, with no ``P layout``."""
+    as_layout_2(harness)
     with client_of(harness) as client:
         client.delete(harness.keys.layout)
         client.set(harness.keys.schema, b"1")
@@ -112,7 +128,7 @@ def as_layout_1(harness: RedisHarness) -> None:
 def test_a_new_namespace_records_the_version_and_the_release(harel_harness: RedisHarness) -> None:
     harel_harness.open_sync().close()
     layout, schema = layout_of(harel_harness)
-    assert layout == {b"v": b"2", b"by": written_by()} and schema == b"2"
+    assert layout == {b"v": b"3", b"by": written_by()} and schema == b"3"
     assert written_by().startswith(b"harel-store-redis")
 
 
@@ -126,7 +142,7 @@ def test_a_layout_1_namespace_is_upgraded_in_place_and_keeps_its_data(
     as_layout_1(harel_harness)
     data_before = dataset(harel_harness)
     store = harel_harness.open_sync()
-    assert layout_of(harel_harness) == ({b"v": b"2", b"by": written_by()}, b"2")
+    assert layout_of(harel_harness) == ({b"v": b"3", b"by": written_by()}, b"3")
     after = dataset(harel_harness)
     del after[harel_harness.keys.layout], data_before[harel_harness.keys.schema]
     del after[harel_harness.keys.schema]
@@ -157,7 +173,7 @@ def test_two_openers_racing_on_a_layout_1_namespace_both_succeed(
     while request.wire[:2] != ("EVALSHA", _scripts.UPGRADE.sha):
         request = slow.send(execute(request))
     harel_harness.open_sync().close()
-    assert layout_of(harel_harness)[0][b"v"] == b"2"
+    assert layout_of(harel_harness)[0][b"v"] == b"3"
     with pytest.raises(StopIteration):
         slow.send(execute(request))  # A finds the upgrade done and opens
     client.close()
@@ -167,7 +183,7 @@ def test_two_openers_racing_on_a_layout_1_namespace_both_succeed(
     assert all(isinstance(store, RedisStore) for store in opened), opened
     for store in opened:
         store.close()
-    assert layout_of(harel_harness)[0][b"v"] == b"2"
+    assert layout_of(harel_harness)[0][b"v"] == b"3"
 
 
 def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_written(
@@ -177,13 +193,13 @@ def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_writt
     store.save(new_exe("e1"))
     store.close()
     with client_of(harel_harness) as client:
-        client.hset(harel_harness.keys.layout, mapping={"v": "3", "by": "harel-store-redis 9.1.0"})
-        client.set(harel_harness.keys.schema, b"3")
+        client.hset(harel_harness.keys.layout, mapping={"v": "4", "by": "harel-store-redis 9.1.0"})
+        client.set(harel_harness.keys.schema, b"4")
     before = dataset(harel_harness)
     with pytest.raises(SchemaVersionError) as info:
         harel_harness.open_sync()
     message = str(info.value)
-    assert "layout version 3" in message and "reads version 2" in message
+    assert "layout version 4" in message and "reads version 3" in message
     assert "harel-store-redis 9.1.0" in message
     assert "pip install 'harel-store-redis>=9.1.0'" in message
     assert dataset(harel_harness) == before
@@ -194,7 +210,49 @@ def test_a_release_reading_only_the_version_1_record_sees_the_new_version(
 ) -> None:
     # layout 1's reader did GET <P>schema and refused anything but "1", naming what it found
     harel_harness.open_sync().close()
-    assert layout_of(harel_harness)[1] == b"2"
+    assert layout_of(harel_harness)[1] == b"3"
+
+
+def test_a_layout_2_namespace_is_upgraded_in_place_and_gets_receipts_from_its_next_commit(
+    harel_harness: RedisHarness,
+) -> None:
+    store = harel_harness.open_sync()
+    exe = populate(store)
+    before = store.export_execution(exe.id)
+    store.close()
+    as_layout_2(harel_harness)
+    data_before = dataset(harel_harness)
+    store = harel_harness.open_sync()
+    assert layout_of(harel_harness) == ({b"v": b"3", b"by": written_by()}, b"3")
+    after = dataset(harel_harness)
+    for key in (harel_harness.keys.layout, harel_harness.keys.schema):
+        del after[key], data_before[key]
+    assert after == data_before  # no execution rewritten: the version records only
+    exported = store.export_execution(exe.id)
+    assert before is not None and exported is not None
+    assert record_digest(exported) == record_digest(before)
+    # the next commit writes its receipt; a re-send of it (after a rival) is recognised
+    rival = store.load(exe.id)
+    assert rival is not None
+    version = exe.version
+    store.commit(exe, [(None, ev("after-upgrade"))], trace=step("After"))
+    rival.context = {"by": "rival"}
+    with pytest.raises(StoreConflict):
+        store.commit(rival, [])  # stale copy: the version moved on
+    rival = store.load(exe.id)
+    assert rival is not None
+    store.commit(rival, [])
+    exe.version = version
+    store.commit(exe, [(None, ev("after-upgrade"))], trace=step("After"))
+    assert exe.version == version + 1
+    outbox = [entry.event.id for entry in store.pending_outbox()]
+    assert outbox.count("after-upgrade") == 1
+    with client_of(harel_harness) as client:
+        record = client.hgetall(harel_harness.keys.execution(exe.id))
+    mine, rivals = record[b"k%d" % ((version + 1) % 8)], record[b"k%d" % ((version + 2) % 8)]
+    assert len(mine) == len(rivals) == 32 and mine != rivals  # one receipt per version
+    assert b"c" in record  # layout 2's field stays, unused
+    store.close()
 
 
 def test_foreign_or_unversioned_namespaces_are_refused(harel_harness: RedisHarness) -> None:

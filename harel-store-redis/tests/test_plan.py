@@ -15,6 +15,7 @@ from harel.model import Event, Execution, Status
 from harel.store.common import committing, encode_cursor, listing_query
 from harel.store.contract import TimerOp
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionNotFound,
     InvalidStoreURL,
@@ -240,7 +241,7 @@ def test_open_pings_loads_missing_scripts_and_checks_the_layout() -> None:
     scripts = _scripts.SCRIPTS
     present = [1] * len(scripts)
     present[0] = 0
-    replies: list[Any] = [True, present, scripts[0].sha.encode(), [b"2", b"harel-store-redis 9", 0]]
+    replies: list[Any] = [True, present, scripts[0].sha.encode(), [b"3", b"harel-store-redis 9", 0]]
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     assert requests[0].wire == ("PING",)
     assert requests[1].wire[:2] == ("SCRIPT", "EXISTS")
@@ -254,22 +255,25 @@ def test_open_creates_the_layout_of_an_empty_namespace_in_the_same_call() -> Non
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     layout = requests[2].wire
     assert layout[3 : 3 + layout[2]] == KEYS.global_keys
-    assert layout[3 + layout[2] :] == (b"2", _schema.written_by())
+    assert layout[3 + layout[2] :] == (b"3", _schema.written_by())
 
 
-def test_open_upgrades_layout_1_with_one_script_and_accepts_a_concurrent_upgrade() -> None:
-    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [b"1", None, 0]]
-    replies.append([b"2", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
+@pytest.mark.parametrize("old", [b"1", b"2"])
+def test_open_upgrades_older_layouts_with_one_script_and_accepts_a_concurrent_upgrade(
+    old: bytes,
+) -> None:
+    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [old, None, 0]]
+    replies.append([b"3", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     upgrade = requests[3].wire
     assert upgrade[1] == _scripts.UPGRADE.sha
-    assert upgrade[3:5] == (KEYS.layout, KEYS.schema) and upgrade[5:7] == (b"1", b"2")
+    assert upgrade[3:5] == (KEYS.layout, KEYS.schema) and upgrade[5:7] == (old, b"3")
 
 
 @pytest.mark.parametrize(
     ("found", "message"),
     [
-        ([b"3", b"harel-store-redis 0.9.0", 0], "version 3 .*harel-store-redis>=0.9.0"),
+        ([b"4", b"harel-store-redis 0.9.0", 0], "version 4 .*harel-store-redis>=0.9.0"),
         ([b"0", None, 0], "older than any"),
         ([b"x", None, 0], "not a version number"),
         ([None, None, 0], "no layout version"),
@@ -313,13 +317,14 @@ def test_commit_is_one_script_call_with_every_effect() -> None:
     assert set(keys[9:]) == set(KEYS.indexes_of(Status.RUNNING, True, "d"))
     assert args[:2] == (b"3", b"4") and args[3] == b"tok"
     assert args[13:16] == (b"2", b"1", b"2")
-    assert args[16:20] == (
+    assert args[16] == b"k4"  # the receipt field of version 4 (ARGV[17])
+    assert args[17:21] == (
         b"t",
         b"t{1}",
         _keys.owner_prefix("t{1}"),
         p.emits[0].event_json.encode(),
     )
-    assert args[20] == b"u"
+    assert args[21] == b"u"
     assert b"5e-324" in args  # the exact repr, as a string for Redis to parse
     assert b'"index"' not in args[11]  # a caller-supplied index is dropped
     requests, result = step_through(
@@ -335,7 +340,9 @@ def test_a_state_only_commit_declares_two_keys() -> None:
     (request,) = requests
     assert request.wire[1] == _scripts.COMMIT_STATE.sha and request.wire[2] == 2
     assert request.wire[3:5] == (KEYS.execution("e:1"), KEYS.summaries)
-    assert request.wire[-1] == b"\n".join(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    assert request.wire[-2] == b"\n".join(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    assert request.wire[-1] == b"k4"  # the receipt field of version 4
+    assert request.wire[3 + 2 + 3] == p.token.encode()  # ARGV[4]: the commit token
     with_mark = prepared(exe, emits=[], processed_event_id="in")
     requests, _ = step_through(
         _commit.commit_plan(KEYS, with_mark, 5, where=WHERE), [[_scripts.APPLIED]]
@@ -355,33 +362,80 @@ def test_lost_cas_raises_conflict_with_the_found_version() -> None:
     assert absent.value.found is None
 
 
-def test_a_rerun_that_finds_its_own_token_counts_as_applied() -> None:
+def lost(message: str = "reply lost") -> _requests.ReplyLost:
+    return _requests.ReplyLost(message)
+
+
+def test_a_resend_after_a_lost_reply_that_finds_its_receipt_counts_as_applied() -> None:
     p = full_commit()
     plan = _commit.commit_plan(KEYS, p, 5, where=WHERE)
     first = next(plan)
-    second = plan.throw(StoreUnavailable("reply lost"))
+    second = plan.throw(lost())
     assert second.wire == first.wire  # the very same script and token, re-sent
     token = first.wire[3 + first.wire[2] + 3]  # ARGV[4]
+    assert token == p.token.encode() and len(token) == 32
+    # a rival committed version 5 in between: the receipt of version 4 is still ours
     with pytest.raises(StopIteration):
-        plan.send([_scripts.CONFLICT, b"4", token])
+        plan.send([_scripts.CONFLICT, b"5", token])
 
 
-def test_a_twice_lost_reply_says_the_outcome_is_unknown() -> None:
+def test_a_resend_whose_receipt_is_another_commits_is_a_conflict() -> None:
+    p = full_commit()
+    plan = _commit.commit_plan(KEYS, p, 5, where=WHERE)
+    next(plan)
+    plan.throw(lost())
+    with pytest.raises(StoreConflict) as info:
+        plan.send([_scripts.CONFLICT, b"5", b"f" * 32])
+    assert info.value.found == 5
+
+
+def test_a_reply_lost_on_every_attempt_is_an_unknown_outcome() -> None:
     plan = _commit.commit_plan(KEYS, full_commit(), 5, where=WHERE)
     next(plan)
-    plan.throw(StoreUnavailable("reply lost"))
-    with pytest.raises(StoreUnavailable, match="may or may not be stored"):
-        plan.throw(StoreUnavailable("still down"))
+    for _ in range(_commit.RESENDS):
+        plan.throw(lost())
+    with pytest.raises(CommitOutcomeUnknown, match="may or may not be stored") as info:
+        plan.throw(lost("still lost"))
+    assert (info.value.execution_id, info.value.expected) == ("e:1", 3)
+    assert "still lost" in info.value.detail
+
+
+def test_unreachable_after_a_lost_reply_is_still_an_unknown_outcome() -> None:
+    plan = _commit.commit_plan(KEYS, full_commit(), 5, where=WHERE)
+    next(plan)
+    plan.throw(lost())
+    plan.throw(StoreUnavailable("connection refused"))
+    with pytest.raises(CommitOutcomeUnknown):
+        plan.throw(StoreUnavailable("connection refused"))
+
+
+def test_a_commit_that_never_reached_the_server_is_plainly_unavailable() -> None:
+    plan = _commit.commit_plan(KEYS, full_commit(), 5, where=WHERE)
+    next(plan)
+    plan.throw(StoreUnavailable("connection refused"))  # retried once, like a stale connection
+    with pytest.raises(StoreUnavailable, match="nothing of the commit") as info:
+        plan.throw(StoreUnavailable("connection refused"))
+    assert type(info.value) is StoreUnavailable
+
+
+def test_a_commit_prepared_without_a_token_gets_one() -> None:
+    p = full_commit()._replace(token="")
+    plan = _commit.commit_plan(KEYS, p, 5, where=WHERE)
+    request = next(plan)
+    token = request.wire[3 + request.wire[2] + 3]
+    assert len(token) == 32
+    with pytest.raises(StopIteration):  # the receipt it finds after a resend is its own
+        plan.send([_scripts.CONFLICT, b"4", token])
 
 
 def test_commit_failure_replies_are_typed() -> None:
     p = full_commit()
     with pytest.raises(StoreUnavailable, match="ran out of ids"):
-        _commit.decide_commit(p, [_scripts.SEQ_EXHAUSTED], b"t", WHERE)
+        _commit.decide_commit(p, [_scripts.SEQ_EXHAUSTED], WHERE)
     with pytest.raises(StoreCorrupted, match="p:timers"):
-        _commit.decide_commit(p, [_scripts.WRONG_TYPE, b"p:timers"], b"t", WHERE)
+        _commit.decide_commit(p, [_scripts.WRONG_TYPE, b"p:timers"], WHERE)
     with pytest.raises(StoreCorrupted):
-        _commit.decide_commit(p, b"garbage", b"t", WHERE)
+        _commit.decide_commit(p, b"garbage", WHERE)
 
 
 def test_bad_trace_max_is_refused_before_anything_is_sent() -> None:
@@ -610,3 +664,46 @@ def test_legacy_variables() -> None:
 )
 def test_driver_errors_become_typed_errors(exc: Exception, typed: type) -> None:
     assert isinstance(map_error(exc, WHERE), typed)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        rex.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."),
+        rex.ConnectionError("Error connecting to unix socket: /tmp/r.sock."),
+        rex.TimeoutError("Timeout connecting to server"),
+        rex.BusyLoadingError("Redis is loading the dataset in memory"),
+        ConnectionRefusedError(111, "Connection refused"),
+    ],
+)
+def test_failures_before_the_request_could_run_are_plainly_unavailable(exc: Exception) -> None:
+    assert type(map_error(exc, WHERE)) is StoreUnavailable
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        rex.ConnectionError("Connection closed by server."),
+        rex.TimeoutError("Timeout reading from 127.0.0.1:6379"),
+        rex.ConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'reset')"),
+        rex.ConnectionError("Error 32 while writing to socket. Broken pipe."),
+        rex.TimeoutError("Timeout writing to socket"),
+        rex.ConnectionError("something new"),  # unknown: the safe side
+        OSError("reset"),
+    ],
+)
+def test_failures_after_the_request_may_have_run_are_reply_lost(exc: Exception) -> None:
+    typed = map_error(exc, WHERE)
+    assert isinstance(typed, _requests.ReplyLost) and isinstance(typed, StoreUnavailable)
+
+
+def test_a_client_that_retries_by_itself_never_proves_that_nothing_ran() -> None:
+    from harel_store_redis._errors import client_retries
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    assert not client_retries({}) and not client_retries({"retry": Retry(NoBackoff(), 0)})
+    assert client_retries({"retry": Retry(NoBackoff(), 3)})
+    refused = rex.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    # its last failure may follow an attempt that was sent and ran
+    assert isinstance(map_error(refused, WHERE, retried=True), _requests.ReplyLost)

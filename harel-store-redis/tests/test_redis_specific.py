@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import struct
 import time
@@ -19,12 +20,13 @@ from typing import Any
 
 import pytest
 import redis
-from harel.conformance.proxy import CountingProxy
+from harel.conformance.proxy import CountingProxy, FaultProxy
 from harel.conformance.suite._base import SyncAsAsync, run_inline
 from harel.model import Event, Execution, Status
 from harel.store.common import in_settled_write
 from harel.store.contract import TimerOp
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     InvalidIdentifier,
     StoreConfigError,
     StoreConflict,
@@ -309,6 +311,7 @@ def test_server_stopped_mid_run_then_back(throwaway_redis: RedisServerProcess) -
             trace=step(),
         )
     assert info.value.retryable and exe.version == 1
+    assert type(info.value) is StoreUnavailable  # never sent: certainly not written
     with pytest.raises(StoreUnavailable):
         store.load("e1")
     throwaway_redis.start()  # same port, same append-only file
@@ -342,23 +345,159 @@ async def test_async_server_stopped_mid_run_then_back(throwaway_redis: RedisServ
 def test_a_commit_whose_reply_was_lost_is_recognised_when_re_sent(
     harel_harness: RedisHarness,
 ) -> None:
-    """The commit script is idempotent by its token: re-sending the same request (what the plan
-    does after a connection failure) applies nothing twice and reports success."""
+    """The commit script is idempotent by its receipt: re-sending the same request (what the
+    plan does after a lost reply), even after a rival's commit, applies nothing twice and
+    reports success; the same request under another token is a conflict."""
     store = harel_harness.open_sync()
     exe = new_exe("e1")
     store.save(exe)
     with committing_prepared(exe, [(None, ev("once"))], trace=step()) as prepared:
-        keys, args = _commit.commit_request(store._keys, prepared, 10, b"token-1")
+        token = prepared.token.encode()
+        keys, args = _commit.commit_request(store._keys, prepared, 10, token)
         with redis.Redis(**harel_harness.options.client_kwargs()) as client:
             first = client.evalsha(COMMIT.sha, len(keys), *keys, *args)
+            rival = store.load("e1")
+            assert rival is not None
+            store.commit(rival, [(None, ev("rival"))])
             again = client.evalsha(COMMIT.sha, len(keys), *keys, *args)
-        _commit.decide_commit(prepared, first, b"token-1", "test")
-        _commit.decide_commit(prepared, again, b"token-1", "test")  # no StoreConflict
+        _commit.decide_commit(prepared, first, "test")
+        assert again == [0, b"3", token]  # the CAS missed; the receipt of version 2 is ours
+        _commit.decide_commit(prepared, again, "test")  # no StoreConflict
         with pytest.raises(StoreConflict):
-            _commit.decide_commit(prepared, again, b"another-token", "test")
-    assert [e.event.id for e in store.pending_outbox()] == ["once"]
+            _commit.decide_commit(prepared._replace(token="f" * 32), again, "test")
+    assert [e.event.id for e in store.pending_outbox()] == ["once", "rival"]
     assert [t["index"] for t in store.read_trace("e1")] == [0]
-    assert store.load("e1").version == 2  # type: ignore[union-attr]
+    assert store.load("e1").version == 3  # type: ignore[union-attr]
+
+
+# -- lost replies through a fault proxy ----------------------------------------------------------
+
+
+def rival_commit(harness: RedisHarness, execution_id: str) -> None:
+    """Another writer's commit, on a store of its own (not through the proxy)."""
+    store = harness.open_sync()
+    try:
+        other = store.load(execution_id)
+        assert other is not None
+        other.context = {"by": "rival"}
+        store.commit(other, [(None, ev("rival"))])
+    finally:
+        store.close()
+
+
+def marked_step(marker: str) -> dict[str, Any]:
+    return {"emits": [(None, ev(marker))], "processed_event_id": f"{marker}-in"}
+
+
+def fault_proxy(redis_url: str) -> FaultProxy:
+    options = RedisHarness(redis_url).options
+    return FaultProxy(options.host, options.port)
+
+
+def test_a_lost_reply_with_a_rival_in_between_is_settled_within_the_call(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    with fault_proxy(redis_url) as proxy:
+        store = harel_harness.open_sync_at(proxy.host, proxy.port)
+        exe = new_exe("lost-1")
+        store.save(exe)
+        rival = functools.partial(rival_commit, harel_harness, "lost-1")
+        proxy.arm("drop_reply", marker=b"mark-1", between=rival)
+        store.commit(exe, **marked_step("mark-1"))  # resent: the receipt says it is stored
+        assert proxy.fired and proxy.between_error is None and exe.version == 2
+        store.close()
+    check = harel_harness.open_sync()
+    assert [e.event.id for e in check.pending_outbox()] == ["mark-1", "rival"]
+    assert check.load("lost-1").version == 3  # type: ignore[union-attr]
+
+
+async def test_async_a_lost_reply_with_a_rival_in_between_is_settled_within_the_call(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    with fault_proxy(redis_url) as proxy:
+        store = await harel_harness.open_async_at(proxy.host, proxy.port)
+        exe = new_exe("lost-1")
+        await store.save(exe)
+        rival = functools.partial(rival_commit, harel_harness, "lost-1")
+        proxy.arm("drop_reply", marker=b"mark-1", between=rival)
+        await store.commit(exe, **marked_step("mark-1"))
+        assert proxy.fired and proxy.between_error is None and exe.version == 2
+        await store.close()
+    check = harel_harness.open_sync()
+    assert [e.event.id for e in check.pending_outbox()] == ["mark-1", "rival"]
+
+
+def test_an_outage_after_a_lost_reply_is_an_unknown_outcome_that_a_resend_settles(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    with fault_proxy(redis_url) as proxy:
+        store = harel_harness.open_sync_at(proxy.host, proxy.port)
+        exe = new_exe("lost-2")
+        store.save(exe)
+        proxy.arm("drop_reply", marker=b"mark-2", between=proxy.down)
+        with pytest.raises(CommitOutcomeUnknown) as info:
+            store.commit(exe, **marked_step("mark-2"))
+        assert (info.value.execution_id, info.value.expected) == ("lost-2", 1)
+        assert exe.version == 1
+        proxy.up()
+        store.commit(exe, **marked_step("mark-2"))  # the contract's re-send: found by receipt
+        assert exe.version == 2
+        assert [e.event.id for e in store.pending_outbox()] == ["mark-2"]  # stored once
+        store.close()
+
+
+async def test_async_an_outage_after_a_lost_reply_is_an_unknown_outcome_that_a_resend_settles(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    with fault_proxy(redis_url) as proxy:
+        store = await harel_harness.open_async_at(proxy.host, proxy.port)
+        exe = new_exe("lost-2")
+        await store.save(exe)
+        proxy.arm("drop_reply", marker=b"mark-2", between=proxy.down)
+        with pytest.raises(CommitOutcomeUnknown):
+            await store.commit(exe, **marked_step("mark-2"))
+        assert exe.version == 1
+        proxy.up()
+        await store.commit(exe, **marked_step("mark-2"))
+        assert exe.version == 2
+        assert [e.event.id for e in await store.pending_outbox()] == ["mark-2"]
+        await store.close()
+
+
+def test_an_unreachable_server_is_plainly_unavailable_and_nothing_is_written(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    """A proxy that accepts and closes at once (a load balancer without a backend) fails the
+    connection's handshake: the command never went out, so the error says nothing was written."""
+    with fault_proxy(redis_url) as proxy:
+        store = harel_harness.open_sync_at(proxy.host, proxy.port)
+        exe = new_exe("down-1")
+        store.save(exe)
+        proxy.down()
+        with pytest.raises(StoreUnavailable) as info:
+            store.commit(exe, **marked_step("mark-3"))
+        assert type(info.value) is StoreUnavailable and exe.version == 1
+        store.close()
+    assert harel_harness.open_sync().pending_outbox() == []
+
+
+async def test_async_an_unreachable_server_is_plainly_unavailable(
+    harel_harness: RedisHarness, redis_url: str
+) -> None:
+    with fault_proxy(redis_url) as proxy:
+        store = await harel_harness.open_async_at(proxy.host, proxy.port)
+        exe = new_exe("down-1")
+        await store.save(exe)
+        proxy.down()
+        # redis.asyncio's pool does not notice that an idle connection was closed by the peer:
+        # a command sent on it fails reading, exactly like a lost reply (may have run).  Once
+        # any request has met the outage, the pool holds no such connection.
+        with pytest.raises(StoreUnavailable):
+            await store.load("down-1")
+        with pytest.raises(StoreUnavailable) as info:
+            await store.commit(exe, **marked_step("mark-3"))
+        assert type(info.value) is StoreUnavailable and exe.version == 1
+        await store.close()
 
 
 def committing_prepared(exe: Execution, emits: Any, **effects: Any) -> Any:
@@ -712,9 +851,9 @@ async def test_requests_never_run_in_the_callers_task(
     seen: list[tuple[bool, bool]] = []
     send = aio._send
 
-    async def spy(client: Any, request: Any, where: str) -> Any:
+    async def spy(client: Any, request: Any, where: str, retried: bool) -> Any:
         seen.append((asyncio.current_task() is caller, in_settled_write()))
-        return await send(client, request, where)
+        return await send(client, request, where, retried)
 
     caller = asyncio.current_task()
     monkeypatch.setattr(aio, "_send", spy)

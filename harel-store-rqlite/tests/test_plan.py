@@ -28,7 +28,7 @@ from harel.store.errors import (
 from harel_store_rqlite._legacy import url_from_env
 from harel_store_rqlite._options import from_url_args, make_options
 from harel_store_rqlite._plan import DIALECT, EXECUTE_ONLY, open_store, rqlite_plan
-from harel_store_rqlite._wire import READY, HttpCall, HttpReply, Wire
+from harel_store_rqlite._wire import DISARM_SQL, READY, TRIPWIRE_SQL, HttpCall, HttpReply, Wire
 
 OPTIONS = make_options("rqlite://node:4001")
 
@@ -61,7 +61,7 @@ def test_a_commit_is_one_batch_cas_first_found_version_last() -> None:
     assert isinstance(batch, Batch)
     sqls = [s.sql for s in batch.statements]
     assert sqls[0].startswith("INSERT INTO executions") and "DO NOTHING" in sqls[0]
-    assert sqls[-1] == "SELECT version FROM executions WHERE id = ?"
+    assert sqls[-1].startswith("SELECT version, r0") and sqls[-1].endswith("WHERE id = ?")
     token = batch.statements[0].params[-1]
     assert isinstance(token, str) and len(token) == 32
     document = batch.statements[0].params[7]
@@ -89,7 +89,7 @@ def test_without_the_unified_endpoint_a_conflict_takes_a_second_read() -> None:
     batch = next(op)
     assert not any(s.sql.startswith("SELECT") for s in batch.statements)
     read = op.send([Result(rowcount=0)] * len(batch.statements))
-    assert read == Statement("SELECT version FROM executions WHERE id = ?", ("e",))
+    assert read == Statement(plan.sql.found_receipts.sql, ("e",))
     with pytest.raises(StoreConflict) as lost:
         op.send(Result(rows=[(7,)]))
     assert lost.value.found == 7
@@ -105,10 +105,37 @@ def test_purge_is_one_batch_with_the_status_read_first() -> None:
 
 
 def test_opening_asks_readyz_then_checks_the_schema() -> None:
-    op = open_store(rqlite_plan(OPTIONS), 0.0)
+    op = open_store(rqlite_plan(OPTIONS), 0.0, OPTIONS)
     assert next(op) is READY
-    probe = op.send(None)
+    probe = op.send("v9.1.2")  # READY's value: the node's version
     assert isinstance(probe, Statement) and probe.sql.startswith("SELECT name FROM sqlite_master")
+
+
+def test_the_tripwire_and_the_disarm_ride_in_a_commit_batch() -> None:
+    """A ``/db/request`` batch led by a CAS: tripwire, CAS, disarm, the rest; the extra
+    statements' results are dropped."""
+    wire = Wire(OPTIONS, (), {"UPDATE executions SET x = ? WHERE id = ?": (1, 0)})
+    wire.cookie = 7
+    batch = Batch(
+        (
+            Statement("UPDATE executions SET x = ? WHERE id = ?", ("tok", "e1")),
+            Statement("SELECT version FROM executions WHERE id = ?", ("e1",)),
+        )
+    )
+    exchange = wire.run(batch)
+    call = next(exchange)
+    assert call.body is not None
+    sent = json.loads(call.body)
+    assert [item[0] for item in sent] == [
+        TRIPWIRE_SQL,
+        "UPDATE executions SET x = ? WHERE id = ?",
+        DISARM_SQL,
+        "SELECT version FROM executions WHERE id = ?",
+    ]
+    assert sent[0][1:] == [7] and sent[2][1:] == ["e1", "tok"]
+    answer = {"results": [{}, {"rows_affected": 1}, {}, {"values": [[2]]}]}
+    results = finish(exchange, reply(200, answer))
+    assert [r.rowcount for r in results] == [1, 0] and results[1].rows == [[2]]
 
 
 # -- the wire ------------------------------------------------------------------------------------

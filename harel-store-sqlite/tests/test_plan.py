@@ -26,7 +26,9 @@ from harel.store.common.sql import (
     Statement,
     render,
 )
+from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionNotFound,
     SchemaVersionError,
@@ -116,12 +118,90 @@ def test_commit_lost_cas_reads_found_and_writes_no_side_rows() -> None:
         Result(rowcount=1),  # BEGIN
         Result(rowcount=0),  # the CAS changed nothing
         Result(rowcount=-1),  # COMMIT (of nothing)
-        Result(rows=[(3,)]),  # found version
+        Result(rows=[(3, *[None] * 8)]),  # found version and receipt ring
     )
     assert sql_of(seen[:-1]) == ["BEGIN", "INSERT", "COMMIT", "SELECT"]
     kind, error = seen[-1]
     assert kind == "raised" and isinstance(error, StoreConflict)
     assert (error.expected, error.found) == (0, 3)
+
+
+def prepared_state_only(version: int) -> Any:
+    exe = Execution(id="e", definition_id="d", version=version)
+    with committing(exe, []) as prepared:
+        return prepared
+
+
+def ring(found: int, writes: dict[int, str]) -> tuple[Any, ...]:
+    """A ``found_receipts`` row: the stored version and ``r0..r7`` holding ``writes``."""
+    slots: list[str | None] = [None] * 8
+    for version, token in writes.items():
+        slots[version % 8] = token
+    return (found, *slots)
+
+
+def test_the_cas_writes_the_receipt_of_the_new_version_in_the_same_statement() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    for version in (3, 7, 8, 12):
+        prepared = prepared_state_only(version)
+        narrow = next(plan.commit(prepared, None))
+        slot = (version + 1) % 8
+        assert f"updated_at = ?, r{slot} = ? WHERE" in narrow.sql, narrow.sql
+        assert prepared.token in narrow.params
+    insert = next(plan.commit(prepared_insert(), None))  # BEGIN, then the insert
+    assert insert.sql == "BEGIN IMMEDIATE"
+
+
+@pytest.mark.parametrize("rivals", [0, 1, 7])
+def test_a_missed_cas_whose_receipt_is_its_token_returns_as_stored(rivals: int) -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = prepared_state_only(4)
+    writes = {5: prepared.token, **{5 + n: f"rival-{n}" for n in range(1, rivals + 1)}}
+    seen = step(
+        plan.commit(prepared, None),
+        Result(rowcount=0),  # the narrow CAS misses
+        Result(rowcount=0),  # the full CAS misses
+        Result(rows=[ring(5 + rivals, writes)]),
+    )
+    assert sql_of(seen[:-1]) == ["UPDATE", "UPDATE", "SELECT"]
+    assert seen[-1] == ("returned", None)
+
+
+@pytest.mark.parametrize(
+    ("found", "writes"),
+    [
+        (5, {5: "someone-else"}),  # another writer's commit took the version
+        (13, {5: "MINE", 13: "r"}),  # past the window: slot 5 now holds version 13's token
+        (4, {}),  # the stored version is below the one it writes
+        (7, {}),  # not recorded (written before the upgrade, or imported)
+    ],
+)
+def test_a_missed_cas_without_its_receipt_is_a_conflict(found: int, writes: dict[int, str]) -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = prepared_state_only(4)
+    writes = {v: prepared.token if t == "MINE" else t for v, t in writes.items()}
+    seen = step(
+        plan.commit(prepared, None),
+        Result(rowcount=0),
+        Result(rowcount=0),
+        Result(rows=[ring(found, writes)]),
+    )
+    kind, error = seen[-1]
+    assert kind == "raised" and isinstance(error, StoreConflict) and error.found == found
+
+
+def test_a_write_that_may_have_applied_is_an_unknown_commit_outcome() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = prepared_state_only(2)
+    seen = step(plan.commit(prepared, None), RequestOutcomeUnknown("no answer"))
+    kind, error = seen[-1]
+    assert kind == "raised" and isinstance(error, CommitOutcomeUnknown)
+    assert (error.execution_id, error.expected, error.detail) == ("e", 2, "no answer")
+    seen = step(
+        plan.commit(prepared_insert(), None), Result(), RequestOutcomeUnknown("cut"), Result()
+    )
+    assert sql_of(seen[:-1]) == ["BEGIN", "INSERT", "ROLLBACK"]  # rolled back, then reported
+    assert seen[-1][0] == "raised" and isinstance(seen[-1][1], CommitOutcomeUnknown)
 
 
 def test_commit_rolls_back_when_a_side_write_fails() -> None:

@@ -201,7 +201,8 @@ def populated(store: SqliteStore) -> SqliteStore:
     conn.execute("BEGIN")
     for i in range(400):
         conn.execute(
-            "INSERT INTO executions VALUES (?, ?, ?, NULL, NULL, ?, 1, '{}', ?, NULL)",
+            "INSERT INTO executions (id, definition_id, status, outcome, active_path, parent_id,"
+            " version, data, updated_at) VALUES (?, ?, ?, NULL, NULL, ?, 1, '{}', ?)",
             (f"e{i:04d}", "ab"[i % 2], list(Status)[i % 7].value, None if i % 3 else "p", i),
         )
         conn.execute(

@@ -1,12 +1,14 @@
-"""The layout format: created, upgraded in place from the previous format, or refused.
+"""The layout format: created, upgraded in place from the previous formats, or refused.
 
-The previous-format directory is written by hand here, byte for byte as release 0.1 (format 2)
-wrote it: no ``written_by`` and no quarantine in ``state.json``, format 2 in every file.
+The previous-format directories are written by hand here, byte for byte as their releases wrote
+them: format 2 (release 0.1: no ``written_by``, no quarantine, no receipts in ``state.json``)
+and format 3 (``written_by`` and the quarantine, no receipt rings).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +31,10 @@ def _write(directory: Path, relative: str, data: object) -> None:
     path = directory / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+
+
+_Old = Callable[[Path], Path]
+"""Writes an older-format directory at the path and returns it."""
 
 
 def format_2_directory(directory: Path) -> Path:
@@ -61,6 +67,23 @@ def format_2_directory(directory: Path) -> Path:
     return directory
 
 
+def format_3_directory(directory: Path) -> Path:
+    """The format-2 directory as format 3 left it: ``written_by`` and the quarantine in
+    ``state.json``, format 3 in every file, no receipt rings."""
+    format_2_directory(directory)
+    state = json.loads((directory / _schema.STATE).read_text())
+    state.update(format=3, written_by="harel-example-jsondir 0.2.0", quarantine=[])
+    _write(directory, _schema.STATE, state)
+    ring = json.loads((directory / _schema.trace_path("old")).read_text())
+    _write(directory, _schema.trace_path("old"), {**ring, "format": 3})
+    return directory
+
+
+OLD_FORMATS = pytest.mark.parametrize(
+    "old", [format_2_directory, format_3_directory], ids=["format-2", "format-3"]
+)
+
+
 def _assert_served(store: JsonDirStore) -> None:
     exe = store.load("old")
     assert exe is not None and exe.version == 2 and exe.context == {"n": 1}
@@ -74,33 +97,51 @@ def _assert_served(store: JsonDirStore) -> None:
     assert record.processed == (("in-1", 999.25),)
 
 
-def test_opening_a_format_2_directory_upgrades_it_in_place(tmp_path: Path) -> None:
-    directory = format_2_directory(tmp_path / "data")
+@OLD_FORMATS
+def test_opening_an_older_directory_upgrades_it_in_place(tmp_path: Path, old: _Old) -> None:
+    directory = old(tmp_path / "data")
     store = JsonDirStore(directory)
     state = json.loads((directory / _schema.STATE).read_text())
-    assert state["format"] == _schema.FORMAT == 3
+    assert state["format"] == _schema.FORMAT == 4
     assert state["written_by"].startswith("harel-example-jsondir")
-    assert state["quarantine"] == []
+    assert state["quarantine"] == [] and state["receipts"] == {}
     _assert_served(store)
-    store.commit(store.load("old") or Execution(id="x", definition_id="d"), [])  # still writes
-    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+    exe = store.load("old")
+    assert exe is not None
+    store.commit(exe, [])  # still writes, and records its receipt
+    state = json.loads((directory / _schema.STATE).read_text())
+    assert state["format"] == 4 and state["receipts"]["old"][3] is not None
 
 
-def test_the_upgrade_is_idempotent(tmp_path: Path) -> None:
-    directory = format_2_directory(tmp_path / "data")
+@OLD_FORMATS
+def test_a_commit_resent_after_the_upgrade_is_recognised(tmp_path: Path, old: _Old) -> None:
+    store = JsonDirStore(old(tmp_path / "data"))
+    exe = store.load("old")
+    assert exe is not None
+    store.commit(exe, [(None, Event(id="once", kind="Go"))])
+    exe.version = 2  # as after an unknown outcome: the same commit, sent again
+    store.commit(exe, [(None, Event(id="once", kind="Go"))])
+    assert exe.version == 3
+    assert [entry.event.id for entry in store.pending_outbox()] == ["ev-1", "once"]
+
+
+@OLD_FORMATS
+def test_the_upgrade_is_idempotent(tmp_path: Path, old: _Old) -> None:
+    directory = old(tmp_path / "data")
     JsonDirStore(directory)
     upgraded = _files(directory)
     JsonDirStore(directory)
     assert _files(directory) == upgraded
 
 
-def test_processes_opening_at_once_upgrade_once(tmp_path: Path) -> None:
-    directory = format_2_directory(tmp_path / "data")
+@OLD_FORMATS
+def test_processes_opening_at_once_upgrade_once(tmp_path: Path, old: _Old) -> None:
+    directory = old(tmp_path / "data")
     with ThreadPoolExecutor(max_workers=4) as pool:
         stores = list(pool.map(lambda _: JsonDirStore(directory), range(4)))
     for store in stores:
         _assert_served(store)
-    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+    assert json.loads((directory / _schema.STATE).read_text())["format"] == 4
 
 
 def test_a_format_2_journal_left_by_a_crash_is_replayed_then_upgraded(tmp_path: Path) -> None:
@@ -112,19 +153,19 @@ def test_a_format_2_journal_left_by_a_crash_is_replayed_then_upgraded(tmp_path: 
     store = JsonDirStore(directory)
     assert not (directory / _schema.JOURNAL).exists()
     assert store.due_timers(3000.0) == []
-    assert json.loads((directory / _schema.STATE).read_text())["format"] == 3
+    assert json.loads((directory / _schema.STATE).read_text())["format"] == 4
 
 
 def test_a_newer_format_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     directory = format_2_directory(tmp_path / "data")
     state = json.loads((directory / _schema.STATE).read_text())
-    state.update(format=4, written_by="harel-example-jsondir 9.1.0")
+    state.update(format=5, written_by="harel-example-jsondir 9.1.0")
     _write(directory, _schema.STATE, state)
     before = _files(directory)
     with pytest.raises(SchemaVersionError) as refused:
         JsonDirStore(directory)
     message = str(refused.value)
-    assert "version 4" in message and "harel-example-jsondir 9.1.0" in message
+    assert "version 5" in message and "harel-example-jsondir 9.1.0" in message
     assert "pip install 'harel-example-jsondir>=9.1.0'" in message
     assert _files(directory) == before
 
@@ -132,5 +173,6 @@ def test_a_newer_format_is_refused_before_anything_is_written(tmp_path: Path) ->
 def test_an_empty_directory_gets_the_current_layout_and_its_writer(tmp_path: Path) -> None:
     store = JsonDirStore(tmp_path / "data")
     state = json.loads((store.directory / _schema.STATE).read_text())
-    assert state["format"] == 3 and state["written_by"].startswith("harel-example-jsondir")
+    assert state["format"] == 4 and state["written_by"].startswith("harel-example-jsondir")
+    assert state["receipts"] == {}
     assert store.list_executions().items == []

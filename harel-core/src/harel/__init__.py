@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     )
 
 __version__ = "0.1.0"
+"""harel-core's version, written only here: hatchling reads it into the distribution's
+metadata (``[tool.hatch.version]`` in harel-core/pyproject.toml)."""
 
 _HOMES = {
     "harel.engine": (

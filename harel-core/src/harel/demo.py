@@ -94,9 +94,24 @@ def run_demo(workdir: Path, out: TextIO = sys.stdout) -> str:
 
 
 def main() -> int:
-    """Entry point: run the demo in a temporary directory."""
-    with tempfile.TemporaryDirectory(prefix="harel-demo-") as tmp:
-        outcome = run_demo(Path(tmp))
+    """Entry point: run the demo in a temporary directory; 0 on success.
+
+    Without a usable SQLite backend (or on any store error) it prints one line naming the
+    problem and what to install on stderr and returns 2; Ctrl-C returns 130; no traceback."""
+    from harel.store.errors import BackendError, StoreError
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="harel-demo-") as tmp:
+            outcome = run_demo(Path(tmp))
+    except BackendError as exc:
+        print(f"harel demo: the demo runs on the SQLite store: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"harel demo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harel demo: interrupted", file=sys.stderr)
+        return 130
     return 0 if outcome == "success" else 1
 
 

@@ -104,6 +104,9 @@ class Execution(_Persisted):
     deferred: list[Event] = Field(default_factory=list)
     children: dict[str, ChildState] = Field(default_factory=dict)
     invoke_seq: dict[str, int] = Field(default_factory=dict)
+    armed_timers: dict[str, float] = Field(default_factory=dict)
+    """``fire_at`` of each timer this execution armed and has not cancelled, by state path
+    (the runner keeps it; a due ``Timeout`` earlier than the armed one is stale)."""
 
 
 class ExecutionSummary(BaseModel):

@@ -63,7 +63,8 @@ class SkippedCas(MemoryPlan):
     """Writes whatever version it is given: no compare-and-set at all."""
 
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        yield from self._write_step(prepared, trace_max)
+        row = yield GetExecution(prepared.execution_id)
+        yield from self._write_step(prepared, trace_max, row)
 
 
 class LeakyLoser(MemoryPlan):
@@ -76,7 +77,18 @@ class LeakyLoser(MemoryPlan):
             for emit in prepared.emits:  # the bug: side writes before the CAS verdict
                 yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
             raise conflict(prepared, found)
-        yield from self._write_step(prepared, trace_max)
+        yield from self._write_step(prepared, trace_max, row)
+
+
+class NoReceipts(MemoryPlan):
+    """Writes receipts but never reads them: a re-sent stored commit is a ``StoreConflict``."""
+
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        row = yield GetExecution(prepared.execution_id)
+        found = None if row is None else row.version
+        if cas_decision(prepared.expected_version, found) == "conflict":
+            raise conflict(prepared, found)
+        yield from self._write_step(prepared, trace_max, row)
 
 
 class UnguardedDeleteTimer(MemoryPlan):
@@ -289,6 +301,7 @@ CLAIMS_EVERYTHING = Capabilities(
 BROKEN: dict[str, Bug] = {
     "skipped_cas": Bug(SkippedCas),
     "leaky_loser": Bug(LeakyLoser),
+    "no_receipts": Bug(NoReceipts),
     "unguarded_delete_timer": Bug(UnguardedDeleteTimer),
     "off_by_one_ring": Bug(OffByOneRing),
     "skipping_cursor": Bug(SkippingCursor),

@@ -97,6 +97,14 @@ CAPABILITY_CLAIMS = {
     "test_multi_process_writers_share_one_dataset",
 }
 
+RESENDS = {
+    "test_resent_commit_answers_success_and_writes_nothing_again",
+    "test_resent_insert_answers_success",
+    "test_resend_after_a_rival_commit_is_still_recognised",
+    "test_resend_recognised_across_the_whole_receipt_window",
+}
+"""The re-sent commits a store without receipts answers with a false ``StoreConflict``."""
+
 BUGS: dict[str, set[str]] = {
     "skipped_cas": CAS
     | {
@@ -107,8 +115,14 @@ BUGS: dict[str, set[str]] = {
         "test_sync_and_async_share_one_dataset",
         "test_purged_id_is_free_again",
         "test_store_keeps_working_after_import",
+        "test_resent_insert_answers_success",
+        "test_resent_commit_answers_success_and_writes_nothing_again",
+        "test_resend_after_a_rival_commit_is_still_recognised",
+        "test_changed_resend_is_a_conflict",
+        "test_same_commit_from_another_copy_is_a_conflict",
     },
-    "leaky_loser": CAS,
+    "leaky_loser": CAS | RESENDS | {"test_same_commit_from_another_copy_is_a_conflict"},
+    "no_receipts": RESENDS,
     "unguarded_delete_timer": {
         "test_delete_timer_guarded_by_fire_at",
         "test_delete_after_rearm_keeps_the_new_time",
@@ -133,9 +147,18 @@ BUGS: dict[str, set[str]] = {
         "test_limit_one_pagination_terminates",
         "test_limit_above_the_default_is_honoured",
         "test_pages_stay_consistent_while_rows_come_and_go",
+        "test_next_page_after_the_cursor_row_is_removed",
+        "test_ids_differing_in_normal_form_are_distinct",  # its listing loses rows
     },
-    "offset_cursor": {"test_pages_stay_consistent_while_rows_come_and_go"},
-    "like_definition_filter": {"test_definition_filter_is_exact"},
+    "offset_cursor": {
+        "test_pages_stay_consistent_while_rows_come_and_go",
+        "test_next_page_after_the_cursor_row_is_removed",
+    },
+    "like_definition_filter": {
+        "test_definition_filter_is_exact",
+        # case-insensitive LIKE: the ohm sign matches omega, the angstrom sign matches Å
+        "test_ids_differing_in_normal_form_are_distinct",
+    },
     "torn_commit": {"test_failed_commit_leaves_nothing"},
     "unsorted_timers": {
         "test_due_order_and_limit",
@@ -171,7 +194,10 @@ MAY_ALSO_FAIL: dict[str, set[str]] = {
     "unguarded_delete_timer": {"test_random_operations_agree_with_reference"},
     "off_by_one_ring": {"test_random_operations_agree_with_reference"},
     "skipping_cursor": {"test_random_operations_agree_with_reference"},
-    "torn_commit": {"test_purge_is_atomic_against_a_racing_commit"},
+    "torn_commit": {
+        "test_purge_is_atomic_against_a_racing_commit",
+        "test_resent_commit_answers_success_and_writes_nothing_again",  # the torn half stays
+    },
 }
 
 HARDENING_TESTS = {
@@ -209,5 +235,6 @@ def test_kit_fails_on_broken_store(pytester: pytest.Pytester, bug: str) -> None:
 def test_kit_passes_on_correct_store_strict(pytester: pytest.Pytester) -> None:
     run = run_kit(pytester, "correct", "--harel-strict")
     assert run.failed == set()
-    assert run.skipped == set()
+    # the one legitimate skip: an in-process store has no TCP server to lose replies from
+    assert run.skipped <= {"test_lost_reply_never_misreports_the_commit"}
     assert len(run.passed) > 50

@@ -124,7 +124,7 @@ def test_strict_turns_capability_skips_into_failures(pytester: pytest.Pytester) 
 
 def test_unordered_store_passes_the_rest_of_listing(pytester: pytest.Pytester) -> None:
     result = _session(pytester, "unordered", base="ListingTests")
-    result.assert_outcomes(passed=52, skipped=4)
+    result.assert_outcomes(passed=60, skipped=4)
 
 
 def test_missing_harness_fixture_explains_itself(pytester: pytest.Pytester) -> None:

@@ -126,7 +126,7 @@ def test_worker_once_fires_due_timers(
     ("argv", "message"),
     [
         (["run", "missing.stm"], "no such file"),
-        (["trace", "nope", "--store", "{url}"], "execution 'nope' is not stored"),
+        (["trace", "nope", "--store", "{url}"], "there is no sqlite store at sqlite:///"),
         (["send", "x", "Go", "--store", "{url}"], "pass --definitions DIR"),
         (["send", "x", "Go", "--store", "{url}", "--definitions", "{defs}"], "'x' is not stored"),
         (["send", "x", "Go", "--data", "[1]", "--store", "{url}"], "must be a JSON object"),

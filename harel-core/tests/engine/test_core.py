@@ -544,7 +544,8 @@ def test_timeout_event_helpers() -> None:
     assert timeout_event_id("x", "Open", 560.0) == "timeout:x:Open:560.0"
     assert timeout_event_id("x", "Open", 560) == "timeout:x:Open:560.0"
     event = timeout_event("x", "A.B", 1.5)
-    assert (event.id, event.kind, event.data) == ("timeout:x:A.B:1.5", "Timeout", {"path": "A.B"})
+    assert (event.id, event.kind) == ("timeout:x:A.B:1.5", "Timeout")
+    assert event.data == {"path": "A.B", "fire_at": 1.5}
 
 
 def test_domain_kinds() -> None:

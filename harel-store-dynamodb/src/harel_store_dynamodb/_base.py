@@ -12,8 +12,9 @@ from harel.store.contract import Capabilities
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._errors import map_error
+from harel_store_dynamodb._open import CheckKey
 from harel_store_dynamodb._options import DynamoOptions
-from harel_store_dynamodb._plan import Operations
+from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._plugin import CAPABILITIES
 from harel_store_dynamodb._requests import Call
 
@@ -28,13 +29,39 @@ class DynamoStoreBase:
     _client: Any
     _endpoint: str | None
 
-    def _configure(self, options: DynamoOptions, client: Any, endpoint: str | None) -> None:
+    def _configure(
+        self, options: DynamoOptions, client: Any, endpoint: str | None, *, injected: bool
+    ) -> None:
         """Set the options, the plan over the table and the client to send requests with."""
         self.options = options
         self.trace_max = options.trace_max
         self._plan = Operations(options.table)
         self._client = client
         self._endpoint = endpoint
+        self._injected = injected
+
+    def _open_plan(self) -> Plan:
+        """The plan that checks the table (once per table, endpoint, region and injected
+        client per process) and adopts its index shard count."""
+        return self._plan.open(
+            self.options.create_table, self._check_key(), self.options.index_shards
+        )
+
+    def _check_key(self) -> CheckKey:
+        """What a table check is valid for: the endpoint and region the client really talks
+        to (read from the client, so an injected one counts too) and an injected client's
+        identity."""
+        meta = getattr(self._client, "meta", None)
+        endpoint = (
+            getattr(meta, "endpoint_url", None) or self._endpoint or self.options.endpoint_url
+        )
+        region = getattr(meta, "region_name", None) or self.options.region_name
+        return (
+            self.options.table,
+            str(endpoint),
+            str(region),
+            id(self._client) if self._injected else None,
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.options.describe(self._endpoint)!r})"

@@ -40,7 +40,17 @@ from harel_store_dynamodb._items import (
     step_key,
     timer_item,
 )
-from harel_store_dynamodb._schema import G1P, G1S, OUTBOX, PK, SK, SPAWNS, timer_key
+from harel_store_dynamodb._schema import (
+    G1P,
+    G1S,
+    OUTBOX,
+    PK,
+    SK,
+    SPAWNS,
+    index_partition,
+    shard_of,
+    timer_key,
+)
 from harel_store_dynamodb._seq import (
     CHUNK_SLOTS,
     MAX_CHUNKS,
@@ -107,6 +117,7 @@ def _relay_item(
     sk: str,
     entries: dict[str, Any],
     positions: Sequence[int],
+    shard: int,
 ) -> Item:
     if kind == OUTBOX:
         named = sorted({t for t in (commit.emits[p].target_id for p in positions) if t})
@@ -119,24 +130,30 @@ def _relay_item(
         SK: s(sk),
         "e": {"M": entries},
         "n": {"N": str(len(entries))},
-        G1P: s(kind),
+        G1P: s(index_partition(kind, shard)),
         G1S: s(relay_label(first)),
         **extra,
     }
 
 
-def _unpacked(commit: PreparedCommit, base: int, kind: str) -> list[Item]:
+def _unpacked(commit: PreparedCommit, base: int, kind: str, shard: int) -> list[Item]:
     payloads, make = _kind(commit, kind)
     prefix = "o" if kind == OUTBOX else "s"
     return [
         _relay_item(
-            commit, base, kind, f"{prefix}:{j:04x}", {str(j): make(unpacked_seq(base, j), p)}, [j]
+            commit,
+            base,
+            kind,
+            f"{prefix}:{j:04x}",
+            {str(j): make(unpacked_seq(base, j), p)},
+            [j],
+            shard,
         )
         for j, p in enumerate(payloads)
     ]
 
 
-def _packed(commit: PreparedCommit, base: int, kind: str) -> list[Item]:
+def _packed(commit: PreparedCommit, base: int, kind: str, shard: int) -> list[Item]:
     payloads, make = _kind(commit, kind)
     groups: list[list[int]] = []
     size = 0
@@ -160,20 +177,22 @@ def _packed(commit: PreparedCommit, base: int, kind: str) -> list[Item]:
             str(slot): make(packed_seq(base, chunk, slot), payloads[position])
             for slot, position in enumerate(positions)
         }
-        items.append(_relay_item(commit, base, kind, f"{prefix}:{chunk:02x}", entries, positions))
+        items.append(
+            _relay_item(commit, base, kind, f"{prefix}:{chunk:02x}", entries, positions, shard)
+        )
     return items
 
 
-def relay_items(commit: PreparedCommit, base: int, budget: int) -> list[Item]:
+def relay_items(commit: PreparedCommit, base: int, budget: int, shard: int = 0) -> list[Item]:
     """The relay items of a commit: one per entry when they fit in ``budget`` actions, else
-    packed (spawns first, then the outbox)."""
+    packed (spawns first, then the outbox); indexed in the committing execution's ``shard``."""
     emits, spawns = len(commit.emits), len(commit.spawns)
     if emits + spawns <= budget and emits < MAX_UNPACKED and spawns < MAX_UNPACKED:
-        return _unpacked(commit, base, OUTBOX) + _unpacked(commit, base, SPAWNS)
-    spawn_items = _packed(commit, base, SPAWNS)
+        return _unpacked(commit, base, OUTBOX, shard) + _unpacked(commit, base, SPAWNS, shard)
+    spawn_items = _packed(commit, base, SPAWNS, shard)
     if emits + len(spawn_items) <= budget and emits < MAX_UNPACKED:
-        return _unpacked(commit, base, OUTBOX) + spawn_items
-    return _packed(commit, base, OUTBOX) + spawn_items
+        return _unpacked(commit, base, OUTBOX, shard) + spawn_items
+    return _packed(commit, base, OUTBOX, shard) + spawn_items
 
 
 def build_commit(
@@ -184,13 +203,19 @@ def build_commit(
     token: str,
     cursor: TraceCursor | None,
     trace_max: int | None,
+    request_token: str | None = None,
+    shards: int = 1,
 ) -> CommitWrite:
     """The transaction of one commit attempt.
 
+    ``token`` is the receipt stored for ``commit.new_version``; ``request_token`` the
+    transaction's ``ClientRequestToken`` (default: ``token``), unique per distinct request.
     ``cursor`` is the trace cursor at ``commit.expected_version`` (required when the commit
-    writes a trace step; used only to remember the cursor otherwise).
+    writes a trace step; used only to remember the cursor otherwise).  Index entries go to the
+    execution's shard among ``shards``.
     """
     execution_id = commit.execution_id
+    shard = shard_of(execution_id, shards)
     before = cursor if commit.trace is not None else None
     if commit.trace is not None and before is None:
         raise ValueError("a traced commit needs the trace cursor")
@@ -200,16 +225,16 @@ def build_commit(
     elif cursor is not None:
         after = cursor.at_version(commit.new_version)
 
-    update, size = execution_update(table, commit, token, before, after if before else None)
+    update, size = execution_update(table, commit, token, before, after if before else None, shard)
     actions: list[Action] = [update]
     total = size
     if commit.processed_event_id is not None:
-        item = mark_item(execution_id, commit.processed_event_id, commit.committed_at)
+        item = mark_item(execution_id, commit.processed_event_id, commit.committed_at, shard)
         actions.append({"Put": {"TableName": table, "Item": item}})
         total += item_size(item)
     for op in commit.timers:
         if op.action == "schedule":
-            item = timer_item(execution_id, op)
+            item = timer_item(execution_id, op, shard)
             actions.append({"Put": {"TableName": table, "Item": item}})
             total += item_size(item)
         else:
@@ -228,7 +253,7 @@ def build_commit(
             f"execution, dedupe mark, timers and trace step; one transaction holds at most "
             f"{MAX_ACTIONS}: arm fewer timers in one step"
         )
-    relays = relay_items(commit, base, MAX_ACTIONS - len(actions))
+    relays = relay_items(commit, base, MAX_ACTIONS - len(actions), shard)
     relay_indexes = set()
     for item in relays:
         if item_size(item) > ITEM_BUDGET:
@@ -264,7 +289,7 @@ def build_commit(
         )
     return CommitWrite(
         operation="transact_write_items",
-        params={"TransactItems": actions, "ClientRequestToken": token},
+        params={"TransactItems": actions, "ClientRequestToken": request_token or token},
         relay_actions=frozenset(relay_indexes),
         after=after,
         deferred_trims=deferred,

@@ -8,17 +8,26 @@ have landed, so the answer to the last send — "condition failed" — describes
 
 How it is settled:
 
-* every attempt carries a fresh token, stored as the *receipt* of the version it writes
-  (``k<version % RECEIPTS>`` on the execution item, see :data:`._schema.RECEIPTS`);
-* an unanswered attempt is sent again, the same request with the same token (a transaction
-  also carries it as ``ClientRequestToken``, so DynamoDB itself answers a duplicate as the
-  original).  The resend is conditional like the original, so once it is answered nothing
-  of this attempt can land any more: either the resend was applied, or the item moved on;
+* the commit's receipt is its core commit token (``PreparedCommit.token``, reused when the
+  caller re-sends the same commit after :class:`~harel.store.errors.CommitOutcomeUnknown`),
+  stored as the receipt of the version it writes (``k<version % RECEIPTS>`` on the execution
+  item, see :data:`._schema.RECEIPTS`); each attempt also gets a fresh ``ClientRequestToken``
+  (a transaction's idempotency key: one per distinct request);
+* an unanswered attempt is sent again, the same request with the same tokens (DynamoDB itself
+  answers a duplicate transaction as the original).  The resend is conditional like the
+  original, so once it is answered nothing of this attempt can land any more: either the
+  resend was applied, or the item moved on;
 * a refused attempt (condition failed) reads the stored item returned with the refusal
-  (``ALL_OLD``): if the receipt of the version this commit writes holds one of its tokens, the
-  commit landed (return); otherwise it is a conflict (or a moved trace cursor: retry).  When
-  more than ``RECEIPTS - 1`` commits landed since and an earlier send is in doubt, the outcome
-  cannot be told: :class:`RequestInDoubt` says so (never a conflict that may be false).
+  (``ALL_OLD``, same round trip): if the receipt of the version this commit writes holds its
+  token, the commit landed — in this call or in an earlier call that re-sends now — and it
+  returns without writing again; otherwise it is a conflict (or a moved trace cursor: retry).
+  When more than ``RECEIPTS - 1`` commits landed since and an earlier send is in doubt, the
+  outcome cannot be told: :class:`~harel.store.errors.CommitOutcomeUnknown` says so (never a
+  conflict that may be false);
+* answers that are definite refusals write nothing and are never resent as doubts: a missing
+  table (:class:`._requests.TableNotFound`, at once) and a busy item
+  (``TransactionConflictException``, throttling without a hidden retry: a fresh attempt after
+  a backoff, at most ``ATTEMPTS``, then ``StoreUnavailable``).
 """
 
 from __future__ import annotations
@@ -29,14 +38,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harel.store.common import PreparedCommit, conflict
-from harel.store.errors import StoreError, StoreUnavailable
+from harel.store.errors import CommitOutcomeUnknown, StoreError, StoreUnavailable
 
 from harel_store_dynamodb._commit import CommitWrite, build_commit
 from harel_store_dynamodb._cursor import NEW_EXECUTION, CursorCache, TraceCursor, cursor_of
 from harel_store_dynamodb._requests import (
     Call,
     ConditionFailed,
-    RequestInDoubt,
+    ItemBusy,
+    TableNotFound,
     TransactionCancelled,
 )
 from harel_store_dynamodb._schema import RECEIPTS, exe_key, receipt_attribute
@@ -49,8 +59,8 @@ RESENDS = 8
 
 
 def new_token() -> str:
-    """A commit attempt's token (80 random bits; also a valid ``ClientRequestToken``)."""
-    return uuid.uuid4().hex[:20]
+    """A fresh token (128 random bits, 32 hex digits; also a valid ``ClientRequestToken``)."""
+    return uuid.uuid4().hex
 
 
 def landed(item: Item, commit: PreparedCommit, tokens: Iterable[str]) -> bool | None:
@@ -75,25 +85,34 @@ class CommitPlan:
     clock: BaseClock
     commit: PreparedCommit
     trace_max: int | None
+    shards: int = 1
+    """The table's index shard count (:func:`._schema.shard_of`)."""
     tokens: list[str] = field(default_factory=list)
-    """The tokens of this commit's attempts (any of them in the receipt: it landed)."""
+    """The receipt tokens this commit may have written (any of them in the receipt: it landed)."""
     doubt: bool = False
     """Some send of this commit got no clear answer (it may have landed)."""
+    stored: TraceCursor | None = None
+    """The cursor of the stored item when a refusal showed the commit had already landed."""
 
     def run(self) -> Plan:
         """Write the commit (module doc): returns ``None`` once stored, else raises."""
         commit = self.commit
+        receipt = commit.token or new_token()
+        self.tokens.append(receipt)
         cursor: TraceCursor | None = yield from self._cursor()
+        if self.stored is not None:
+            return  # the cursor read showed this very commit stored (a caller's re-send)
         for attempt in range(ATTEMPTS):
             write = build_commit(
                 self.table,
                 commit,
                 base=self.clock.next(),
-                token=new_token(),
+                token=receipt,
+                request_token=new_token(),
                 cursor=cursor,
                 trace_max=self.trace_max,
+                shards=self.shards,
             )
-            self.tokens.append(write.token)
             outcome = yield from self._settle(write)
             if outcome is True:
                 break
@@ -103,25 +122,24 @@ class CommitPlan:
             yield backoff(attempt)  # a relay base collision or a busy item: a fresh attempt
         else:
             raise (
-                self._unknown()
+                self._unknown("no attempt got a clear answer")
                 if self.doubt
                 else StoreUnavailable(
-                    f"the commit of {commit.execution_id!r} kept colliding after {ATTEMPTS} "
-                    "attempts; retry"
+                    f"the commit of {commit.execution_id!r} was refused as busy or kept "
+                    f"colliding after {ATTEMPTS} attempts; nothing was written; retry"
                 )
             )
-        if write.after is not None and not self.doubt:
+        if self.stored is not None:
+            self.cache.put(commit.execution_id, self.stored)
+        elif write.after is not None and not self.doubt:
             self.cache.put(commit.execution_id, write.after)
         else:
             self.cache.drop(commit.execution_id)
         yield from delete_quietly(self.table, write.deferred_trims)
 
-    def _unknown(self) -> RequestInDoubt:
-        return RequestInDoubt(
-            f"the commit of {self.commit.execution_id!r} got no clear answer from DynamoDB and "
-            "whether it was stored cannot be told; load the execution to see (its version) "
-            "before retrying"
-        )
+    def _unknown(self, detail: str) -> CommitOutcomeUnknown:
+        commit = self.commit
+        return CommitOutcomeUnknown(commit.execution_id, commit.expected_version, detail)
 
     def _settle(self, write: CommitWrite) -> Plan:
         """Send ``write`` until answered: ``True`` (landed), a cursor to retry with, ``False``
@@ -138,12 +156,18 @@ class CommitPlan:
             except ConditionFailed as exc:
                 self.doubt = self.doubt or exc.retried
                 return self._refused(write, ["ConditionalCheckFailed"], exc.item, exc)
+            except TableNotFound:
+                raise  # definite: nothing can be written to a missing table
+            except ItemBusy as exc:
+                if exc.retried:
+                    self.doubt = True  # a hidden retry: an earlier send may have landed
+                return False  # refused whole: a fresh attempt after a backoff
             except StoreUnavailable:
                 # unanswered or refused after botocore's own retries (whose earlier sends may
                 # have landed): send the same request again until an answer settles it
                 self.doubt = True
                 yield backoff(resend)
-        raise self._unknown()
+        raise self._unknown(f"{RESENDS} sends of the same request got no answer")
 
     def _refused(
         self, write: CommitWrite, codes: list[str], old: Item | None, exc: StoreError
@@ -154,9 +178,12 @@ class CommitPlan:
             if old is not None:
                 verdict = landed(old, commit, self.tokens)
                 if verdict:
+                    self.stored = cursor_of(old, f"execution {commit.execution_id!r}")
                     return True
                 if verdict is None and self.doubt:
-                    raise self._unknown() from None
+                    raise self._unknown(
+                        f"more than {RECEIPTS - 1} commits landed on top of a send in doubt"
+                    ) from None
                 found = cursor_of(old, f"execution {commit.execution_id!r}")
                 self.cache.put(commit.execution_id, found)
                 if (
@@ -198,7 +225,9 @@ class CommitPlan:
                 "TableName": self.table,
                 "Key": exe_key(commit.execution_id),
                 "ConsistentRead": True,
-                "ProjectionExpression": ", ".join(e.name(a) for a in ("v", "tn", "tl")),
+                "ProjectionExpression": ", ".join(
+                    e.name(a) for a in ("v", "tn", "tl", receipt_attribute(commit.new_version))
+                ),
                 **e.args(),
             },
         )
@@ -208,6 +237,9 @@ class CommitPlan:
         cursor = cursor_of(item, f"execution {commit.execution_id!r}")
         self.cache.put(commit.execution_id, cursor)
         if cursor.version != commit.expected_version:
+            if landed(item, commit, self.tokens):
+                self.stored = cursor  # a re-send of a commit already stored: nothing to write
+                return cursor
             raise conflict(commit, cursor.version)
         return cursor
 

@@ -20,22 +20,27 @@ from harel.store.errors import (
 
 from harel_store_dynamodb._requests import (
     ConditionFailed,
+    ItemBusy,
     RequestInDoubt,
     TableInUse,
     TableNotFound,
     TransactionCancelled,
 )
 
-RETRYABLE_CODES = frozenset(
+BUSY_ERROR_CODES = frozenset(
     {
+        "TransactionConflictException",
         "ProvisionedThroughputExceededException",
         "ThrottlingException",
         "Throttling",
         "RequestLimitExceeded",
-        "TransactionInProgressException",
         "LimitExceededException",
     }
 )
+"""Refusals of the whole request (nothing applied by this send): :class:`ItemBusy`."""
+RETRYABLE_CODES = frozenset({"TransactionInProgressException"})
+"""Transient, but not a refusal: a transaction with the same ``ClientRequestToken`` is still
+being applied (an earlier send of ours may yet land)."""
 IN_DOUBT_CODES = frozenset({"InternalServerError", "InternalFailure", "ServiceUnavailable"})
 CREDENTIAL_CODES = frozenset(
     {
@@ -72,8 +77,12 @@ def _client_error(exc: boto.ClientError, table: str, operation: str) -> StoreErr
         )
     if code == "ResourceInUseException":
         return TableInUse(f"{where}: the table is being created or deleted; retry shortly")
+    if code in BUSY_ERROR_CODES:
+        return ItemBusy(
+            f"{where} was refused as busy ({code}); retry with backoff", retried=retried
+        )
     if code in RETRYABLE_CODES:
-        return StoreUnavailable(f"{where} was throttled ({code}); retry with backoff")
+        return RequestInDoubt(f"{where}: {code}, an identical request is still in progress")
     if code in IN_DOUBT_CODES:
         return RequestInDoubt(f"{where} failed on the server side ({code}); retry")
     if code in CREDENTIAL_CODES:

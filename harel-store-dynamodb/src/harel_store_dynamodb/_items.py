@@ -31,6 +31,7 @@ from harel_store_dynamodb._schema import (
     definition_partition,
     exe_key,
     exe_pk,
+    index_partition,
     mark_key,
     receipt_attribute,
     timer_key,
@@ -61,8 +62,11 @@ FIXED_BY_ID = ("id", G1P, G1S, G2S)
 # -- the execution item -------------------------------------------------------------------
 
 
-def execution_attributes(commit: PreparedCommit, token: str) -> tuple[Item, list[str]]:
-    """The attributes a commit sets on the execution item, and the ones it removes."""
+def execution_attributes(
+    commit: PreparedCommit, token: str, shard: int = 0
+) -> tuple[Item, list[str]]:
+    """The attributes a commit sets on the execution item, and the ones it removes
+    (``shard``: the execution's index shard, :func:`._schema.shard_of`)."""
     attrs: Item = {
         "id": s(commit.execution_id),
         "v": n(commit.new_version),
@@ -70,7 +74,7 @@ def execution_attributes(commit: PreparedCommit, token: str) -> tuple[Item, list
         "st": s(commit.status),
         "ua": s(repr(commit.committed_at)),
         receipt_attribute(commit.new_version): s(token),
-        G1P: s(LISTING),
+        G1P: s(index_partition(LISTING, shard)),
         G1S: s(commit.execution_id),
         G2P: s(definition_partition(commit.definition_id)),
         G2S: s(commit.execution_id),
@@ -93,6 +97,7 @@ def execution_update(
     token: str,
     before: TraceCursor | None,
     after: TraceCursor | None,
+    shard: int = 0,
 ) -> tuple[Action, int]:
     """The ``Update`` action of a commit's execution item (with the CAS) and the item's size.
 
@@ -101,7 +106,7 @@ def execution_update(
     as stored (initialised on insert).  An update leaves out what the insert set for good (the
     attributes derived from the id alone): fewer attributes, a cheaper write.
     """
-    attrs, removed = execution_attributes(commit, token)
+    attrs, removed = execution_attributes(commit, token, shard)
     size = check_item(
         {**exe_key(commit.execution_id), **attrs, "tn": n(0), "tl": n(0)},
         f"execution {commit.execution_id!r}",
@@ -195,24 +200,25 @@ def read_summary(item: Item) -> ExecutionSummary:
 # -- marks, timers, trace steps -------------------------------------------------------------
 
 
-def mark_item(execution_id: str, event_id: str, committed_at: float) -> Item:
-    """A dedupe mark, aged by its commit time (GSI1 ``P`` serves ``prune_processed``)."""
+def mark_item(execution_id: str, event_id: str, committed_at: float, shard: int = 0) -> Item:
+    """A dedupe mark, aged by its commit time (GSI1 ``P.<shard>`` serves ``prune_processed``)."""
     return {
         **mark_key(execution_id, event_id),
         "ev": s(event_id),
-        G1P: s(MARKS),
+        G1P: s(index_partition(MARKS, shard)),
         G1S: s(float_key(committed_at)),
     }
 
 
-def timer_item(execution_id: str, op: TimerOp) -> Item:
-    """An armed timer: ``fa`` keeps the exact ``repr`` of ``fire_at``; GSI1 ``T`` sorts by it."""
+def timer_item(execution_id: str, op: TimerOp, shard: int = 0) -> Item:
+    """An armed timer: ``fa`` keeps the exact ``repr`` of ``fire_at``; GSI1 ``T.<shard>`` sorts
+    by it."""
     return {
         **timer_key(execution_id, op.path),
         "xi": s(execution_id),
         "ph": s(op.path),
         "fa": s(repr(op.fire_at)),
-        G1P: s(TIMERS),
+        G1P: s(index_partition(TIMERS, shard)),
         G1S: s(float_key(op.fire_at)),
     }
 

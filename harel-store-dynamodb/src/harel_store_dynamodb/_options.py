@@ -13,7 +13,9 @@ Knobs (query parameters or ``from_url`` keywords, keywords win): ``region``, ``e
 local server; ``moto``: start an in-process moto server, needs ``moto[server]``),
 ``create_table`` (create the table if missing and wait until ACTIVE), ``trace_max``,
 ``request_timeout`` (connect/read seconds per request), ``max_attempts`` (botocore's
-retries per request), ``profile``; ``connect_retries`` / ``retry_delay`` shape the
+retries per request), ``profile``, ``index_shards`` (GSI1 partitions per kind of a new table;
+an existing table's count is read from its meta item, and another explicit count is refused);
+``connect_retries`` / ``retry_delay`` shape the
 retries of ``from_url`` (validated by harel-core's ``retry_arguments``).
 """
 
@@ -43,6 +45,7 @@ KNOBS = frozenset(
         "request_timeout",
         "max_attempts",
         "profile",
+        "index_shards",
     }
 )
 """Options accepted in a URL's query or as keyword arguments of ``from_url``."""
@@ -60,6 +63,10 @@ LOCAL_REGION = "us-east-1"
 LOCAL_KEY = "harel-local"
 """The dummy access key id and secret used with ``local``: local servers accept any."""
 _TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
+DEFAULT_TABLE = "harel"
+"""The table of the reference implementation's forms (``DynamoDBStore(client)``,
+``create()``), which took a ``prefix`` (default ``harel``): here it names the one table."""
+MAX_INDEX_SHARDS = 256
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,8 @@ class DynamoOptions:
     request_timeout: float = DEFAULT_TIMEOUT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     profile: str | None = None
+    index_shards: int | None = None
+    """``None``: the table's recorded count (a new table gets ``DEFAULT_INDEX_SHARDS``)."""
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
 
@@ -126,6 +135,7 @@ class StoreKnobs(TypedDict, total=False):
     request_timeout: float
     max_attempts: int
     profile: str | None
+    index_shards: int | None
     aws_access_key_id: str | None
     aws_secret_access_key: str | None
 
@@ -141,6 +151,7 @@ def make_options(
     request_timeout: float = DEFAULT_TIMEOUT,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     profile: str | None = None,
+    index_shards: int | None = None,
     aws_access_key_id: str | None = None,
     aws_secret_access_key: str | None = None,
 ) -> DynamoOptions:
@@ -171,6 +182,14 @@ def make_options(
         raise ValueError(f"request_timeout must be seconds > 0, got {request_timeout!r}")
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
+    if index_shards is not None and (
+        isinstance(index_shards, bool)
+        or not isinstance(index_shards, int)
+        or not 1 <= index_shards <= MAX_INDEX_SHARDS
+    ):
+        raise ValueError(
+            f"index_shards must be an int in [1, {MAX_INDEX_SHARDS}] or None, got {index_shards!r}"
+        )
     if (aws_access_key_id is None) != (aws_secret_access_key is None):
         raise ValueError("give both aws_access_key_id and aws_secret_access_key, or neither")
     return DynamoOptions(
@@ -183,6 +202,7 @@ def make_options(
         request_timeout=float(request_timeout),
         max_attempts=max_attempts,
         profile=profile,
+        index_shards=index_shards,
         access_key_id=aws_access_key_id,
         secret_access_key=aws_secret_access_key,
     )
@@ -243,6 +263,13 @@ def _parse_url(url: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
         )
     if "max_attempts" in query:
         knobs["max_attempts"] = knob_int(query, "max_attempts", DEFAULT_MAX_ATTEMPTS, minimum=1)
+    if "index_shards" in query:
+        shards = knob_int(query, "index_shards", 1, minimum=1)
+        if shards > MAX_INDEX_SHARDS:
+            raise InvalidStoreURL(
+                f"option index_shards in {where!r} must be at most {MAX_INDEX_SHARDS}"
+            )
+        knobs["index_shards"] = shards
     if userinfo:
         key, colon, secret = userinfo.partition(":")
         if not key or not colon or not secret:
@@ -282,3 +309,24 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[str, dict[str, Any],
     the endpoint is unreachable)."""
     table, store_knobs, connect = split_from_url_knobs(url, knobs)
     return table, store_knobs, _retry_arguments(connect, what=f"DynamoDB table {table!r}")
+
+
+def legacy_create_args(
+    table: str | None, knobs: dict[str, Any]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(table, store knobs, retry arguments)`` for the reference implementation's
+    ``create(endpoint_url=None, region="us-east-1", prefix="harel", connect_retries=30,
+    retry_delay=1.0)``: ``prefix`` names the table (default ``harel``), an ``endpoint_url``
+    means a local server (dummy credentials), and the table is created when missing, as the
+    reference did; the other keywords are this store's."""
+    knobs = dict(knobs)
+    prefix = knobs.pop("prefix", None)
+    table = table or prefix or DEFAULT_TABLE
+    knobs.setdefault("region", "us-east-1")
+    if knobs.get("endpoint_url") is not None:
+        knobs.setdefault("local", True)
+    knobs.setdefault("create_table", True)
+    connect = {k: knobs.pop(k) for k in list(knobs) if k in CONNECT_KNOBS}
+    connect.setdefault("connect_retries", 30)
+    connect.setdefault("retry_delay", 1.0)
+    return table, knobs, _retry_arguments(connect, what=f"DynamoDB table {table!r}")

@@ -6,7 +6,8 @@ drift.  Requests per operation (counted by the tests): ``load``, ``load_for_even
 ``BatchGetItem``), ``is_processed``, ``read_trace``, ``delete_timer``: 1; ``commit``: 1
 ``TransactWriteItems`` (+1 consistent read for a traced commit of an execution this store
 object has not loaded or committed; +1 ``BatchWriteItem`` after lowering ``trace_max`` trims
-more steps than the transaction holds); ``pending_*``/``due_timers``: 1 GSI query per page;
+more steps than the transaction holds); ``pending_*``/``due_timers``/``list_executions``: 1 GSI
+query per index shard and page (fanned out and merged exactly, see :data:`._schema.shard_of`);
 ``ack_*``: 1 (+1 when the last slot of a packed item goes).
 """
 
@@ -54,7 +55,7 @@ from harel_store_dynamodb._items import (
     step_item,
     step_key,
 )
-from harel_store_dynamodb._open import open_table
+from harel_store_dynamodb._open import CheckKey, open_table
 from harel_store_dynamodb._records import export_execution, import_execution
 from harel_store_dynamodb._requests import (
     Call,
@@ -80,6 +81,7 @@ from harel_store_dynamodb._schema import (
     definition_partition,
     exe_key,
     exe_pk,
+    index_partitions,
     mark_key,
     path_is_hashed,
     timer_key,
@@ -94,6 +96,7 @@ from harel_store_dynamodb._support import (
     gsi1_query,
     page,
     query_all,
+    send_retrying_busy,
 )
 from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
 
@@ -110,10 +113,19 @@ class Operations:
         self.table = table
         self.cache = cache if cache is not None else CursorCache()
         self.clock = clock
+        self.shards = 1
+        """The table's index shard count (set by :meth:`open` from the meta item)."""
 
-    def open(self, create_table: bool, where: str, poll: float = 1.0) -> Plan:
-        """Check the table once per process (see :func:`._open.open_table`)."""
-        return open_table(self.table, create_table, where, poll)
+    def open(
+        self,
+        create_table: bool,
+        key: CheckKey,
+        requested_shards: int | None = None,
+        poll: float = 1.0,
+    ) -> Plan:
+        """Check the table once per ``key`` per process (see :func:`._open.open_table`) and
+        adopt its index shard count."""
+        self.shards = yield from open_table(self.table, create_table, key, requested_shards, poll)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -197,9 +209,20 @@ class Operations:
     # -- relays and timers -----------------------------------------------------------------
 
     def pending(self, kind: str, limit: int | None) -> Plan:
-        """Pending outbox entries (``kind`` OUTBOX) or spawn intents (SPAWNS), ascending seq."""
+        """Pending outbox entries (``kind`` OUTBOX) or spawn intents (SPAWNS), ascending seq:
+        the first ``limit`` of every shard, merged by seq and cut to ``limit`` (exact: an entry
+        among the first ``limit`` overall is among the first ``limit`` of its shard)."""
         limit = check_limit(limit)
-        params = gsi1_query(self.table, kind, limit)
+        out: list[OutboxEntry | SpawnEntry] = []
+        for partition in index_partitions(kind, self.shards):
+            out.extend((yield from self._pending_shard(kind, partition, limit)))
+        if self.shards > 1:
+            out.sort(key=lambda entry: entry.seq)
+        return out if limit is None else out[:limit]
+
+    def _pending_shard(self, kind: str, partition: str, limit: int | None) -> Plan:
+        """The first ``limit`` pending entries of one shard, ascending seq."""
+        params = gsi1_query(self.table, partition, limit)
         out: list[OutboxEntry | SpawnEntry] = []
         while True:
             if limit is not None:
@@ -243,22 +266,28 @@ class Operations:
         letter = "o" if kind == OUTBOX else "s"
         if not where.packed:
             key = {PK: s(relay_pk(where.base)), SK: s(f"{letter}:{where.index:04x}")}
-            yield Call("delete_item", {"TableName": self.table, "Key": key})
+            yield from send_retrying_busy(
+                Call("delete_item", {"TableName": self.table, "Key": key})
+            )
             return
         key = {PK: s(relay_pk(where.base)), SK: s(f"{letter.upper()}:{where.index:02x}")}
         e = Expr()
         slot, count = f"{e.name('e')}.{e.name(str(where.slot))}", e.name("n")
         try:
-            reply = yield Call(
-                "update_item",
-                {
-                    "TableName": self.table,
-                    "Key": key,
-                    "UpdateExpression": f"REMOVE {slot} SET {count} = {count} - {e.value(n(1))}",
-                    "ConditionExpression": f"attribute_exists({slot})",
-                    "ReturnValues": "UPDATED_NEW",
-                    **e.args(),
-                },
+            reply = yield from send_retrying_busy(
+                Call(
+                    "update_item",
+                    {
+                        "TableName": self.table,
+                        "Key": key,
+                        "UpdateExpression": (
+                            f"REMOVE {slot} SET {count} = {count} - {e.value(n(1))}"
+                        ),
+                        "ConditionExpression": f"attribute_exists({slot})",
+                        "ReturnValues": "UPDATED_NEW",
+                        **e.args(),
+                    },
+                )
             )
         except ConditionFailed:
             return
@@ -266,23 +295,36 @@ class Operations:
             return
         e = Expr()
         with contextlib.suppress(ConditionFailed):  # the last slot is gone: drop the item
-            yield Call(
-                "delete_item",
-                {
-                    "TableName": self.table,
-                    "Key": key,
-                    "ConditionExpression": f"{e.name('n')} <= {e.value(n(0))}",
-                    **e.args(),
-                },
+            yield from send_retrying_busy(
+                Call(
+                    "delete_item",
+                    {
+                        "TableName": self.table,
+                        "Key": key,
+                        "ConditionExpression": f"{e.name('n')} <= {e.value(n(0))}",
+                        **e.args(),
+                    },
+                )
             )
 
     def due_timers(self, now: object, limit: int | None) -> Plan:
-        """Armed timers with ``fire_at <= now``, ascending ``(fire_at, execution_id, path)``."""
+        """Armed timers with ``fire_at <= now``, ascending ``(fire_at, execution_id, path)``:
+        every shard's first ``limit`` (with the ties of its last ``fire_at``), merged and cut
+        to ``limit`` (exact, as for :meth:`pending`)."""
         cut = float_key(check_now(now))
         limit = check_limit(limit)
+        timers: list[DueTimer] = []
+        for partition in index_partitions(TIMERS, self.shards):
+            timers.extend((yield from self._due_shard(partition, cut, limit)))
+        timers.sort(key=lambda t: (t[2], t[0], t[1]))
+        return timers if limit is None else timers[:limit]
+
+    def _due_shard(self, partition: str, cut: str, limit: int | None) -> Plan:
+        """One shard's due timers: its first ``limit`` by ``fire_at`` and every timer tied
+        with the last of them (ties sort by id and path, which the index does not)."""
         e = Expr()
         params = gsi1_query(
-            self.table, TIMERS, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}"
+            self.table, partition, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}"
         )
         timers: list[DueTimer] = []
         last: str | None = None
@@ -294,20 +336,18 @@ class Operations:
                 last = str(items[-1][G1S]["S"])
             start = reply.get("LastEvaluatedKey")
             if not start:
-                break
+                return timers
             if limit is not None and len(timers) >= limit and last is not None:
                 # finish the group of timers sharing the last fire_at: ties sort by id, path
                 t = Expr()
                 tie = gsi1_query(
-                    self.table, TIMERS, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}"
+                    self.table, partition, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}"
                 )
                 tie["ExclusiveStartKey"] = start
                 rest = yield from query_all(tie)
                 timers.extend(read_timer(item) for item in rest)
-                break
+                return timers
             params = {**params, "ExclusiveStartKey": start}
-        timers.sort(key=lambda t: (t[2], t[0], t[1]))
-        return timers if limit is None else timers[:limit]
 
     def delete_timer(self, execution_id: str, path: str, fire_at: object) -> Plan:
         """Remove the timer only while it still holds exactly ``fire_at``."""
@@ -317,14 +357,16 @@ class Operations:
         if path_is_hashed(path):
             condition += f" AND {e.name('ph')} = {e.value(s(path))}"
         with contextlib.suppress(ConditionFailed):
-            yield Call(
-                "delete_item",
-                {
-                    "TableName": self.table,
-                    "Key": timer_key(execution_id, path),
-                    "ConditionExpression": condition,
-                    **e.args(),
-                },
+            yield from send_retrying_busy(
+                Call(
+                    "delete_item",
+                    {
+                        "TableName": self.table,
+                        "Key": timer_key(execution_id, path),
+                        "ConditionExpression": condition,
+                        **e.args(),
+                    },
+                )
             )
 
     # -- commit ----------------------------------------------------------------------------
@@ -332,7 +374,7 @@ class Operations:
     def commit(self, commit: PreparedCommit, trace_max: int | None) -> Plan:
         """Write one prepared commit (see :mod:`._commit_plan`): stored once when it returns,
         not stored when it raises."""
-        return CommitPlan(self.table, self.cache, self.clock, commit, trace_max).run()
+        return CommitPlan(self.table, self.cache, self.clock, commit, trace_max, self.shards).run()
 
     # -- trace outside commits ---------------------------------------------------------------
 
@@ -395,17 +437,11 @@ class Operations:
     # -- listing -----------------------------------------------------------------------------
 
     def list_executions(self, query: ListingQuery) -> Plan:
-        """One page ordered by id from a listing index (keyset cursor, exact pages)."""
+        """One page ordered by id from a listing index (keyset cursor, exact pages): the first
+        ``limit + 1`` matching rows after the cursor of every listing shard (one partition per
+        definition with ``definition_id``), merged by id."""
         if query.matches_nothing:
             return ExecutionPage()
-        e = Expr()
-        if query.definition_id is not None:
-            index, hash_key, range_key = GSI2, G2P, G2S
-            partition = definition_partition(query.definition_id)
-        else:
-            index, hash_key, range_key = GSI1, G1P, G1S
-            partition = LISTING
-        condition = f"{e.name(hash_key)} = {e.value(s(partition))}"
         if query.after is not None:
             try:
                 check_id(query.after)
@@ -413,6 +449,27 @@ class Operations:
                 raise InvalidCursor(
                     "cursor was not produced by list_executions; restart the listing"
                 ) from None
+        if query.definition_id is not None:
+            index, hash_key, range_key = GSI2, G2P, G2S
+            partitions = [definition_partition(query.definition_id)]
+        else:
+            index, hash_key, range_key = GSI1, G1P, G1S
+            partitions = index_partitions(LISTING, self.shards)
+        rows: list[ExecutionSummary] = []
+        for partition in partitions:
+            params = self._listing_params(query, index, hash_key, range_key, partition)
+            rows.extend((yield from self._listing_shard(query, params)))
+        if len(partitions) > 1:
+            rows.sort(key=lambda row: row.id)
+        return page_from_probe(query, rows[: query.limit + 1])
+
+    def _listing_params(
+        self, query: ListingQuery, index: str, hash_key: str, range_key: str, partition: str
+    ) -> dict[str, Any]:
+        """The ``Query`` of one listing partition after the cursor, with the filters."""
+        e = Expr()
+        condition = f"{e.name(hash_key)} = {e.value(s(partition))}"
+        if query.after is not None:
             condition += f" AND {e.name(range_key)} > {e.value(s(query.after))}"
         filters = []
         if query.definition_id is not None:
@@ -432,6 +489,11 @@ class Operations:
         if filters:
             params["FilterExpression"] = " AND ".join(filters)
         params.update(e.args())
+        return params
+
+    def _listing_shard(self, query: ListingQuery, params: dict[str, Any]) -> Plan:
+        """Up to ``limit + 1`` matching rows of one partition, ascending id (pages refilled)."""
+        filtered = "FilterExpression" in params
         rows: list[ExecutionSummary] = []
         while len(rows) <= query.limit:
             reply = yield Call("query", params)
@@ -443,30 +505,30 @@ class Operations:
             params = {
                 **params,
                 "ExclusiveStartKey": start,
-                "Limit": page(max(step, 100) if filters else step),
+                "Limit": page(max(step, 100) if filtered else step),
             }
-        return page_from_probe(query, rows[: query.limit + 1])
+        return rows[: query.limit + 1]
 
     # -- records -----------------------------------------------------------------------------
 
     def export_execution(self, execution_id: str) -> Plan:
         """See :func:`._records.export_execution`."""
-        return export_execution(self.table, check_id(execution_id))
+        return export_execution(self.table, check_id(execution_id), self.shards)
 
     def import_execution(self, prepared: PreparedImport) -> Plan:
         """See :func:`._records.import_execution` (the cursor hint is dropped first)."""
         self.cache.drop(prepared.execution_id)
-        return import_execution(self.table, self.clock, prepared)
+        return import_execution(self.table, self.clock, prepared, self.shards)
 
     # -- retention ---------------------------------------------------------------------------
 
     def purge(self, execution_id: str, force: bool) -> Plan:
         """See :func:`._retention.purge`."""
-        return purge(self.table, self.cache, execution_id, force)
+        return purge(self.table, self.cache, execution_id, force, self.shards)
 
     def prune_processed(self, older_than: object, batch_size: object) -> Plan:
         """See :func:`._retention.prune_processed`."""
-        return prune_processed(self.table, older_than, batch_size)
+        return prune_processed(self.table, older_than, batch_size, self.shards)
 
 
 __all__ = ["Operations", "Plan"]

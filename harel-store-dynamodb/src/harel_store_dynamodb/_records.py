@@ -53,9 +53,16 @@ from harel_store_dynamodb._items import (
     timer_item,
 )
 from harel_store_dynamodb._requests import Call, RequestInDoubt, TransactionCancelled
-from harel_store_dynamodb._schema import EXE_SK, G1S, OUTBOX, SK, SPAWNS, exe_key, exe_pk
+from harel_store_dynamodb._schema import EXE_SK, G1S, SK, exe_key, exe_pk, shard_of
 from harel_store_dynamodb._seq import BaseClock
-from harel_store_dynamodb._support import ATTEMPTS, Plan, backoff, query_all
+from harel_store_dynamodb._support import (
+    ATTEMPTS,
+    Plan,
+    backoff,
+    query_all,
+    targeted_relay_items,
+    written_spawn_items,
+)
 from harel_store_dynamodb._values import (
     Expr,
     Item,
@@ -63,13 +70,12 @@ from harel_store_dynamodb._values import (
     exact_float,
     float_from_key,
     item_size,
-    s,
 )
 
 # -- export --------------------------------------------------------------------------------
 
 
-def export_execution(table: str, execution_id: str) -> Plan:
+def export_execution(table: str, execution_id: str, shards: int = 1) -> Plan:
     """Everything stored for ``execution_id`` at one version (module doc), or ``None``."""
     for _ in range(ATTEMPTS):
         e = Expr()
@@ -81,8 +87,8 @@ def export_execution(table: str, execution_id: str) -> Plan:
                 **e.args(),
             }
         )
-        outbox = yield from _targeted(table, execution_id)
-        spawns = yield from _written(table, execution_id)
+        outbox = yield from _targeted(table, execution_id, shards)
+        spawns = yield from _written(table, execution_id, shards)
         head = next((item for item in items if item[SK]["S"] == EXE_SK), None)
         if head is None:
             if not outbox:
@@ -131,13 +137,11 @@ def _record(
     )
 
 
-def _targeted(table: str, execution_id: str) -> Plan:
-    e = Expr()
-    params = support.gsi1_query(table, OUTBOX, None, e)
-    params["FilterExpression"] = f"contains({e.name('tg')}, {e.value(s(execution_id))})"
-    params.update(e.args())
+def _targeted(table: str, execution_id: str, shards: int) -> Plan:
+    """The pending outbox entries targeted at ``execution_id`` (written by anyone: every
+    shard)."""
     found: list[OutboxEntry] = []
-    for item in (yield from query_all(params)):
+    for item in (yield from targeted_relay_items(table, execution_id, shards)):
         for seq, _slot, entry in read_relay_entries(item):
             outbox_entry = read_outbox_entry(seq, entry)
             if outbox_entry.target_id == execution_id:
@@ -145,14 +149,11 @@ def _targeted(table: str, execution_id: str) -> Plan:
     return sorted(found, key=lambda entry: entry.seq)
 
 
-def _written(table: str, execution_id: str) -> Plan:
-    e = Expr()
-    params = support.gsi1_query(table, SPAWNS, None, e)
-    params["FilterExpression"] = f"{e.name('pa')} = {e.value(s(execution_id))}"
-    params.update(e.args())
+def _written(table: str, execution_id: str, shards: int) -> Plan:
+    """The pending spawn intents ``execution_id`` wrote (its own shard)."""
     found = [
         read_spawn_entry(seq, execution_id, entry)
-        for item in (yield from query_all(params))
+        for item in (yield from written_spawn_items(table, execution_id, shards))
         for seq, _slot, entry in read_relay_entries(item)
     ]
     return sorted(found, key=lambda entry: entry.seq)
@@ -183,39 +184,47 @@ def _as_commit(prepared: PreparedImport) -> PreparedCommit:
     )
 
 
-def _side_items(table: str, prepared: PreparedImport) -> tuple[list[Action], list[Item]]:
+def _side_items(
+    table: str, prepared: PreparedImport, shard: int
+) -> tuple[list[Action], list[Item]]:
     """The timers (always in the transaction), then the marks and trace steps."""
     execution_id = prepared.execution_id
     timers: list[Action] = [
-        {"Put": {"TableName": table, "Item": timer_item(execution_id, TimerOp.schedule(p, at))}}
+        {
+            "Put": {
+                "TableName": table,
+                "Item": timer_item(execution_id, TimerOp.schedule(p, at), shard),
+            }
+        }
         for p, at in prepared.timers
     ]
-    rest = [mark_item(execution_id, event_id, at) for event_id, at in prepared.processed]
+    rest = [mark_item(execution_id, event_id, at, shard) for event_id, at in prepared.processed]
     rest += [step_item(execution_id, index, text) for index, text in prepared.trace]
     return timers, rest
 
 
 def _transaction(
-    table: str, prepared: PreparedImport, base: int, token: str
+    table: str, prepared: PreparedImport, base: int, token: str, shards: int = 1
 ) -> tuple[list[Action], frozenset[int], list[Item]]:
     """The import's transaction, its relay action indexes, and the items written before it."""
     commit = _as_commit(prepared)
+    shard = shard_of(prepared.execution_id, shards)
     actions: list[Action] = []
     if prepared.execution is not None:
         trace = prepared.trace
         cursor = TraceCursor(
             commit.new_version, trace[-1][0] + 1 if trace else 0, trace[0][0] if trace else 0
         )
-        update, _size = execution_update(table, commit, token, NEW_EXECUTION, cursor)
+        update, _size = execution_update(table, commit, token, NEW_EXECUTION, cursor, shard)
         actions.append(update)
-    timers, rest = _side_items(table, prepared)
+    timers, rest = _side_items(table, prepared, shard)
     actions += timers
     if len(actions) > MAX_ACTIONS:
         raise PayloadTooLarge(
             f"record {prepared.execution_id!r} arms {len(timers)} timers; one DynamoDB "
             f"transaction holds at most {MAX_ACTIONS} actions"
         )
-    relays = relay_items(commit, base, MAX_ACTIONS - len(actions))
+    relays = relay_items(commit, base, MAX_ACTIONS - len(actions), shard)
     indexes = frozenset(range(len(actions), len(actions) + len(relays)))
     actions += [guarded_put(table, item) for item in relays]
     if len(actions) > MAX_ACTIONS:
@@ -234,7 +243,9 @@ def _transaction(
     return actions, indexes, early
 
 
-def import_execution(table: str, clock: BaseClock, prepared: PreparedImport) -> Plan:
+def import_execution(
+    table: str, clock: BaseClock, prepared: PreparedImport, shards: int = 1
+) -> Plan:
     """Write ``prepared`` atomically (module doc); ``ExecutionAlreadyExists`` when stored."""
     execution_id = prepared.execution_id
     tokens: list[str] = []
@@ -243,7 +254,7 @@ def import_execution(table: str, clock: BaseClock, prepared: PreparedImport) -> 
     for attempt in range(ATTEMPTS):
         token = new_token()
         tokens.append(token)
-        actions, relays, early = _transaction(table, prepared, clock.next(), token)
+        actions, relays, early = _transaction(table, prepared, clock.next(), token, shards)
         if not actions:
             return  # an empty record: nothing to write
         if early and not checked:

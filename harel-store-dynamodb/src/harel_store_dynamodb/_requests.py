@@ -81,3 +81,14 @@ class RequestInDoubt(StoreUnavailable):
 
     Retryable; a commit resolves the doubt with one consistent read of its commit token.
     """
+
+
+class ItemBusy(StoreUnavailable):
+    """DynamoDB refused a request whole because the item is busy: ``TransactionConflictException``
+    (the item is part of another in-flight transaction) or throttling.  Nothing of the request
+    was applied by this send; ``retried``: the client had sent it before (botocore's own
+    retries), and an earlier send may have been applied."""
+
+    def __init__(self, message: str, *, retried: bool = False) -> None:
+        self.retried = retried
+        super().__init__(message)

@@ -33,12 +33,13 @@ from harel_store_dynamodb._schema import (
     SPAWNS,
     exe_key,
     exe_pk,
+    index_partitions,
 )
 from harel_store_dynamodb._support import Plan
 from harel_store_dynamodb._values import Expr, Item, as_str, float_key, opt_str, s
 
 
-def purge(table: str, cache: CursorCache, execution_id: str, force: bool) -> Plan:
+def purge(table: str, cache: CursorCache, execution_id: str, force: bool, shards: int = 1) -> Plan:
     """Remove the execution and everything it owns; ExecutionActive unless finished/forced."""
     execution_id = check_id(execution_id)
     force = check_flag(force, "force")
@@ -59,7 +60,7 @@ def purge(table: str, cache: CursorCache, execution_id: str, force: bool) -> Pla
             status = as_str(exe, "st", f"execution {execution_id!r}")
             if status not in {value.value for value in FINISHED}:
                 raise ExecutionActive(execution_id, status)
-        relay_actions = yield from _relay_purge_actions(table, execution_id)
+        relay_actions = yield from _relay_purge_actions(table, execution_id, shards)
         actions: list[Action] = []
         if exe is not None:
             e = Expr()
@@ -96,17 +97,14 @@ def purge(table: str, cache: CursorCache, execution_id: str, force: bool) -> Pla
     raise StoreUnavailable(f"the purge of {execution_id!r} kept racing other writers; retry")
 
 
-def _relay_purge_actions(table: str, execution_id: str) -> Plan:
+def _relay_purge_actions(table: str, execution_id: str, shards: int) -> Plan:
     """Actions removing the outbox entries targeted at ``execution_id`` and its spawns."""
     actions: list[Action] = []
-    for kind, attribute in ((OUTBOX, "tg"), (SPAWNS, "pa")):
-        e = Expr()
-        name, value = e.name(attribute), e.value(s(execution_id))
-        params = plans.gsi1_query(table, kind, None, e)
-        params["FilterExpression"] = (
-            f"contains({name}, {value})" if kind == OUTBOX else f"{name} = {value}"
-        )
-        items = yield from plans.query_all(params)
+    for kind in (OUTBOX, SPAWNS):
+        if kind == OUTBOX:
+            items = yield from plans.targeted_relay_items(table, execution_id, shards)
+        else:
+            items = yield from plans.written_spawn_items(table, execution_id, shards)
         for item in items:
             key = {PK: item[PK], SK: item[SK]}
             entries = read_relay_entries(item)
@@ -140,10 +138,19 @@ def _relay_purge_actions(table: str, execution_id: str) -> Plan:
     return actions
 
 
-def prune_processed(table: str, older_than: object, batch_size: object) -> Plan:
-    """Drop dedupe marks recorded before ``older_than`` (batches of conditional deletes)."""
+def prune_processed(table: str, older_than: object, batch_size: object, shards: int = 1) -> Plan:
+    """Drop dedupe marks recorded before ``older_than`` (batches of conditional deletes, shard
+    by shard)."""
     threshold, batch = check_prune(older_than, batch_size)
     cut = s(float_key(threshold))
+    total = 0
+    for partition in index_partitions(MARKS, shards):
+        total += yield from _prune_shard(table, partition, cut, batch)
+    return total
+
+
+def _prune_shard(table: str, partition: str, cut: dict[str, str], batch: int) -> Plan:
+    """Drop one shard's marks older than ``cut`` (a ``Query`` per batch)."""
     total = 0
     while True:
         e = Expr()
@@ -151,7 +158,7 @@ def prune_processed(table: str, older_than: object, batch_size: object) -> Plan:
             "TableName": table,
             "IndexName": GSI1,
             "KeyConditionExpression": (
-                f"{e.name(G1P)} = {e.value(s(MARKS))} AND {e.name(G1S)} < {e.value(cut)}"
+                f"{e.name(G1P)} = {e.value(s(partition))} AND {e.name(G1S)} < {e.value(cut)}"
             ),
             "Limit": plans.page(batch),
         }

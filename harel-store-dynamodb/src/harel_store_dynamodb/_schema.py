@@ -11,8 +11,9 @@ One table (``pk`` S, ``sk`` S), on-demand billing, two sparse overloaded GSIs::
     q:<base, 12 hex>   s:<j> | S:<c>      spawn intents of one commit (one each, or packed)
     meta               schema             the layout version of this table and its writer
 
-    GSI harel-g1 (g1p, g1s)   L/<id>: listing   T/<fire_at key>: due timers
-                              O/<seq>: outbox   S/<seq>: spawns   P/<at key>: marks by age
+    GSI harel-g1 (g1p, g1s)   L.<n>/<id>: listing   T.<n>/<fire_at key>: due timers
+                              O.<n>/<seq>: outbox   S.<n>/<seq>: spawns   P.<n>/<at>: marks
+                              (n = the shard, 0 <= n < index_shards, see shard_of)
     GSI harel-g2 (g2p, g2s)   d:<sha256(definition_id)>/<id>: listing by definition
 
 Everything one execution owns lives in its partition, so ``load_for_event`` is one
@@ -28,7 +29,7 @@ from typing import Any
 
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump (with an upgrade step in :mod:`._upgrade`) whenever the layout above changes.
 
 * 1 — the execution item carries the token of the commit that wrote it in ``ct``;
@@ -36,8 +37,12 @@ SCHEMA_VERSION = 2
   ``k<v % RECEIPTS>`` (the last :data:`RECEIPTS` commits are told apart, so a commit whose
   answer was lost can tell that it landed even after later commits); the meta item records
   ``written_by``.  Upgrade from 1: each execution item's ``ct`` becomes its version's receipt.
+* 3 — sharded GSI1 partitions: ``L.<n>``, ``T.<n>``, ``O.<n>``, ``S.<n>``, ``P.<n>`` instead of
+  the constant ``L``, ``T``, ``O``, ``S``, ``P`` (``n`` = :func:`shard_of` the execution id,
+  among ``index_shards`` shards recorded on the meta item).  Upgrade from 2 (and 1): the shard
+  count is recorded first, then every index item moves to its shard, then the version.
 """
-UPGRADES = frozenset({1})
+UPGRADES = frozenset({1, 2})
 """Layout versions this release upgrades in place on open."""
 DISTRIBUTION = "harel-store-dynamodb"
 
@@ -62,7 +67,40 @@ def receipt_attribute(version: int) -> str:
 
 
 LISTING, TIMERS, OUTBOX, SPAWNS, MARKS = "L", "T", "O", "S", "P"
-"""The GSI1 partitions."""
+"""The kinds of GSI1 entries; each is spread over ``index_shards`` partitions."""
+INDEX_KINDS = (LISTING, TIMERS, OUTBOX, SPAWNS, MARKS)
+DEFAULT_INDEX_SHARDS = 4
+"""Shards per GSI1 kind on a new table.  A DynamoDB partition takes about 1,000 writes per
+second; every commit writes its listing entry (and timers, relay entries, marks), so one
+constant partition capped a whole deployment near 1,000 commits/s.  Four shards lift that to
+about 4,000 while a sweep or a listing page costs four small queries instead of one (the
+queries of an idle relay are what a larger count multiplies)."""
+MAX_INDEX_SHARDS = 256
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard, in ``range(shards)``, of everything indexed for ``key`` (an execution id):
+    a stable hash (BLAKE2b, the same in every process and release), not Python's ``hash``."""
+    if shards == 1:
+        return 0
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % shards
+
+
+def index_partition(kind: str, shard: int) -> str:
+    """The GSI1 partition key of ``kind`` entries of ``shard`` (``"T.3"``)."""
+    return f"{kind}.{shard}"
+
+
+def index_partitions(kind: str, shards: int) -> list[str]:
+    """Every GSI1 partition of ``kind`` (the partitions a sweep fans out over)."""
+    return [f"{kind}.{shard}" for shard in range(shards)]
+
+
+def index_kind(partition: str) -> str:
+    """The kind (``"T"``) of a GSI1 partition key (``"T.3"``, or layout 2's ``"T"``)."""
+    return partition.split(".", 1)[0]
+
 
 INLINE_KEY_BYTES = 1000
 """Event ids and timer paths up to this many UTF-8 bytes are sort keys as they are; longer ones
@@ -191,6 +229,22 @@ def is_active(description: dict[str, Any]) -> bool:
         gsi.get("IndexStatus", "ACTIVE") == "ACTIVE"
         for gsi in description.get("GlobalSecondaryIndexes", [])
     )
+
+
+def stored_shards(item: dict[str, Any] | None) -> int | None:
+    """The ``index_shards`` a meta item records (``None``: not recorded yet, layout < 3)."""
+    if item is None or "index_shards" not in item:
+        return None
+    try:
+        shards = int(item["index_shards"]["N"])
+    except (KeyError, TypeError, ValueError):
+        shards = 0
+    if not 1 <= shards <= MAX_INDEX_SHARDS:
+        raise SchemaVersionError(
+            f"the meta item of this DynamoDB table records index_shards={item['index_shards']!r}, "
+            f"not an int in [1, {MAX_INDEX_SHARDS}]: the table was not written by harel"
+        )
+    return shards
 
 
 def stored_layout(item: dict[str, Any] | None) -> tuple[int | None, str | None]:

@@ -8,8 +8,16 @@ from typing import Any
 
 from harel.store.errors import InvalidPayload, PayloadTooLarge, StoreError, StoreUnavailable
 
-from harel_store_dynamodb._requests import Call, Pause, Request, TransactionCancelled
-from harel_store_dynamodb._schema import G1P, GSI1
+from harel_store_dynamodb._requests import Call, ItemBusy, Pause, Request, TransactionCancelled
+from harel_store_dynamodb._schema import (
+    G1P,
+    GSI1,
+    OUTBOX,
+    SPAWNS,
+    index_partition,
+    index_partitions,
+    shard_of,
+)
 from harel_store_dynamodb._values import Expr, Item, s
 
 Plan = Generator[Request, Any, Any]
@@ -71,7 +79,8 @@ def query_all(params: dict[str, Any]) -> Plan:
 def gsi1_query(
     table: str, partition: str, limit: int | None, e: Expr | None = None, extra: str = ""
 ) -> dict[str, Any]:
-    """A GSI1 query of one partition; ``extra`` adds key/filter terms built on ``e``."""
+    """A GSI1 query of one partition (a shard's: ``"O.2"``); ``extra`` adds key terms built
+    on ``e``."""
     e = e if e is not None else Expr()
     params: dict[str, Any] = {
         "TableName": table,
@@ -82,3 +91,41 @@ def gsi1_query(
         params["Limit"] = page(limit)
     params.update(e.args())
     return params
+
+
+def send_retrying_busy(call: Call) -> Plan:
+    """Send ``call``, sending it again (after a backoff, at most :data:`ATTEMPTS` times) while
+    DynamoDB refuses it whole as busy (:class:`ItemBusy`: ``TransactionConflictException`` or
+    throttling); the last refusal propagates as that ``StoreUnavailable``.  For idempotent
+    single-item writes (acks, timer deletes)."""
+    for attempt in range(ATTEMPTS):
+        try:
+            return (yield call)
+        except ItemBusy:
+            if attempt + 1 == ATTEMPTS:
+                raise
+            yield backoff(attempt)
+    raise AssertionError("unreachable")
+
+
+def targeted_relay_items(table: str, execution_id: str, shards: int) -> Plan:
+    """The outbox items holding an entry targeted at ``execution_id``: any execution may have
+    written one, so every ``O`` shard is queried (filtered by the item's target set)."""
+    items: list[Item] = []
+    for partition in index_partitions(OUTBOX, shards):
+        e = Expr()
+        params = gsi1_query(table, partition, None, e)
+        params["FilterExpression"] = f"contains({e.name('tg')}, {e.value(s(execution_id))})"
+        params.update(e.args())
+        items.extend((yield from query_all(params)))
+    return items
+
+
+def written_spawn_items(table: str, execution_id: str, shards: int) -> Plan:
+    """The spawn items ``execution_id`` wrote: they sit in its own ``S`` shard."""
+    e = Expr()
+    partition = index_partition(SPAWNS, shard_of(execution_id, shards))
+    params = gsi1_query(table, partition, None, e)
+    params["FilterExpression"] = f"{e.name('pa')} = {e.value(s(execution_id))}"
+    params.update(e.args())
+    return (yield from query_all(params))

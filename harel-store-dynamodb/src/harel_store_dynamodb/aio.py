@@ -24,6 +24,7 @@ from harel_store_dynamodb._options import (
     DynamoOptions,
     StoreKnobs,
     from_url_args,
+    legacy_create_args,
     make_options,
 )
 from harel_store_dynamodb._plan import Operations, Plan
@@ -47,7 +48,8 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
 
     Open it with ``await AsyncDynamoDBStore.open(table, ...)`` (same settings as the sync
     store) or ``await AsyncDynamoDBStore.from_url(url)``; ``client`` injects an aiobotocore
-    DynamoDB client that the caller owns.
+    DynamoDB client that the caller owns.  ``await AsyncDynamoDBStore.create(...)`` is the
+    reference implementation's factory (see :meth:`create`).
     """
 
     def __init__(
@@ -58,7 +60,7 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
         owner: AsyncExitStack | None = None,
         endpoint: str | None = None,
     ) -> None:
-        self._configure(options, client, endpoint)
+        self._configure(options, client, endpoint, injected=owner is None)
         self._owner = owner
 
     @classmethod
@@ -76,7 +78,7 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
             client = await owner.enter_async_context(factory)
         store = cls(options, client, owner=owner, endpoint=endpoint)
         try:
-            await store._run(store._plan.open(options.create_table, options.describe(endpoint)))
+            await store._run(store._open_plan())
         except BaseException:
             await store.close()
             raise
@@ -87,6 +89,15 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
         """Open ``dynamodb://TABLE?...`` with ``connect_retries`` while it is unreachable."""
         table, store_knobs, retry = from_url_args(url, knobs)
         return await aconnect_with_retry(lambda: cls.open(table, **store_knobs), **retry)
+
+    @classmethod
+    async def create(cls, table: str | None = None, **knobs: Any) -> Self:
+        """The reference implementation's factory, ``await create(endpoint_url=None,
+        region="us-east-1", prefix="harel", connect_retries=30, retry_delay=1.0)`` (the async
+        twin of :meth:`DynamoDBStore.create <harel_store_dynamodb.sync.DynamoDBStore.create>`:
+        :meth:`open` of the table ``prefix``, created when missing, with connect retries)."""
+        name, store_knobs, retry = legacy_create_args(table, knobs)
+        return await aconnect_with_retry(lambda: cls.open(name, **store_knobs), **retry)
 
     async def _execute(self, request: Request) -> Any:
         if isinstance(request, Pause):

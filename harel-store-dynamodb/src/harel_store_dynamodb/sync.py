@@ -18,9 +18,11 @@ from harel.store.common import PlanStore, connect_with_retry, drive
 from harel_store_dynamodb._base import DynamoStoreBase
 from harel_store_dynamodb._client import client_arguments, endpoint_of
 from harel_store_dynamodb._options import (
+    DEFAULT_TABLE,
     DynamoOptions,
     StoreKnobs,
     from_url_args,
+    legacy_create_args,
     make_options,
 )
 from harel_store_dynamodb._plan import Operations, Plan
@@ -47,18 +49,37 @@ class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
     ``table`` is created on first use when ``create_table=True`` (and waited for until
     ACTIVE); otherwise it must exist with the layout of :mod:`harel_store_dynamodb._schema`.
     See :mod:`harel_store_dynamodb._options` for the other settings.  ``client`` injects a
-    boto3 DynamoDB client that the caller owns.
+    boto3 DynamoDB client that the caller owns.  The reference implementation's forms work
+    too: ``DynamoDBStore(boto3_client, prefix="harel")`` (the client positional, ``prefix``
+    naming the table, created when missing) and :meth:`create`.
     """
 
-    def __init__(self, table: str, *, client: Any = None, **knobs: Unpack[StoreKnobs]) -> None:
+    def __init__(
+        self,
+        table: Any = DEFAULT_TABLE,
+        client: Any = None,
+        *,
+        prefix: str | None = None,
+        **knobs: Unpack[StoreKnobs],
+    ) -> None:
+        if not isinstance(table, str) and client is None:
+            # the reference implementation's form: DynamoDBStore(boto3_client, prefix="harel")
+            # (it created its tables on construction; here prefix names the one table)
+            client, table = table, prefix or DEFAULT_TABLE
+            knobs.setdefault("create_table", True)
+        elif prefix is not None:
+            raise TypeError("prefix= goes with DynamoDBStore(client, prefix=...); give table")
         options = make_options(table, **knobs)
         self._owns = client is None
         endpoint = endpoint_of(options) if client is None else None
         self._configure(
-            options, client if client is not None else open_client(options, endpoint), endpoint
+            options,
+            client if client is not None else open_client(options, endpoint),
+            endpoint,
+            injected=client is not None,
         )
         try:
-            self._run(self._plan.open(options.create_table, options.describe(endpoint)))
+            self._run(self._open_plan())
         except BaseException:
             self.close()
             raise
@@ -72,6 +93,15 @@ class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
         """
         table, store_knobs, retry = from_url_args(url, knobs)
         return connect_with_retry(lambda: cls(table, **store_knobs), **retry)
+
+    @classmethod
+    def create(cls, table: str | None = None, **knobs: Any) -> Self:
+        """The reference implementation's factory, ``create(endpoint_url=None,
+        region="us-east-1", prefix="harel", connect_retries=30, retry_delay=1.0)``: opens
+        (creating when missing) the table ``prefix`` with connect retries; any other keyword
+        is this store's (see :func:`._options.legacy_create_args`)."""
+        name, store_knobs, retry = legacy_create_args(table, knobs)
+        return connect_with_retry(lambda: cls(name, **store_knobs), **retry)
 
     def _execute(self, request: Request) -> Any:
         if isinstance(request, Pause):

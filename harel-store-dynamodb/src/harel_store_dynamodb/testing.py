@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.common.commit import PreparedEmit
@@ -32,11 +32,25 @@ from harel_store_dynamodb._items import (
 )
 from harel_store_dynamodb._options import DynamoOptions, make_options, parse_dynamodb_url
 from harel_store_dynamodb._plugin import CAPABILITIES
-from harel_store_dynamodb._schema import EXE_SK, G1P, G1S, OUTBOX, PK, SK, SPAWNS, exe_key
+from harel_store_dynamodb._schema import (
+    EXE_SK,
+    G1P,
+    G1S,
+    OUTBOX,
+    PK,
+    SK,
+    SPAWNS,
+    exe_key,
+    index_kind,
+    index_partition,
+)
 from harel_store_dynamodb._seq import CLOCK, relay_pk, unpacked_seq
 from harel_store_dynamodb._values import n, opt_str, s
 from harel_store_dynamodb.aio import AsyncDynamoDBStore
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
+
+LOST_REPLY_TIMEOUT = 1.0
+"""``request_timeout`` of the stores the lost-reply tests open through the fault proxy."""
 
 
 def new_table_name(prefix: str = "harel-kit") -> str:
@@ -59,6 +73,7 @@ class DynamoDBHarness(StoreHarness):
         profile: str | None = None,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
+        index_shards: int | None = None,
     ) -> None:
         options = make_options(
             table or new_table_name(),
@@ -67,6 +82,7 @@ class DynamoDBHarness(StoreHarness):
             local=local,
             create_table=True,
             profile=profile,
+            index_shards=index_shards,
             aws_access_key_id=aws_access_key_id,
             aws_secret_access_key=aws_secret_access_key,
         )
@@ -79,6 +95,7 @@ class DynamoDBHarness(StoreHarness):
                 local=True,
                 create_table=True,
                 profile=profile,
+                index_shards=index_shards,
                 aws_access_key_id=aws_access_key_id,
                 aws_secret_access_key=aws_secret_access_key,
             )
@@ -97,6 +114,7 @@ class DynamoDBHarness(StoreHarness):
             "local": o.local != "false",
             "create_table": True,
             "profile": o.profile,
+            "index_shards": o.index_shards,
         }
         if o.access_key_id is not None:
             knobs["aws_access_key_id"] = o.access_key_id
@@ -112,6 +130,40 @@ class DynamoDBHarness(StoreHarness):
     async def open_async(self) -> AsyncDynamoDBStore:
         """A new ``AsyncDynamoDBStore`` (its own client) over the harness table."""
         store = await AsyncDynamoDBStore.open(self.table, **self.store_knobs())
+        self._async.add(store)
+        return store
+
+    def server_address(self) -> tuple[str, int] | None:
+        """The (host, port) of the DynamoDB endpoint (``None`` for AWS itself, reached by
+        https: the kit's lost-reply proxy speaks plain TCP to an http endpoint)."""
+        endpoint = self.options.endpoint_url
+        if endpoint is None:
+            return None
+        parts = urlsplit(endpoint)
+        if parts.scheme != "http" or parts.hostname is None:
+            return None
+        return parts.hostname, parts.port or 80
+
+    def _knobs_at(self, host: str, port: int) -> dict[str, Any]:
+        """The store knobs with the endpoint moved to ``host:port``, short timeouts (a lost
+        answer is resent within a couple of seconds) and no hidden botocore retries."""
+        return {
+            **self.store_knobs(),
+            "endpoint_url": f"http://{host}:{port}",
+            "request_timeout": LOST_REPLY_TIMEOUT,
+            "max_attempts": 1,
+        }
+
+    def open_sync_at(self, host: str, port: int) -> DynamoDBStore:
+        """A new sync store over the harness table, talking to ``host:port`` (the kit's
+        fault proxy in front of :meth:`server_address`)."""
+        store = DynamoDBStore(self.table, **self._knobs_at(host, port))
+        self._sync.add(store)
+        return store
+
+    async def open_async_at(self, host: str, port: int) -> AsyncDynamoDBStore:
+        """The async twin of :meth:`open_sync_at`."""
+        store = await AsyncDynamoDBStore.open(self.table, **self._knobs_at(host, port))
         self._async.add(store)
         return store
 
@@ -169,7 +221,7 @@ class DynamoDBHarness(StoreHarness):
                 else:
                     labels.append(f"unknown:{sk}")
                 continue
-            kind = item.get("g1p", {}).get("S")
+            kind = index_kind(item.get("g1p", {}).get("S", ""))
             if kind == OUTBOX:
                 labels.extend(
                     f"outbox:{seq}"
@@ -206,7 +258,7 @@ class DynamoDBHarness(StoreHarness):
                 SK: s("o:0000"),
                 "e": {"M": {"0": entry}},
                 "n": n(1),
-                G1P: s(OUTBOX),
+                G1P: s(index_partition(OUTBOX, 0)),
                 G1S: s(relay_label(seq)),
                 "tg": {"SS": [execution_id]},
             }
@@ -273,4 +325,5 @@ def harness_from_url(url: str, workdir: Path) -> DynamoDBHarness:
         profile=knobs.get("profile"),
         aws_access_key_id=knobs.get("aws_access_key_id"),
         aws_secret_access_key=knobs.get("aws_secret_access_key"),
+        index_shards=knobs.get("index_shards"),
     )

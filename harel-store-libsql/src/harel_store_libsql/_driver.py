@@ -15,7 +15,10 @@ What the driver needs that ``sqlite3`` does not (each verified against libsql 0.
   to the busy timeout.  So the connection's busy timeout is 0 and :func:`execute` waits for a
   locked database itself, sleeping between attempts (``busy_timeout_ms`` in all).  Only a
   statement outside a transaction (``BEGIN IMMEDIATE`` included) is retried: it did nothing.
-* **Errors.** Everything is a ``ValueError`` with SQLite's text; :mod:`._errors` maps it.
+* **Errors.** Everything is a ``ValueError`` with SQLite's text; :mod:`._errors` maps it.  A
+  server or primary that fails after a ``COMMIT`` or an autocommit write was sent may have
+  applied it: that failure is :class:`~harel.store.common.sql.errors.RequestOutcomeUnknown`
+  (a commit raises ``CommitOutcomeUnknown``); a local file never loses an answer.
 """
 
 from __future__ import annotations
@@ -102,11 +105,30 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
             if not _driver_failure(exc):
                 raise
             if not (options.local and is_locked(exc) and not conn.in_transaction):
-                raise driver_error(exc, options) from None
+                applies = options.mode != "file" and may_apply(request.sql, conn)
+                raise driver_error(exc, options, may_apply=applies) from None
             if waits is None:
                 waits = busy_waits(options.busy_timeout_ms)
             if not next(waits, False):
                 raise driver_error(exc, options) from None
+
+
+_WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+def may_apply(sql: str, conn: Any) -> bool:
+    """Whether ``sql``, once the server runs it, takes effect with no further request: a
+    ``COMMIT``, or a write while no transaction is open (its own autocommit transaction).  A
+    statement inside an open transaction does not (an uncommitted transaction is rolled back
+    when its stream is lost); reads and ``BEGIN``/``ROLLBACK`` never write."""
+    head = sql.lstrip()[:6].upper()
+    if head == "COMMIT":
+        return True
+    try:
+        in_transaction = bool(conn.in_transaction)
+    except Exception:  # a broken connection cannot say: count the write as possibly applied
+        in_transaction = False
+    return head in _WRITES and not in_transaction
 
 
 def refresh(conn: Any, options: LibsqlOptions) -> None:

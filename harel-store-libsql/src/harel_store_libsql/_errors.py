@@ -16,7 +16,12 @@ open (a missing directory), read-only file
 "string or blob too big"                            ``PayloadTooLarge``
 "Unsupported parameter type" (a value the driver    ``InvalidPayload`` (a ``ValueError``)
 cannot bind: a lone surrogate)
-server or primary unreachable (HTTP, Hrana, sync)   ``StoreUnavailable`` (retryable)
+server or primary unreachable (HTTP, Hrana, sync)   ``StoreUnavailable`` (retryable): the
+                                                    request did not take effect
+the same, on a ``COMMIT`` or an autocommit write    ``RequestOutcomeUnknown`` (a
+sent to a server or primary                         ``StoreUnavailable``): it may have been
+                                                    applied; a commit raises it as
+                                                    ``CommitOutcomeUnknown``
 a panic inside the driver                           ``StoreError`` naming the database
 anything else                                       ``StoreError`` naming the database
 ==================================================  ==========================================
@@ -27,7 +32,13 @@ driver's exception is not chained, so no secret can reach a log through them.
 
 from __future__ import annotations
 
-from harel.store.common.sql.errors import BUSY, LOCKED, engine_error, primary_code
+from harel.store.common.sql.errors import (
+    BUSY,
+    LOCKED,
+    RequestOutcomeUnknown,
+    engine_error,
+    primary_code,
+)
 from harel.store.common.urls import scrub_secrets
 from harel.store.errors import InvalidPayload, StoreError, StoreUnavailable
 
@@ -63,8 +74,15 @@ def closed_error(options: LibsqlOptions) -> StoreError:
     return StoreError(f"the libSQL store over {options.where} is closed; open a new store")
 
 
-def driver_error(exc: BaseException, options: LibsqlOptions) -> StoreError:
-    """The :mod:`harel.store.errors` error for one failure of the ``libsql`` driver."""
+def driver_error(
+    exc: BaseException, options: LibsqlOptions, *, may_apply: bool = False
+) -> StoreError:
+    """The :mod:`harel.store.errors` error for one failure of the ``libsql`` driver.
+
+    ``may_apply``: the failed statement takes effect on its own once the server runs it (a
+    ``COMMIT``, or a write outside a transaction), so a network failure after sending it leaves
+    its outcome unknown (:class:`RequestOutcomeUnknown`); any other network failure is a plain
+    ``StoreUnavailable`` (a transaction the server never committed is rolled back)."""
     where = options.where
     message = scrub_secrets(str(exc) or type(exc).__name__, list(options.secrets))[:2000]
     if is_panic(exc):
@@ -83,6 +101,11 @@ def driver_error(exc: BaseException, options: LibsqlOptions) -> StoreError:
             "values (no lone surrogates)"
         )
     if options.mode != "file" and any(fragment in text for fragment in _NETWORK):
+        if may_apply:
+            return RequestOutcomeUnknown(
+                f"{where} did not answer a write it may have applied ({message}); check the "
+                "network, then re-send the same request"
+            )
         return StoreUnavailable(
             f"{where} cannot be reached ({message}); check the URL, the network and the "
             "auth token, then retry"

@@ -40,6 +40,12 @@ class AsyncLibsqlStore(ThreadedAsyncStore[LibsqlStore]):
         return await cls.start(partial(LibsqlStore, database, **knobs), name="harel-libsql")
 
     @classmethod
+    async def create(cls, database: str = ":memory:", **knobs: Unpack[LibsqlKnobs]) -> Self:
+        """The reference implementation's name of :meth:`open`: the same arguments, the same
+        store (kept so ported code runs unchanged)."""
+        return await cls.open(database, **knobs)
+
+    @classmethod
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open a ``libsql+file://`` or ``libsql://`` URL; knobs as for
         :meth:`LibsqlStore.from_url`."""

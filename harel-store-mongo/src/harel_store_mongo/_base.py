@@ -13,12 +13,29 @@ from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._options import (
     DEFAULT_DB,
+    DEFAULT_WRITE_CONCERN,
     StoreKnobs,
     check_db,
     check_knobs,
     check_trace_max,
+    check_w,
     describe_client,
 )
+
+
+def database_options(client: Any, w: int | str | None) -> dict[str, Any]:
+    """What the store's database handle pins (see :mod:`harel_store_mongo._options`): primary
+    reads always, and the write concern with ``w`` (``None``: the client's), keeping the
+    client's ``j`` / ``wtimeout``."""
+    from pymongo import ReadPreference, WriteConcern  # the store classes import PyMongo anyway
+
+    options: dict[str, Any] = {"read_preference": ReadPreference.PRIMARY}
+    if w is not None:
+        current = getattr(getattr(client, "write_concern", None), "document", None)
+        document = dict(current) if isinstance(current, dict) else {}
+        document["w"] = w
+        options["write_concern"] = WriteConcern(**document)
+    return options
 
 
 class MongoStoreBase:
@@ -44,7 +61,8 @@ class MongoStoreBase:
         self.trace_max = check_trace_max(knobs.get("trace_max", DEFAULT_TRACE_MAX))
         self.where = knobs.get("where") or describe_client(client, self.db)
         self._plan = MongoPlan(self.where)
-        self._database = client.get_database(self.db)
+        w = check_w(knobs.get("w", DEFAULT_WRITE_CONCERN))
+        self._database = client.get_database(self.db, **database_options(client, w))
 
     def _release(self) -> Any:
         """Forget the client; the one to close (``None`` when the store does not own it or

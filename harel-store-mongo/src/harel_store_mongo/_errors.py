@@ -2,6 +2,19 @@
 
 No PyMongo (or BSON) exception escapes a contract method.  A duplicate key becomes the plan's
 private :class:`~harel_store_mongo._plan.DuplicateKey` (the plan turns it into a conflict).
+
+Whether a failed request may have reached the server decides what a commit reports:
+
+* not sent, or refused whole (no server selected within ``serverSelectionTimeoutMS``, no free
+  connection, a "not primary" answer, any error answer): ``StoreUnavailable`` / the typed
+  error, nothing was written;
+* maybe sent (the connection failed or timed out while the request or its reply was on the
+  wire: ``AutoReconnect``, ``NetworkTimeout`` and other connection failures):
+  :class:`~harel_store_mongo._plan.ReplyLost` (a ``StoreUnavailable``), which the commit plan
+  settles by re-sending and reading the receipt, else reports as ``CommitOutcomeUnknown``;
+* applied but not confirmed by the write concern (``WriteConcernError``, e.g. ``wtimeout``):
+  :class:`~harel_store_mongo._plan.WriteUnconfirmed`, ``CommitOutcomeUnknown`` for a commit
+  (it may still be rolled back).
 Messages are redacted: a driver's text may name hosts, never a password.
 """
 
@@ -22,7 +35,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
-from harel_store_mongo._plan import DuplicateKey
+from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 
 TOO_LARGE_CODES = frozenset({10334, 17419, 17420, 10329, 13548})
 """BSONObjectTooLarge, the document-too-large-after-update codes, and friends."""
@@ -57,18 +70,33 @@ def map_error(exc: BaseException, where: str) -> BaseException:
     """The typed error for a PyMongo/BSON exception raised while talking to ``where``."""
     if isinstance(exc, perr.DuplicateKeyError):
         return DuplicateKey(_text(exc))
+    if isinstance(exc, perr.BulkWriteError) and _only_duplicates(exc):
+        return DuplicateKey(_text(exc))
     if isinstance(exc, perr.DocumentTooLarge):
         return PayloadTooLarge(
             f"{where}: the request is larger than MongoDB accepts ({_text(exc)}; documents hold "
             "16 MiB); nothing was written: keep large data outside the execution"
         )
     if isinstance(exc, perr.WriteConcernError):
-        return StoreError(
+        return WriteUnconfirmed(
             f"{where}: the write was applied but not acknowledged by the requested write "
             f"concern ({_text(exc)}); it may be rolled back: load the execution before retrying"
         )
-    if isinstance(exc, (perr.ConnectionFailure, perr.ExecutionTimeout, perr.WaitQueueTimeoutError)):
+    if isinstance(
+        exc,
+        (
+            perr.ServerSelectionTimeoutError,
+            perr.WaitQueueTimeoutError,
+            perr.NotPrimaryError,
+            perr.ExecutionTimeout,
+        ),
+    ):
         return StoreUnavailable(f"{where} is not reachable ({_text(exc)}); retry once it is back")
+    if isinstance(exc, perr.ConnectionFailure):
+        return ReplyLost(
+            f"{where}: the connection failed while the request may have been on its way "
+            f"({_text(exc)}); it may or may not have been applied"
+        )
     if isinstance(exc, perr.OperationFailure):
         code = exc.code
         if code in TOO_LARGE_CODES or "too large" in str(exc).lower():
@@ -96,6 +124,17 @@ def map_error(exc: BaseException, where: str) -> BaseException:
     if isinstance(exc, perr.PyMongoError):
         return StoreError(f"{where}: {type(exc).__name__}: {_text(exc)}")
     return exc
+
+
+def _only_duplicates(exc: perr.BulkWriteError) -> bool:
+    """Whether an unordered bulk insert failed only on ids already present (the rest went in)."""
+    details = exc.details if isinstance(exc.details, dict) else {}
+    errors = details.get("writeErrors") or []
+    return (
+        bool(errors)
+        and not details.get("writeConcernErrors")
+        and all(isinstance(e, dict) and e.get("code") == 11000 for e in errors)
+    )
 
 
 @contextmanager

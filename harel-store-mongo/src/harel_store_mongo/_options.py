@@ -11,6 +11,17 @@ harel's knobs (query parameters or keyword arguments of ``from_url``; keywords w
 handed to PyMongo unchanged (``w``, ``journal``, ``readConcernLevel``, ``tls``,
 ``replicaSet``, ``authSource``, ``serverSelectionTimeoutMS``, ...); the path is MongoDB's
 default authentication database, not the data's.  Nothing here imports PyMongo.
+
+What correctness needs is pinned on the store's database handle, whatever the client says:
+
+* every read the store makes (load, the sweeps, listing, the receipt probe after a lost CAS or
+  reply) goes to the **primary**; ``readPreference=secondary*`` in the URL applies to the
+  client's other users only (a secondary may lag: a stale load always loses its CAS, a stale
+  probe could misreport a stored commit);
+* writes use **``w: "majority"``** by default (with ``w: 1`` a replica set rolls back an
+  acknowledged commit when its primary fails before replicating it); the URL's ``w=...`` (or the
+  store keyword ``w``; ``None`` keeps the client's) overrides it, and the client's ``journal``
+  / ``wtimeoutMS`` are kept.  ``w=0`` (unacknowledged) is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +40,8 @@ SCHEMES = ("mongodb", "mongodb+srv")
 DEFAULT_DB = "harel"
 DEFAULT_CONNECT_RETRIES = 5
 DEFAULT_RETRY_DELAY = 0.2
+DEFAULT_WRITE_CONCERN = "majority"
+"""The write concern's ``w`` unless the URL or the ``w`` keyword says otherwise."""
 DEFAULT_SERVER_SELECTION_MS = 5000
 """How long one connect attempt waits for a server (PyMongo's own default is 30 s); applied
 only when the URL does not set ``serverSelectionTimeoutMS``."""
@@ -53,12 +66,14 @@ class StoreKnobs(TypedDict, total=False):
     """The store constructors' keyword arguments besides the client, all optional: ``db``
     (default ``harel``), ``trace_max`` (default 200), ``owns_client`` (default ``False``: the
     caller closes the client), ``where`` (names the data in messages; default: the database
-    and the client type)."""
+    and the client type), ``w`` (the write concern's ``w``, default ``"majority"``; ``None``
+    keeps the client's)."""
 
     db: str
     trace_max: int | None
     owns_client: bool
     where: str | None
+    w: int | str | None
 
 
 def check_knobs(knobs: StoreKnobs) -> StoreKnobs:
@@ -91,6 +106,18 @@ def check_db(name: object) -> str:
     return name
 
 
+def check_w(w: object) -> int | str | None:
+    """A usable write concern ``w``: ``None``, an int >= 1 or a non-empty tag (``"majority"``)."""
+    if w is None or (isinstance(w, str) and w):
+        return w
+    if isinstance(w, int) and not isinstance(w, bool) and w >= 1:
+        return w
+    raise ValueError(
+        f"w must be 'majority', a replica-set tag, an int >= 1 or None, got {w!r} "
+        "(w=0 acknowledges nothing: a commit's outcome would never be known)"
+    )
+
+
 def check_trace_max(trace_max: object) -> int | None:
     """``trace_max`` itself when it is ``None`` or an int >= 0."""
     if trace_max is not None and (
@@ -121,12 +148,15 @@ class MongoOptions:
     def store_kwargs(self) -> StoreKnobs:
         """The store constructors' keyword arguments besides the client (a store opened from
         a URL owns its client)."""
-        return {
+        knobs: StoreKnobs = {
             "db": self.db,
             "trace_max": self.trace_max,
             "owns_client": True,
             "where": self.where,
         }
+        if "w" in self.driver_options:
+            knobs["w"] = None  # the URL's own write concern
+        return knobs
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``MongoClient`` / ``AsyncMongoClient`` besides the URI: harel's

@@ -6,25 +6,34 @@ contract's method names (:class:`~harel_store_mongo._contract.MongoPlan`).
 Round trips (each request is one server call; a cursor holding more than one batch adds a
 ``getMore`` per further batch):
 
-* open: 1 ``find_one`` of the schema record when the layout is ready (creating or upgrading
-  it: + ``createIndexes`` + the record's write);
-* commit: ONE ``update_one`` (the version CAS in its filter; a state-only commit is a plain
-  ``$set``, any other writes everything the step writes in one update pipeline, atomic on a
-  standalone server); a commit that emits events or spawns
-  children first reserves its seqs with one ``find_one_and_update`` on the counter: <= 2;
-* load, load_for_event, is_processed, read_trace, append_trace, delete_timer, ack: 1
-  (an ack that empties a purged execution's relay-only document: 2);
+* open: ``buildInfo`` (a server without update pipelines, MongoDB < 4.2, is refused) and 1
+  ``find_one`` of the schema record when the layout is ready (creating or upgrading it: +
+  ``listIndexes`` and ``createIndexes`` per collection, an index of the same keys under another
+  name is refused, + the record's write);
+* commit: ONE write (the version CAS in its filter; a state-only commit is a plain ``$set``
+  ``update_one``, any other writes everything the step writes in one update pipeline, atomic:
+  one document; a commit writing a dedupe mark is a ``find_one_and_update`` returning the
+  document's mark count), which also writes the commit token as the receipt of the new
+  version; a commit that emits events or spawns children first reserves its seqs with one
+  ``find_one_and_update`` on the counter: <= 2.  Once every 64 marks, a marked commit moves
+  its document's oldest marks out: + 3 (read them, copy them to ``marks``, drop them);
+* load, read_trace, append_trace, delete_timer, ack: 1 (an ack that empties a purged
+  execution's relay-only document: 2); load_for_event, is_processed: 1, + 1 on ``marks`` when
+  the mark is not in the document and the document has moved marks out;
 * pending_outbox, pending_spawns, due_timers, list_executions: 1 indexed ``find``;
-* a lost CAS reads the stored version once more (to name it in ``StoreConflict``);
+* a lost CAS reads the stored version and the receipt of the version the commit writes once
+  more: the commit's own token there means it was already stored (success), else
+  ``StoreConflict`` naming the stored version;
 * export_execution: 1 ``aggregate``; import_execution: 1 upsert (+1 seq reservation when the
   record carries relays) — see :mod:`harel_store_mongo._records`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -46,22 +55,37 @@ from harel.store.common import (
     decode_trace_step,
     encode_trace_step,
     page_from_probe,
+    resent_and_stored,
     sweep_limit,
     trace_keep_from,
 )
 from harel.store.common.validate import show
 from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionNotFound,
     PayloadTooLarge,
+    SchemaVersionError,
+    StoreConfigError,
     StoreCorrupted,
+    StoreError,
     StoreUnavailable,
 )
 
 from harel_store_mongo import _requests as rq
 from harel_store_mongo._requests import CommitWrite, Request
-from harel_store_mongo._schema import SCHEMA_VERSION, schema_decision
+from harel_store_mongo._schema import (
+    EXECUTIONS,
+    INDEXES,
+    MARKS,
+    MARKS_HIGH,
+    MARKS_KEPT,
+    META,
+    SCHEMA_VERSION,
+    receipt_field,
+    schema_decision,
+)
 
 log = logging.getLogger("harel_store_mongo")
 
@@ -80,9 +104,24 @@ PURGE_ATTEMPTS = 3
 PRUNE_IDLE_ROUNDS = 5
 
 
+MIN_SERVER = (4, 2)
+"""The oldest MongoDB whose updates take aggregation pipelines (every commit needs them)."""
+
+
 class DuplicateKey(Exception):
     """The server refused an insert/upsert on an existing ``_id`` (the drivers' error mapping
     raises it into the plan)."""
+
+
+class WriteUnconfirmed(StoreError):
+    """The server applied a write but its write concern was not satisfied (it may still be
+    rolled back); the drivers' error mapping raises it into the plan."""
+
+
+class ReplyLost(StoreUnavailable):
+    """The connection failed or timed out once the request may have been sent: it may or may
+    not have been applied (the drivers' error mapping raises it into the plan; to a caller it
+    is a ``StoreUnavailable``)."""
 
 
 def _field(doc: Any, name: str, what: str) -> Any:
@@ -112,11 +151,21 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
     Reading a ready layout is one round trip.  Creating and upgrading create the indexes first
     and write the schema record last, so the record never names indexes that do not exist.
     """
+    check_server((yield rq.build_info()), where)
     found = yield rq.read_schema()
     verdict = schema_decision(found, where)
     if verdict == "ready":
         return
-    yield rq.create_indexes()
+    if verdict == "create" and (yield rq.any_document(EXECUTIONS)) is not None:
+        raise SchemaVersionError(
+            f"{where}: collection {EXECUTIONS!r} holds documents but the database has no "
+            f"harel schema record (collection {META!r}): it was written by another application "
+            "or by the reference implementation, which this store cannot read (see "
+            "docs/porting.md); use another ?db= or move the data with an export script"
+        )
+    for collection in (EXECUTIONS, MARKS):
+        check_index_names((yield rq.list_indexes(collection)), collection, where)
+        yield rq.create_indexes(collection)
     if verdict == "create":
         try:
             found = yield rq.claim_schema(SCHEMA_VERSION, written_by)
@@ -128,6 +177,47 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
     yield rq.upgrade_schema(found["version"], SCHEMA_VERSION, written_by)
 
 
+def check_server(info: Any, where: str) -> None:
+    """Refuse a server older than MongoDB 4.2 (or a look-alike reporting such a version): it
+    cannot run update pipelines, which every commit with side writes is."""
+    version = info.get("version") if isinstance(info, dict) else None
+    numbers = info.get("versionArray") if isinstance(info, dict) else None
+    if not isinstance(numbers, (list, tuple)) and isinstance(version, str):
+        numbers = [int(part) if part.isdigit() else 0 for part in version.split(".")[:2]]
+    if not isinstance(numbers, (list, tuple)) or not all(isinstance(n, int) for n in numbers):
+        raise StoreConfigError(
+            f"{where}: the server did not report its version ({info!r:.120}); this store needs "
+            "MongoDB 4.2 or newer (update pipelines)"
+        )
+    if tuple(numbers[:2]) < MIN_SERVER:
+        raise StoreConfigError(
+            f"{where}: the server reports MongoDB {version or numbers}, which has no update "
+            "pipelines; this store needs MongoDB 4.2 or newer (servers that only imitate "
+            "MongoDB's API and report an older version are refused too)"
+        )
+
+
+def check_index_names(existing: Any, collection: str, where: str) -> None:
+    """Refuse an index of ``collection`` with the keys of one of the store's indexes under
+    another name, or with one of their names over other keys (creating ours would fail, or
+    leave two indexes to maintain)."""
+    ours = [spec for spec in INDEXES if spec.collection == collection]
+    for index in existing or []:
+        name = index.get("name") if isinstance(index, dict) else None
+        raw = index.get("key") if isinstance(index, dict) else None
+        if not isinstance(name, str) or not isinstance(raw, Mapping) or name == "_id_":
+            continue
+        keys = tuple((str(k), int(v) if isinstance(v, (int, float)) else v) for k, v in raw.items())
+        for spec in ours:
+            if (keys == spec.keys) != (name == spec.name):
+                raise StoreConfigError(
+                    f"{where}: collection {collection!r} has an index {name!r} on "
+                    f"{dict(keys)}, but this store's index {spec.name!r} is on "
+                    f"{dict(spec.keys)}; drop that index (db.{collection}.dropIndex({name!r})) "
+                    "and open the store again"
+                )
+
+
 # -- commit ---------------------------------------------------------------------------------------
 
 
@@ -137,11 +227,12 @@ def new_token() -> str:
 
 
 def summary_of(prepared: PreparedCommit, token: str) -> dict[str, Any]:
-    """The fields every commit replaces: the CAS token, the snapshot and the listing row."""
+    """The fields every commit replaces: the version, the receipt of the new version (the
+    commit token), the snapshot and the listing row."""
     p = prepared
     return {
         "version": p.new_version,
-        "token": token,
+        receipt_field(p.new_version): token,
         "data": p.document,
         "definition_id": p.definition_id,
         "status": p.status,
@@ -174,11 +265,18 @@ def write_of(prepared: PreparedCommit, seqs: Sequence[int]) -> CommitWrite:
     )
 
 
+def utf8_size(text: str) -> int:
+    """How many bytes BSON stores for ``text`` (UTF-8), without encoding ASCII text."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def check_commit_size(prepared: PreparedCommit, limit: int = MAX_DOCUMENT_BYTES) -> None:
-    """Refuse, before anything is sent, a commit adding more than ``limit`` bytes of JSON."""
+    """Refuse, before anything is sent, a commit adding more than ``limit`` bytes (UTF-8, as
+    BSON stores its strings) of JSON."""
     p = prepared
-    size = len(p.document) + len(p.trace or "")
-    size += sum(len(e.event_json) for e in p.emits) + sum(len(s.context_json) for s in p.spawns)
+    size = utf8_size(p.document) + utf8_size(p.trace or "")
+    size += sum(utf8_size(e.event_json) for e in p.emits)
+    size += sum(utf8_size(s.context_json) for s in p.spawns)
     if size > limit:
         raise PayloadTooLarge(
             f"the commit of execution {show(p.execution_id)} adds {size} bytes of JSON to its "
@@ -199,11 +297,16 @@ def seq_block(reply: Any, count: int, where: str) -> list[int]:
 
 
 def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> Plan[None]:
-    """Write ``prepared`` with one ``update_one`` (after one seq reservation when it emits or
-    spawns); raises ``StoreConflict`` when the CAS is lost, with nothing written.
+    """Write ``prepared`` with one write (after one seq reservation when it emits or spawns),
+    its token stored as the receipt of the new version.
 
-    A connection failure re-sends the very same update once: if the first attempt did land,
-    the re-send matches nothing and the stored token says the step is ours.
+    Outcomes: success (stored, once); ``StoreConflict`` (another commit holds the version,
+    nothing written); ``StoreUnavailable`` (the request never reached the server or was
+    refused whole: nothing written); ``CommitOutcomeUnknown`` (the request may have reached the
+    server and no answer came back).  A reply lost on the way back re-sends the very same
+    write once; a re-send (this one, or a caller's after ``CommitOutcomeUnknown``) whose CAS
+    misses reads the receipt: the commit's own token there means it is stored, so it succeeds
+    without writing anything again.
     """
     trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
     check_commit_size(prepared)
@@ -211,34 +314,86 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     seqs: list[int] = []
     if count:
         seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
-    p, token = prepared, new_token()
+    p = prepared
+    token = p.token or new_token()
+    write = write_of(p, seqs) if p.has_side_writes else None
     request = rq.commit_request(
-        p.execution_id,
-        p.expected_version,
-        summary_of(p, token),
-        write_of(p, seqs) if p.has_side_writes else None,
-        trace_max,
+        p.execution_id, p.expected_version, summary_of(p, token), write, trace_max
     )
-    result: Any = None
-    for attempt in (1, 2):
+    p = p._replace(token=token)
+
+    def unknown(why: str) -> CommitOutcomeUnknown:
+        return CommitOutcomeUnknown(p.execution_id, p.expected_version, why)
+
+    reply: Any = None
+    lost: StoreUnavailable | None = None
+    for _attempt in (1, 2):
         try:
-            result = yield request
-            break
+            reply = yield request
         except DuplicateKey:
-            break
+            reply = None
+        except WriteUnconfirmed as exc:
+            raise unknown(str(exc)) from exc
+        except ReplyLost as exc:
+            if lost is not None:
+                raise unknown(f"the re-sent request's reply was lost too: {exc}") from exc
+            lost = exc  # it may have landed: re-send it; the receipt tells a landed first try
+            continue
         except StoreUnavailable as exc:
-            if attempt == 2:
-                raise StoreUnavailable(
-                    f"{exc}; the commit of execution {show(prepared.execution_id)} may or may "
-                    "not be stored: load the execution before retrying the step"
-                ) from exc
-    if result is not None and (result.matched_count == 1 or result.upserted_id is not None):
+            if lost is not None:
+                raise unknown(f"{lost}; the re-send failed: {exc}") from exc
+            raise  # the request never reached the server (or was refused whole)
+        break
+    if _applied(reply):
+        if write is not None and write.mark is not None:
+            yield from move_marks_out(p.execution_id, reply)
         return
-    stored = yield rq.probe_commit(prepared.execution_id)
+    try:
+        stored = yield rq.probe_commit(p.execution_id, p.new_version)
+    except StoreUnavailable as exc:  # a re-send's CAS miss may be its stored first attempt
+        raise unknown(f"the CAS missed and the stored receipt cannot be read: {exc}") from exc
     found = stored_version(stored)
-    if found == prepared.new_version and stored.get("token") == token:
-        return  # our first attempt landed; its reply was lost
-    raise conflict(prepared, found)
+    receipt = stored.get(receipt_field(p.new_version)) if found is not None else None
+    if resent_and_stored(p, found, receipt if isinstance(receipt, str) else None):
+        return  # stored by an earlier attempt of this very commit (a lost reply, a re-send)
+    raise conflict(p, found)
+
+
+def _applied(reply: Any) -> bool:
+    """Whether a commit's write matched (``update_one``'s result or
+    ``find_one_and_update``'s document; ``None``: the CAS missed)."""
+    if reply is None:
+        return False
+    if isinstance(reply, dict):
+        return True
+    return bool(reply.matched_count == 1 or reply.upserted_id is not None)
+
+
+def move_marks_out(execution_id: str, reply: Any) -> Plan[None]:
+    """After a marked commit left more than :data:`MARKS_HIGH` marks in its document: copy all
+    but the latest :data:`MARKS_KEPT` to ``marks``, then drop them from the document.
+
+    A mark is in the document, in ``marks`` or (between the two writes) in both, never in
+    neither.  The commit is stored already: a failure here is logged and the next marked
+    commit moves them.
+    """
+    count = reply.get("marks_n") if isinstance(reply, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count <= MARKS_HIGH:
+        return
+    try:
+        doc = yield rq.oldest_marks(execution_id, count - MARKS_KEPT)
+        marks = [
+            m
+            for m in (doc or {}).get("processed") or []
+            if isinstance(m, dict) and isinstance(m.get("event"), str) and "at" in m
+        ]
+        if not marks:
+            return
+        with contextlib.suppress(DuplicateKey):  # an earlier, interrupted move copied some
+            yield rq.copy_marks(execution_id, marks)  # (unordered: the others went in)
+        yield rq.drop_copied_marks(execution_id, [m["event"] for m in marks])
+    except StoreError as exc:
+        log.warning("moving old marks of %r out failed (retried later): %s", execution_id, exc)
 
 
 # -- single-document writes -----------------------------------------------------------------------
@@ -296,6 +451,7 @@ def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
         raise StoreUnavailable(
             f"purge({show(execution_id)}) kept racing with commits that finished it; retry"
         )
+    yield rq.drop_moved_marks_of(execution_id)
     holders = yield rq.targeting(execution_id)
     if holders:
         ids = [doc["_id"] for doc in holders]
@@ -309,8 +465,20 @@ def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
 def prune_plan(older_than: float, batch_size: int) -> Plan[int]:
     """Drop marks recorded before ``older_than``: each round reads up to ``batch_size``
     documents holding such marks (oldest first, only those marks shipped) and drops at most
-    ``batch_size`` marks, one short single-document update each; returns the count."""
+    ``batch_size`` marks, one short single-document update each; then the moved-out marks,
+    ``batch_size`` per round (one read, one ``delete_many``); returns the count."""
     older_than, batch_size = check_prune(older_than, batch_size)
+    total = yield from _prune_documents(older_than, batch_size)
+    while True:
+        moved = yield rq.aged_moved_marks(older_than, batch_size)
+        if not moved:
+            return total
+        result = yield rq.drop_moved_marks([doc["_id"] for doc in moved], older_than)
+        total += result.deleted_count
+
+
+def _prune_documents(older_than: float, batch_size: int) -> Plan[int]:
+    """The marks kept inside the documents (see :func:`prune_plan`)."""
     total = 0
     idle = 0
     while True:
@@ -369,13 +537,27 @@ def load_for_event_plan(execution_id: str, event_id: str) -> Plan[tuple[Executio
     execution_id, event_id = check_event_ref(execution_id, event_id)
     doc = yield rq.load_request(execution_id, event_id)
     exe = execution_of(doc, execution_id)
-    return (None, False) if exe is None else (exe, bool(doc.get("processed")))
+    if exe is None:
+        return None, False
+    return exe, (yield from _marked(doc, execution_id, event_id))
+
+
+def _marked(doc: Any, execution_id: str, event_id: str) -> Plan[bool]:
+    """Whether a document read with that mark's projection holds it, or has moved it out."""
+    if doc is None:
+        return False
+    if doc.get("processed"):
+        return True
+    if doc.get("marks_out") is not True:
+        return False
+    return (yield rq.moved_mark(execution_id, event_id)) is not None
 
 
 def is_processed_plan(execution_id: str, event_id: str) -> Plan[bool]:
     """Whether ``execution_id`` recorded ``event_id`` as processed."""
     execution_id, event_id = check_event_ref(execution_id, event_id)
-    return (yield rq.is_processed_request(execution_id, event_id)) is not None
+    doc = yield rq.is_processed_request(execution_id, event_id)
+    return (yield from _marked(doc, execution_id, event_id))
 
 
 def outbox_entry(doc: dict[str, Any], raw: dict[str, Any]) -> OutboxEntry:

@@ -41,9 +41,10 @@ from harel_store_mongo._plan import (
     ring_steps,
     seq_block,
     spawn_entry,
+    utf8_size,
 )
 from harel_store_mongo._requests import Request, lit, minimum, or_empty
-from harel_store_mongo._schema import EXECUTIONS, PRESENT
+from harel_store_mongo._schema import EXECUTIONS, PRESENT, receipt_field
 
 E = TypeVar("E")
 
@@ -56,6 +57,7 @@ OWN_FIELDS = (
     "spawns",
     "trace",
     "trace_next",
+    "marks_out",
 )
 """What an export reads of the execution's own document (other documents: only entries)."""
 
@@ -92,7 +94,7 @@ def import_request(
     query["version"] = 0
     fields = {
         "version": exe.version,
-        "token": token,
+        receipt_field(exe.version): token,
         "data": exe.document,
         "definition_id": exe.definition_id,
         "status": exe.status,
@@ -111,6 +113,7 @@ def import_request(
         spawns_next=minimum("spawns.seq"),
         timers_next=minimum("timers.at"),
         marks_since=minimum("processed.at"),
+        marks_n={"$size": or_empty("processed")},
     )
     return _upsert(query, stage, keys)
 
@@ -126,10 +129,13 @@ def _upsert(query: dict[str, Any], stage: dict[str, Any], keys: dict[str, Any]) 
 def check_import_size(prepared: PreparedImport, limit: int = MAX_DOCUMENT_BYTES) -> None:
     """Refuse, before anything is sent, a record whose document would not fit MongoDB's."""
     p = prepared
-    size = 0 if p.execution is None else len(p.execution.document)
-    size += sum(len(body) for _, body in p.trace) + sum(len(e.event_json) for e in p.emits)
-    size += sum(len(s.context_json) for s in p.spawns) + 64 * (len(p.processed) + len(p.timers))
-    size += sum(len(event) for event, _ in p.processed) + sum(len(path) for path, _ in p.timers)
+    size = 0 if p.execution is None else utf8_size(p.execution.document)
+    size += sum(utf8_size(body) for _, body in p.trace)
+    size += sum(utf8_size(e.event_json) for e in p.emits)
+    size += sum(utf8_size(s.context_json) for s in p.spawns)
+    size += 64 * (len(p.processed) + len(p.timers))
+    size += sum(utf8_size(event) for event, _ in p.processed)
+    size += sum(utf8_size(path) for path, _ in p.timers)
     if size > limit:
         raise PayloadTooLarge(
             f"the record of execution {show(p.execution_id)} needs about {size} bytes in one "
@@ -174,6 +180,10 @@ def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:
         outbox += _exact(outbox_entry, doc, "outbox", what)
     outbox.sort(key=lambda entry: entry.seq)
     exe = execution_of(own or None, execution_id)
+    processed = _pairs(own.get("processed"), "event", what)
+    if exe is not None and own.get("marks_out") is True:
+        moved = yield rq.moved_marks_of(execution_id)
+        processed += _moved_pairs(moved, what)
     if exe is None:
         if not outbox:
             return None
@@ -182,7 +192,7 @@ def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:
         execution_id=execution_id,
         execution=exe,
         updated_at=_number(own.get("updated_at"), what),
-        processed=tuple(sorted(_pairs(own.get("processed"), "event", what))),
+        processed=tuple(sorted(_first_ages(processed))),
         timers=tuple(sorted(_pairs(own.get("timers"), "path", what))),
         outbox=tuple(outbox),
         spawns=tuple(sorted(_exact(spawn_entry, own, "spawns", what), key=lambda e: e.seq)),
@@ -210,6 +220,27 @@ def _number(value: Any, what: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise StoreCorrupted(f"{what} holds the time {value!r:.80}, not a number")
     return float(value)
+
+
+def _moved_pairs(docs: Any, what: str) -> list[tuple[str, float]]:
+    """The ``(event, at)`` of moved marks (``marks`` documents)."""
+    pairs = []
+    for doc in docs or []:
+        key = doc.get("_id") if isinstance(doc, dict) else None
+        event = key.get("ev") if isinstance(key, dict) else None
+        at = _number(doc.get("at"), what)
+        if not isinstance(event, str) or at is None:
+            raise StoreCorrupted(f"{what} has an unreadable moved mark {doc!r:.80}")
+        pairs.append((event, at))
+    return pairs
+
+
+def _first_ages(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """One pair per event (a mark being moved is briefly in both places), its first age."""
+    first: dict[str, float] = {}
+    for event, at in pairs:
+        first[event] = min(at, first.get(event, at))
+    return list(first.items())
 
 
 def _pairs(items: Any, key: str, what: str) -> list[tuple[str, float]]:

@@ -15,7 +15,17 @@ from typing import Any, Literal
 
 from harel.store.contract import FINISHED
 
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, META, NUMBER, PRESENT, SCHEMA_ID, SEQ_ID
+from harel_store_mongo._schema import (
+    EXECUTIONS,
+    INDEXES,
+    MARKS,
+    META,
+    NUMBER,
+    PRESENT,
+    SCHEMA_ID,
+    SEQ_ID,
+    receipt_field,
+)
 
 Method = Literal[
     "command",
@@ -28,8 +38,10 @@ Method = Literal[
     "delete_one",
     "delete_many",
     "create_indexes",
+    "list_indexes",
+    "insert_many",
 ]
-CURSOR_METHODS = frozenset({"find", "aggregate"})
+CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes"})
 
 INT32_MAX = 2**31 - 1
 """``$slice`` takes a 32-bit count: a larger ring is no ring at all."""
@@ -131,6 +143,7 @@ def commit_pipeline(
             "$cond": [seen, or_empty("processed"), _appended("processed", [write.mark])]
         }
         keys["marks_since"] = minimum("processed.at")
+        keys["marks_n"] = {"$size": or_empty("processed")}
     if write.trace is not None:
         stage.update(_trace_fields(write.trace, trace_max))
     return [{"$set": stage}, {"$set": keys}] if keys else [{"$set": stage}]
@@ -151,12 +164,19 @@ def commit_request(
     (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: it creates the
     document (or takes over a relay-only one), and a document already stored at a real version
     makes it fail with a duplicate key (a lost CAS).
+
+    A commit that writes a dedupe mark is a ``find_one_and_update`` instead (the same one
+    round trip), whose reply is the document's new mark count (``None``: the CAS missed), so
+    the plan knows when to move old marks out.
     """
     update: Any = {"$set": dict(summary)}
     if write is not None:
         update = commit_pipeline(summary, write, trace_max)
     query = {"_id": execution_id, "version": expected_version}
-    kwargs = {"upsert": True} if expected_version == 0 else {}
+    kwargs: dict[str, Any] = {"upsert": True} if expected_version == 0 else {}
+    if write is not None and write.mark is not None:
+        kwargs.update(projection={"marks_n": 1}, return_document=True)
+        return Request(EXECUTIONS, "find_one_and_update", (query, update), kwargs)
     return Request(EXECUTIONS, "update_one", (query, update), kwargs)
 
 
@@ -170,9 +190,83 @@ def allocate_seqs(count: int) -> Request:
     )
 
 
-def probe_commit(execution_id: str) -> Request:
-    """The stored version and commit token (after a lost CAS or a lost reply)."""
-    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, {"version": 1, "token": 1}))
+def probe_commit(execution_id: str, new_version: int) -> Request:
+    """The stored version and the receipt of ``new_version`` (after a lost CAS or a lost
+    reply)."""
+    projection = {"version": 1, receipt_field(new_version): 1}
+    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
+
+
+# -- marks moved out of their document ----------------------------------------------------------
+
+
+def mark_id(execution_id: str, event_id: str) -> dict[str, str]:
+    """The ``_id`` of a moved mark (a sub-document: no separator can make two ids collide)."""
+    return {"e": execution_id, "ev": event_id}
+
+
+def oldest_marks(execution_id: str, count: int) -> Request:
+    """The ``count`` oldest marks a document holds (marks are appended in commit order)."""
+    projection = {"_id": 1, "processed": {"$slice": min(count, INT32_MAX)}}
+    query = {"_id": execution_id, "version": {"$gte": 1}}
+    return Request(EXECUTIONS, "find_one", (query, projection))
+
+
+def copy_marks(execution_id: str, marks: Sequence[Mapping[str, Any]]) -> Request:
+    """Insert those marks into ``marks`` (unordered: one already there is a duplicate key
+    that does not stop the others)."""
+    docs = [
+        {"_id": mark_id(execution_id, m["event"]), "e": execution_id, "at": m["at"]} for m in marks
+    ]
+    return Request(MARKS, "insert_many", (docs,), {"ordered": False})
+
+
+def drop_copied_marks(execution_id: str, events: Sequence[str]) -> Request:
+    """Drop the copied marks from the document and record that it has marks outside."""
+    query = {"_id": execution_id, "version": {"$gte": 1}}
+    keep = _is_false({"$in": ["$$this.event", lit(list(events))]})
+    pipeline = [
+        {"$set": {"processed": _without("processed", keep), "marks_out": lit(True)}},
+        {
+            "$set": {
+                "marks_since": minimum("processed.at"),
+                "marks_n": {"$size": or_empty("processed")},
+            }
+        },
+    ]
+    return Request(EXECUTIONS, "update_one", (query, pipeline))
+
+
+def moved_mark(execution_id: str, event_id: str) -> Request:
+    """Whether that mark is in ``marks``."""
+    query = {"_id": {"$eq": mark_id(execution_id, event_id)}}
+    return Request(MARKS, "find_one", (query, {"_id": 1}))
+
+
+def moved_marks_of(execution_id: str) -> Request:
+    """Every moved mark of one execution (an export)."""
+    return Request(MARKS, "find", ({"e": execution_id}, {"_id": 1, "at": 1}))
+
+
+def drop_moved_marks_of(execution_id: str) -> Request:
+    """Delete every moved mark of one execution (a purge)."""
+    return Request(MARKS, "delete_many", ({"e": execution_id},))
+
+
+def aged_moved_marks(older_than: float, batch_size: int) -> Request:
+    """Up to ``batch_size`` moved marks recorded before ``older_than``."""
+    return Request(
+        MARKS,
+        "find",
+        ({"at": {**NUMBER, "$lt": older_than}}, {"_id": 1}),
+        {"limit": _cap(batch_size)},
+    )
+
+
+def drop_moved_marks(ids: Sequence[Any], older_than: float) -> Request:
+    """Delete those moved marks while they are still old (the reply counts what went)."""
+    query = {"_id": {"$in": list(ids)}, "at": {"$lt": older_than}}
+    return Request(MARKS, "delete_many", (query,))
 
 
 # -- open -----------------------------------------------------------------------------------------
@@ -202,9 +296,26 @@ def upgrade_schema(found: int, version: int, written_by: str) -> Request:
     return Request(META, "update_one", (query, update))
 
 
-def create_indexes() -> Request:
-    """Every index of :data:`~harel_store_mongo._schema.INDEXES` (no-op when present)."""
-    return Request(EXECUTIONS, "create_indexes", (INDEXES,))
+def create_indexes(collection: str) -> Request:
+    """Every index of :data:`~harel_store_mongo._schema.INDEXES` on ``collection`` (no-op
+    when present)."""
+    specs = tuple(spec for spec in INDEXES if spec.collection == collection)
+    return Request(collection, "create_indexes", (specs,))
+
+
+def any_document(collection: str) -> Request:
+    """One document of ``collection``, only its ``_id`` (``None`` when it is empty)."""
+    return Request(collection, "find_one", ({}, {"_id": 1}))
+
+
+def list_indexes(collection: str) -> Request:
+    """The indexes ``collection`` has (before creating ours: a clash is refused)."""
+    return Request(collection, "list_indexes")
+
+
+def build_info() -> Request:
+    """The server's version (``buildInfo``)."""
+    return Request("", "command", ("buildInfo",))
 
 
 # -- single-document writes -----------------------------------------------------------------------
@@ -355,14 +466,15 @@ def load_request(execution_id: str, event_id: str | None = None) -> Request:
     projection: dict[str, Any] = {"data": 1, "version": 1}
     if event_id is not None:
         projection["processed"] = {"$elemMatch": {"event": event_id}}
+        projection["marks_out"] = 1
     return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
 
 
 def is_processed_request(execution_id: str, event_id: str) -> Request:
-    """Whether that execution holds that mark (nothing else is read)."""
-    return Request(
-        EXECUTIONS, "find_one", ({"_id": execution_id, "processed.event": event_id}, {"_id": 1})
-    )
+    """Whether that execution's document holds that mark, and whether it has moved marks out
+    (nothing else is read)."""
+    projection = {"_id": 1, "marks_out": 1, "processed": {"$elemMatch": {"event": event_id}}}
+    return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
 
 
 def pending_request(spawns: bool, limit: int | None) -> Request:

@@ -1,13 +1,15 @@
-"""The document layout (schema version 2), its indexes, and the pure schema decision.
+"""The document layout (schema version 3), its indexes, and the pure schema decision.
 
-One database (``?db=``, default ``harel``) holds two collections.
+One database (``?db=``, default ``harel``) holds three collections.
 
 ``executions`` — one document per execution; everything one commit writes is in it, so a
 commit is ONE single-document update (atomic on a standalone server, no replica set)::
 
     _id            execution id (str)
     version        the CAS token (int >= 1); 0 marks a relay-only document (below)
-    token          random token of the last commit (tells a lost reply from a lost CAS)
+    r0 .. r7       receipts: ``r<v % 8>`` holds the commit token that wrote version ``v``,
+                   so the tokens of the last 8 versions are kept (a re-sent or reply-lost
+                   commit is recognised even after rival commits)
     data           the Execution as JSON text (shared codec); only load reads it
     definition_id, status, parent_id, outcome, active_path, updated_at
                    the listing summary, set by every commit (listing never reads ``data``)
@@ -17,8 +19,10 @@ commit is ONE single-document update (atomic on a standalone server, no replica 
     spawns_next    min(spawns.seq) or null
     timers         [{path, at}]             armed timers
     timers_next    min(timers.at) or null   (the due-timer sweep's index key)
-    processed      [{event, at}]            dedupe marks, ``at`` = the commit's time
+    processed      [{event, at}]            the latest dedupe marks, ``at`` = the commit's time
+    marks_n        len(processed)           (tells the commit when to move marks out)
     marks_since    min(processed.at) or null (prune_processed's index key)
+    marks_out      true once older marks were moved to ``marks`` (reads then look there too)
     trace          [step JSON, ...]         the ring: the last ``trace_max`` steps
     trace_next     steps ever written; the index of ``trace[j]`` is
                    ``trace_next - len(trace) + j`` (contiguous, no per-step counter)
@@ -31,15 +35,26 @@ emitted to others or broadcast (those belong to their targets): then it keeps a 
 document ``{_id, version: 0, outbox, outbox_next}``, deleted with its last ack.  Every read of
 an execution ignores ``version`` 0, and a new execution with that id simply takes it over.
 
+``marks`` — dedupe marks moved out of an execution document: ``{_id: {e: execution id, ev:
+event id}, e, at}``.  A commit whose document then holds more than :data:`MARKS_HIGH` marks
+copies its oldest marks here (idempotent inserts) and only then drops them from the document
+(one update, which also sets ``marks_out``), so the document holds at most ``MARKS_HIGH`` marks
+plus the few a concurrent writer adds meanwhile, and a mark is always in at least one of
+the two places until ``prune_processed`` or ``purge`` removes it.
+
 ``meta`` — ``{_id: "schema", version, written_by}`` (the layout version and the release that
 wrote it, e.g. ``"harel-store-mongo 0.1.0"``) and ``{_id: "seq", n}``, the one counter outbox
 and spawn seqs are allocated from (one block per emitting commit).
 
-Layout versions: 1 (the releases before it) lacked the ``list_definition_id`` index and the
-``written_by`` field; opening it creates the index, then records version 2 with one update
-guarded by ``version: 1`` (idempotent; several processes opening at once all create the same
-index, one records the version).  The schema record is written last, after the indexes, so a
-store that says version 2 has every index of version 2.
+Layout versions: 1 (the first releases) lacked the ``list_definition_id`` index and the
+``written_by`` field; 2 kept one ``token`` (of the last commit only) instead of the receipts
+and every dedupe mark inside the document.  Opening either creates the missing indexes (the
+``marks`` collection's too), then records version 3 with one update guarded by the version
+found (idempotent; several processes opening at once all create the same indexes, one records
+the version).  Documents need no rewrite: a layout-2 document simply has no receipts yet (its
+first commit under layout 3 writes one) and no ``marks_n`` (counted as 0 until its next marked
+commit recomputes it).  The schema record is written last, after the indexes, so a store that
+says version 3 has every index of version 3.
 """
 
 from __future__ import annotations
@@ -47,20 +62,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import SchemaVerdict, schema_verdict
+from harel.store.common import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout version this release reads and writes."""
-UPGRADES = frozenset({1})
-"""The older layout versions opening upgrades in place (1 -> 2: the ``list_definition_id``
-index)."""
+UPGRADES = frozenset({1, 2})
+"""The older layout versions opening upgrades in place (-> 2: the ``list_definition_id``
+index; -> 3: receipts and the ``marks`` collection with its indexes)."""
 DISTRIBUTION = "harel-store-mongo"
 
 EXECUTIONS = "executions"
+MARKS = "marks"
 META = "meta"
 SCHEMA_ID = "schema"
 SEQ_ID = "seq"
+
+RECEIPT_FIELDS = tuple(f"r{slot}" for slot in range(RECEIPT_WINDOW))
+"""The receipt ring's fields: ``r<receipt_slot(version)>`` holds the token of ``version``."""
+
+MARKS_KEPT = 64
+"""How many of the latest dedupe marks a document keeps after moving older ones out."""
+MARKS_HIGH = 128
+"""A marked commit that leaves more marks than this in its document moves all but the latest
+:data:`MARKS_KEPT` to the ``marks`` collection (so that happens once every 64 marks; a document
+is rewritten whole by every update, so a small ring keeps commits cheap)."""
+
+
+def receipt_field(version: int) -> str:
+    """The field holding the receipt (commit token) of ``version``."""
+    return RECEIPT_FIELDS[receipt_slot(version)]
+
 
 NUMBER = {"$type": "number"}
 """Partial-index filter (and query clause) of the scalar sweep keys: null is not indexed."""
@@ -71,11 +103,12 @@ missing field is not indexed."""
 
 @dataclass(frozen=True, slots=True)
 class IndexSpec:
-    """One index of ``executions``: keys in order, and an optional partial filter."""
+    """One index: keys in order, an optional partial filter, and its collection."""
 
     name: str
     keys: tuple[tuple[str, int], ...]
     partial: dict[str, Any] | None = field(default=None)
+    collection: str = EXECUTIONS
 
     def as_command(self) -> dict[str, Any]:
         """The index as the ``createIndexes`` command describes it."""
@@ -103,10 +136,13 @@ INDEXES: tuple[IndexSpec, ...] = (
     IndexSpec("list_definition_id", (("definition_id", 1), ("_id", 1))),
     IndexSpec("list_status", (("status", 1), ("_id", 1))),
     IndexSpec("list_parent", (("parent_id", 1), ("_id", 1))),
+    # since layout 3: the marks moved out of their documents, by execution and by age
+    IndexSpec("marks_execution", (("e", 1),), collection=MARKS),
+    IndexSpec("marks_at", (("at", 1),), collection=MARKS),
 )
-"""Every secondary index of ``executions`` (created when opening creates or upgrades the
-layout; creating an existing one is a no-op).  The partial ones hold only documents with
-something pending, so an idle execution costs them nothing."""
+"""Every secondary index of ``executions`` and ``marks`` (created when opening creates or
+upgrades the layout; creating an existing one is a no-op).  The partial ones hold only
+documents with something pending, so an idle execution costs them nothing."""
 
 
 def index_named(name: str) -> IndexSpec:

@@ -47,6 +47,7 @@ EXPRESSION_OPERATORS = frozenset(
         "$lte",
         "$gt",
         "$gte",
+        "$size",
     }
 )
 FILTER_ARGUMENTS = frozenset({"input", "cond", "as", "limit"})
@@ -78,9 +79,15 @@ FIELDS = frozenset(
         "trace_next",
         "n",
         "old",
+        "marks_n",
+        "marks_out",
+        "e",
+        "at",
+        *(f"r{slot}" for slot in range(8)),
     }
 )
 ELEMENT_FIELDS = frozenset({"seq", "target", "event", "child", "root", "context", "path", "at"})
+"""Fields of array elements (and ``at`` is also a top-level field of ``marks``)."""
 FIELD_PATHS = frozenset(
     {f"${name}" for name in FIELDS}
     | {

@@ -4,9 +4,16 @@
   tests inject mongomock (sync) and mongomock-motor (async) clients over one in-process
   dataset.  mongomock applies an operation in several Python steps, so the harness runs each
   driver call under one lock — the per-operation atomicity a server gives — and counts the
-  calls (mongomock has no wire to count on).  The data lives in this process only:
-  :meth:`~MongomockHarness.url` is ``None`` and the harness declares neither ``persistent``
-  nor ``multi_process`` (the store classes keep the real server's capabilities).
+  calls (mongomock has no wire to count on).  It also plays the server where mongomock does
+  not: a write that leaves a document over 16 MiB of BSON is undone and refused (code 17419,
+  as a server refuses it), ``buildInfo`` reports :attr:`MongomockHarness.server_version`, and
+  :meth:`MongomockHarness.inject` breaks the next matching call the way a network does (a
+  lost reply: the write is applied, then ``AutoReconnect``; a lost request: ``AutoReconnect``
+  and nothing applied), optionally running a rival writer in between (the kit's TCP
+  :class:`~harel.conformance.proxy.FaultProxy` cannot sit in front of an in-process dataset).
+  The data lives in this process only: :meth:`~MongomockHarness.url` is ``None`` and the
+  harness declares neither ``persistent`` nor ``multi_process`` (the store classes keep the
+  real server's capabilities).
 * :class:`MongoServerHarness` — ``HAREL_TEST_MONGO_URL`` (or ``harel conformance
   mongodb://...``): a new random database on that server, dropped by :meth:`destroy`; driver
   calls are counted with PyMongo's command monitoring (real round trips, ``getMore``
@@ -24,21 +31,30 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+from urllib.parse import quote
 
+import bson
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.contract import Capabilities
 from pymongo import monitoring
+from pymongo.errors import AutoReconnect, OperationFailure
 
 from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._errors import translate
 from harel_store_mongo._options import parse_mongo_url, with_db
-from harel_store_mongo._schema import EXECUTIONS
+from harel_store_mongo._schema import EXECUTIONS, MARKS
 from harel_store_mongo.aio import AsyncMongoStore
 from harel_store_mongo.sync import MongoStore
 
 MOCK_HOST = "mongomock.invalid"
+BSON_LIMIT = 16 * 1024 * 1024
+"""MongoDB's largest document (BSON bytes); mongomock enforces none."""
+DOCUMENT_WRITES = frozenset({"update_one", "find_one_and_update"})
+"""The calls after which the mongomock harness checks the written document's BSON size."""
+DEFAULT_SERVER_VERSION = "7.0.0"
 CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes"})
 IGNORED_COMMANDS = frozenset(
     {"hello", "ismaster", "isMaster", "endSessions", "saslStart", "saslContinue", "killCursors"}
@@ -54,6 +70,8 @@ def footprint(database: Any, execution_id: str) -> list[str]:
     if doc is not None and doc.get("version", 0) >= 1:
         labels.append("execution")
         labels += [f"processed:{mark['event']}" for mark in doc.get("processed") or []]
+        moved = database.get_collection(MARKS).find({"e": execution_id}, {"_id": 1})
+        labels += sorted({f"processed:{mark['_id']['ev']}" for mark in moved} - set(labels))
         labels += [f"timer:{timer['path']}" for timer in doc.get("timers") or []]
         labels += [f"spawn:{spawn['seq']}" for spawn in doc.get("spawns") or []]
         ring = doc.get("trace") or []
@@ -116,13 +134,43 @@ def raw_side_commit(client: Any, db: str) -> RawSideCommit:
 # -- mongomock: one lock, counted calls ---------------------------------------------------------
 
 
+@dataclass
+class Fault:
+    """A network failure :meth:`MongomockHarness.inject` plays on the next matching call.
+
+    ``lost_reply``: the call is applied, then ``error`` is raised (the reply never came back);
+    ``lost_request``: ``error`` is raised and nothing is applied.  ``rival`` runs in between
+    (after the write of a lost reply, instead of the write of a lost request) — another
+    writer's commit before the store can resend.  ``times``: how many matching calls fail.
+    """
+
+    kind: Literal["lost_reply", "lost_request"] = "lost_reply"
+    methods: frozenset[str] = DOCUMENT_WRITES
+    collection: str = EXECUTIONS
+    rival: Callable[[], None] | None = None
+    error: Callable[[str], Exception] = AutoReconnect
+    times: int = 1
+    seen: list[str] = field(default_factory=list)
+    """The methods it broke, in order."""
+
+
 class CallLog:
-    """The driver calls made through a harness (``(collection, method)``), and the lock that
-    makes each one atomic."""
+    """The driver calls made through a harness (``(collection, method)``), the lock that
+    makes each one atomic, and the faults still to play."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.calls: list[tuple[str, str]] = []
+        self.faults: list[Fault] = []
+
+    def fault_for(self, collection: str, method: str) -> Fault | None:
+        """The fault to play on this call (``None``: none); counts it as played."""
+        for fault in self.faults:
+            if fault.times > 0 and fault.collection == collection and method in fault.methods:
+                fault.times -= 1
+                fault.seen.append(method)
+                return fault
+        return None
 
     @contextmanager
     def counting(self) -> Iterator[list[tuple[str, str]]]:
@@ -149,11 +197,53 @@ class _ListCursor:
 
 
 class _LockedCollection:
-    def __init__(self, inner: Any, name: str, log: CallLog, is_async: bool) -> None:
+    def __init__(
+        self, inner: Any, name: str, log: CallLog, is_async: bool, raw: Any = None
+    ) -> None:
         self._inner, self._name, self._log, self._async = inner, name, log, is_async
+        self._raw = raw
+        """The sync mongomock collection underneath (the BSON-size check reads and restores
+        documents through it)."""
 
     def _record(self, method: str) -> None:
         self._log.calls.append((self._name, method))
+
+    def _before(self, method: str, args: tuple[Any, ...]) -> tuple[Any, Any] | None:
+        """``(_id, the document before the write)`` of a single-document write by ``_id``."""
+        if self._raw is None or method not in DOCUMENT_WRITES or not args:
+            return None
+        key = args[0].get("_id") if isinstance(args[0], dict) else None
+        if not isinstance(key, str):
+            return None
+        return key, self._raw.find_one({"_id": key})  # mongomock returns a copy
+
+    def _check_size(self, before: tuple[Any, Any] | None) -> None:
+        """Undo and refuse a write that left its document over 16 MiB of BSON, as a server
+        refuses it (nothing written)."""
+        if before is None:
+            return
+        key, old = before
+        new = self._raw.find_one({"_id": key})
+        if new is None or len(bson.encode(new)) <= BSON_LIMIT:
+            return
+        if old is None:
+            self._raw.delete_one({"_id": key})
+        else:
+            self._raw.replace_one({"_id": key}, old)
+        raise OperationFailure(
+            f"Resulting document after update is larger than {BSON_LIMIT}", code=17419
+        )
+
+    def _play(self, method: str, apply: Callable[[], Any]) -> Any:
+        """Run one call (under the lock), playing a pending fault on it."""
+        fault = self._log.fault_for(self._name, method)
+        if fault is None:
+            return apply()
+        if fault.kind == "lost_reply":
+            apply()
+        if fault.rival is not None:
+            fault.rival()
+        raise fault.error(f"connection closed ({fault.kind} injected by the test harness)")
 
     def __getattr__(self, method: str) -> Any:
         call = getattr(self._inner, method)
@@ -165,44 +255,106 @@ class _LockedCollection:
             def sync_call(*args: Any, **kwargs: Any) -> Any:
                 with self._log.lock:
                     self._record(method)
-                    result = call(*args, **kwargs)
-                    return _ListCursor(list(result)) if drain else result
+
+                    def apply() -> Any:
+                        before = self._before(method, args)
+                        result = call(*args, **kwargs)
+                        self._check_size(before)
+                        return _ListCursor(list(result)) if drain else result
+
+                    return self._play(method, apply)
 
             return sync_call
 
         async def async_call(*args: Any, **kwargs: Any) -> Any:
             with self._log.lock:  # mongomock-motor never suspends inside a call
                 self._record(method)
-                result = call(*args, **kwargs)
-                if inspect.isawaitable(result):
-                    result = await result
-                return _ListCursor(await result.to_list(None)) if drain else result
+                before = self._before(method, args)
+                fault = self._log.fault_for(self._name, method)
+                if fault is None or fault.kind == "lost_reply":
+                    result = call(*args, **kwargs)
+                    if inspect.isawaitable(result):
+                        result = await result
+                    self._check_size(before)
+                    if drain:
+                        result = _ListCursor(await result.to_list(None))
+                if fault is None:
+                    return result
+                if fault.rival is not None:
+                    fault.rival()
+                raise fault.error(f"connection closed ({fault.kind} injected by the test harness)")
 
         return async_call
 
 
 class _LockedDatabase:
-    def __init__(self, inner: Any, log: CallLog, is_async: bool) -> None:
+    def __init__(
+        self, inner: Any, log: CallLog, is_async: bool, raw: Any, server_version: str
+    ) -> None:
         self._inner, self._log, self._async = inner, log, is_async
+        self._raw, self._server_version = raw, server_version
+        self.read_preference = getattr(inner, "read_preference", None)
+        self.write_concern = getattr(inner, "write_concern", None)
 
     def get_collection(self, name: str, **kwargs: Any) -> _LockedCollection:
         return _LockedCollection(
-            self._inner.get_collection(name, **kwargs), name, self._log, self._async
+            self._inner.get_collection(name, **kwargs),
+            name,
+            self._log,
+            self._async,
+            self._raw.get_collection(name),
         )
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
+        if args and args[0] in ("buildInfo", "buildinfo"):
+            return self._build_info()
         return _LockedCollection(self._inner, "", self._log, self._async).command(*args, **kwargs)
+
+    def _build_info(self) -> Any:
+        """What a server of :attr:`MongomockHarness.server_version` answers (mongomock
+        implements no ``buildInfo``)."""
+        with self._log.lock:
+            self._log.calls.append(("", "command"))
+        numbers = [int(part) for part in self._server_version.split(".")]
+        info = {"version": self._server_version, "versionArray": [*numbers, 0], "ok": 1.0}
+        if not self._async:
+            return info
+
+        async def reply() -> dict[str, Any]:
+            return info
+
+        return reply()
 
 
 class LockedClient:
     """A mongomock (or mongomock-motor) client whose every call holds the harness lock and is
     logged; closing it leaves the shared dataset alone."""
 
-    def __init__(self, inner: Any, log: CallLog, *, is_async: bool = False) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        log: CallLog,
+        *,
+        is_async: bool = False,
+        raw: Any = None,
+        server_version: str = DEFAULT_SERVER_VERSION,
+    ) -> None:
         self._inner, self._log, self._async = inner, log, is_async
+        self._raw = raw if raw is not None else inner
+        self._server_version = server_version
+        self.database_kwargs: dict[str, Any] = {}
+        """What the store passed to :meth:`get_database` last (read preference, write
+        concern): the tests check what reaches the driver."""
 
     def get_database(self, name: str, **kwargs: Any) -> _LockedDatabase:
-        return _LockedDatabase(self._inner.get_database(name, **kwargs), self._log, self._async)
+        self.database_kwargs = dict(kwargs)
+        return _LockedDatabase(
+            self._inner.get_database(name, **kwargs),
+            self._log,
+            self._async,
+            self._raw.get_database(name),
+            self._server_version,
+        )
 
     def close(self) -> None:
         """Nothing to release: the dataset belongs to the harness."""
@@ -215,23 +367,34 @@ class MongomockHarness(StoreHarness):
         persistent=False, multi_process=False, ordered_listing=True, exact_pages=True
     )
 
-    def __init__(self, db: str = "harel") -> None:
+    def __init__(self, db: str = "harel", *, server_version: str = DEFAULT_SERVER_VERSION) -> None:
         import mongomock
 
         self.db = db
         self.client: Any = mongomock.MongoClient()
         self.log = CallLog()
+        self.server_version = server_version
+        """The version ``buildInfo`` reports (a server the store must refuse: below 4.2)."""
 
     def sync_client(self) -> LockedClient:
         """A client over the dataset for ``MongoStore``."""
-        return LockedClient(self.client, self.log)
+        return LockedClient(self.client, self.log, server_version=self.server_version)
 
     def async_client(self) -> LockedClient:
         """A mongomock-motor client over the same dataset for ``AsyncMongoStore``."""
         from mongomock_motor import AsyncMongoMockClient
 
         motor: Any = AsyncMongoMockClient(mock_mongo_client=self.client)
-        return LockedClient(motor, self.log, is_async=True)
+        return LockedClient(
+            motor, self.log, is_async=True, raw=self.client, server_version=self.server_version
+        )
+
+    def inject(self, fault: Fault) -> Fault:
+        """Play ``fault`` on the next matching driver call of any client of this dataset (see
+        :class:`Fault`); returns it (its ``seen`` tells what it broke)."""
+        with self.log.lock:
+            self.log.faults.append(fault)
+        return fault
 
     def open_sync(self) -> MongoStore:
         """A new ``MongoStore`` over the harness dataset."""
@@ -329,6 +492,47 @@ class MongoServerHarness(StoreHarness):
         from pymongo import AsyncMongoClient
 
         client = AsyncMongoClient(self.options.driver_uri, **self._client_kwargs())
+        return await AsyncMongoStore.open(
+            client, db=self.db, owns_client=True, where=self.options.where
+        )
+
+    def server_address(self) -> tuple[str, int] | None:
+        """The one server of the URL (``None`` for a seed list or ``mongodb+srv``: a proxy
+        cannot stand in for a replica set the driver discovers)."""
+        scheme, _, rest = self.options.driver_uri.partition("://")
+        hosts = rest.rpartition("@")[2].partition("/")[0]
+        if scheme != "mongodb" or "," in hosts or hosts.startswith("["):
+            return None
+        host, _, port = hosts.partition(":")
+        return host, int(port or 27017)
+
+    def _uri_at(self, host: str, port: int) -> str:
+        """The URL through ``host:port``: a direct connection (no discovery past the proxy),
+        short timeouts so a lost reply surfaces (and is resent) within seconds."""
+        scheme, _, rest = self.options.driver_uri.partition("://")
+        credentials, _, after = rest.rpartition("@")
+        path = after.partition("/")[2]
+        authdb, _, query = path.partition("?")
+        extra = "directConnection=true&socketTimeoutMS=2000&connectTimeoutMS=2000"
+        query = f"{query}&{extra}" if query else extra
+        at = f"{credentials}@" if credentials else ""
+        return f"{scheme}://{at}{quote(host)}:{port}/{authdb}?{query}"
+
+    def _at_kwargs(self) -> dict[str, Any]:
+        return {**self._client_kwargs(), "serverSelectionTimeoutMS": 2000}
+
+    def open_sync_at(self, host: str, port: int) -> MongoStore:
+        """A new ``MongoStore`` over this database that talks to ``host:port`` (a proxy)."""
+        import pymongo
+
+        client = pymongo.MongoClient(self._uri_at(host, port), **self._at_kwargs())
+        return MongoStore(client, db=self.db, owns_client=True, where=self.options.where)
+
+    async def open_async_at(self, host: str, port: int) -> AsyncMongoStore:
+        """The async twin of :meth:`open_sync_at`."""
+        from pymongo import AsyncMongoClient
+
+        client = AsyncMongoClient(self._uri_at(host, port), **self._at_kwargs())
         return await AsyncMongoStore.open(
             client, db=self.db, owns_client=True, where=self.options.where
         )

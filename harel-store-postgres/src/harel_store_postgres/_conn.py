@@ -52,6 +52,7 @@ def pool_kwargs(options: PostgresOptions) -> dict[str, Any]:
         "min_size": options.pool_min,
         "max_size": options.pool_max,
         "timeout": options.pool_timeout,
+        "reconnect_timeout": options.reconnect_timeout,
         "open": False,
         "name": f"harel-postgres-{options.schema}",
     }

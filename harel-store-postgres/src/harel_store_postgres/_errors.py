@@ -18,6 +18,8 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
+from harel_store_postgres._outcome import RequestOutcomeUnknown
+
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
 """What a driver call may raise that :func:`map_error` turns into a store error (the pool's
 errors are ``psycopg.OperationalError`` subclasses)."""
@@ -66,11 +68,32 @@ def map_error(exc: BaseException, where: str) -> StoreError:
         not state and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
     ):
         return StoreUnavailable(
-            f"PostgreSQL at {where} is unavailable ({exc}); retry the operation once the "
-            "server is reachable (a write that failed this way either fully happened or not at "
-            "all: a retried commit then gets StoreConflict if it had landed)"
+            f"PostgreSQL at {where} is unavailable ({exc}); nothing was written: retry the "
+            "operation once the server is reachable"
         )
     return StoreError(f"PostgreSQL at {where} failed: {type(exc).__name__}: {exc}")
+
+
+_LOST_AFTER_SEND = ("08", "57P01", "57P02")
+"""SQLSTATEs of a connection lost or a server shutting down while a statement ran: the
+statement may have committed before the connection went (the answer is what was lost)."""
+
+
+def map_sent_error(exc: BaseException, where: str, broken: bool) -> StoreError:
+    """The store error for a driver exception raised while a statement was being sent or run.
+
+    When the connection broke (``broken``) or the server went away, the statement may have
+    been applied and its answer lost: :class:`RequestOutcomeUnknown`.  An error the server
+    answered on a live connection means the statement's transaction rolled back, so it maps
+    as :func:`map_error` does (``StoreUnavailable`` then means nothing was written).
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    state = getattr(exc, "sqlstate", None) or ""
+    if broken or state.startswith(_LOST_AFTER_SEND):
+        detail = str(exc).strip() or type(exc).__name__
+        return RequestOutcomeUnknown(where, detail)
+    return map_error(exc, where)
 
 
 def connect_error(exc: BaseException, where: str) -> StoreError:

@@ -1,8 +1,9 @@
 """Opening a schema: create the layout, upgrade an older one in place, or refuse a newer one.
 
 The verdict is :func:`harel.store.common.schema_verdict`'s.  A schema at the current version
-costs two probes and writes nothing; so does a refused one (a newer layout, or one older than
-any upgrade), before anything is written.  Creating or upgrading runs in one transaction that
+costs two probes and writes nothing; so does a refused one (a newer layout, one older than any
+upgrade, or a foreign one: an ``executions`` table without the version table), before anything
+is written.  Creating or upgrading runs in one transaction that
 holds the schema's advisory lock: openers arriving together wait there, the first does the
 work, the others probe again under the lock, find the current version and write nothing.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 from harel.store.common import schema_verdict
 from harel.store.common.sql.requests import Result, Statement
-from harel.store.errors import StoreCorrupted
+from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 from harel_store_postgres import _schema
 from harel_store_postgres._rows import first_row
@@ -55,6 +56,12 @@ def probe(schema: str) -> Generator[Statement, Result, tuple[int | None, str | N
     """The stored layout version and writer (``None`` for a schema without the version row:
     fresh, or half made)."""
     if not first_row((yield Statement(_schema.EXISTS_PROBE, (schema,))))[0]:
+        if first_row((yield Statement(_schema.FOREIGN_PROBE, (schema,))))[0]:
+            raise SchemaVersionError(
+                f"schema {schema!r} has an executions table but no harel_schema version table: "
+                "it was written by another application or by the reference implementation, "
+                "which this store cannot read (see docs/porting.md); use another ?schema="
+            )
         return None, None
     row = (yield Statement(_schema.VERSION_PROBE)).first
     if row is None:

@@ -6,11 +6,19 @@ URL form (libpq's)::
 
 Knobs of this store (query parameters, or keyword arguments of ``from_url`` that win over the
 URL's): ``schema`` (default ``harel``), ``pool_min`` (1), ``pool_max`` (10), ``pool_timeout``
-(seconds a call waits for a pooled connection, 30), ``trace_max`` (200), ``connect_retries``
-(8) and ``retry_delay`` (0.5 s, doubled per retry; both validated by harel-core's
-``retry_arguments``).  Every other query parameter must be a libpq connection keyword
-(``sslmode``, ``connect_timeout``, ``application_name``, ``options``, ...) and is handed to
-libpq unchanged; ``connect_timeout`` defaults to 10 seconds.
+(seconds a call waits in all for a live pooled connection before ``StoreUnavailable``, 5),
+``reconnect_timeout`` (seconds the pool keeps retrying one lost connection with backoff
+before it gives up and the next call starts afresh, 2), ``trace_max`` (200),
+``connect_retries`` (8) and ``retry_delay`` (0.5 s, doubled per retry; both validated by
+harel-core's ``retry_arguments``; they bound the wait of the *open* only).  Every other query
+parameter must be a libpq connection keyword (``sslmode``, ``connect_timeout``,
+``application_name``, ``options``, ...) and is handed to libpq unchanged; ``connect_timeout``
+defaults to 5 seconds.
+
+While the server is down a call fails within ``pool_timeout`` (a server that refuses
+connections: as soon as the wait ends; one that does not answer at all: ``connect_timeout``
+bounds each attempt); once it is back, the same store serves again within about
+``reconnect_timeout`` (the pool's attempts never back off longer than that).
 
 The password never appears in a message or a ``repr``: messages use the redacted URL.
 """
@@ -33,10 +41,11 @@ SCHEMES = ("postgresql", "postgres")
 DEFAULT_SCHEMA = "harel"
 DEFAULT_POOL_MIN = 1
 DEFAULT_POOL_MAX = 10
-DEFAULT_POOL_TIMEOUT = 30.0
+DEFAULT_POOL_TIMEOUT = 5.0
+DEFAULT_RECONNECT_TIMEOUT = 2.0
 DEFAULT_CONNECT_RETRIES = 8
 DEFAULT_RETRY_DELAY = 0.5
-DEFAULT_CONNECT_TIMEOUT = "10"
+DEFAULT_CONNECT_TIMEOUT = "5"
 MAX_IDENTIFIER_BYTES = 63
 """PostgreSQL truncates longer identifiers (NAMEDATALEN - 1); a schema name must fit."""
 _retry_arguments = partial(
@@ -50,6 +59,7 @@ STORE_KNOBS = frozenset(
         "pool_min",
         "pool_max",
         "pool_timeout",
+        "reconnect_timeout",
         "trace_max",
         "connect_retries",
         "retry_delay",
@@ -114,6 +124,7 @@ class PostgresOptions:
     trace_max: int | None = DEFAULT_TRACE_MAX
     connect_retries: int = DEFAULT_CONNECT_RETRIES
     retry_delay: float = DEFAULT_RETRY_DELAY
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
 
     def with_schema(self, schema: str) -> PostgresOptions:
         """The same settings over another schema (validated)."""
@@ -171,8 +182,9 @@ def _typed_url_knobs(query: Mapping[str, str]) -> dict[str, Any]:
     for name in ("pool_min", "pool_max", "trace_max"):
         if name in query:
             knobs[name] = knob_int(dict(query), name, 0, minimum=0)
-    if "pool_timeout" in query:
-        knobs["pool_timeout"] = knob_float(dict(query), "pool_timeout", 0.0)
+    for name in ("pool_timeout", "reconnect_timeout"):
+        if name in query:
+            knobs[name] = knob_float(dict(query), name, 0.0)
     knobs.update(retry_knobs(query))
     return knobs
 
@@ -227,6 +239,7 @@ def make_options(
     trace_max: int | None = DEFAULT_TRACE_MAX,
     connect_retries: int = DEFAULT_CONNECT_RETRIES,
     retry_delay: float = DEFAULT_RETRY_DELAY,
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT,
 ) -> PostgresOptions:
     """Validate every knob (the error names the knob and never shows the password);
     ``connect_retries`` / ``retry_delay`` go through harel-core's ``retry_arguments``."""
@@ -249,6 +262,7 @@ def make_options(
         trace_max=trace_max,
         connect_retries=retry["retries"],
         retry_delay=retry["delay"],
+        reconnect_timeout=_check_float(reconnect_timeout, "reconnect_timeout"),
     )
 
 

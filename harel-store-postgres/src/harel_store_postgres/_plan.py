@@ -11,10 +11,12 @@ quoted by ``psycopg.sql.Identifier``; every value travels as a bound parameter (
 
 Round trips: every contract method is ONE statement, except ``prune_processed`` (one
 statement per batch) and a state-only commit that lost its CAS (a second statement reads the
-found version).  A commit with side writes (and every first commit) calls ``harel_commit``; a
-state-only commit of a stored execution is a plain CAS ``UPDATE``, which skips the PL/pgSQL
-call.  Export is one statement, import one call of ``harel_import``
-(:mod:`harel_store_postgres._records`); opening a store is :mod:`harel_store_postgres._open`.
+found version and receipt).  A commit with side writes (and every first commit) calls
+``harel_commit``; a state-only commit of a stored execution is a plain CAS ``UPDATE``, which
+skips the PL/pgSQL call.  Both store the commit token as the receipt of the version they write
+(the same row write), which is how a re-sent commit is recognised.  Export is one statement,
+import one call of ``harel_import`` (:mod:`harel_store_postgres._records`); opening a store
+is :mod:`harel_store_postgres._open`.
 """
 
 from __future__ import annotations
@@ -42,15 +44,23 @@ from harel.store.common import (
     decode_trace_step,
     encode_trace_step,
     page_from_probe,
+    receipt_slot,
+    resent_and_stored,
     trace_keep_from,
 )
 from harel.store.common.limits import MAX_INT
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
-from harel.store.errors import ExecutionActive, ExecutionNotFound
+from harel.store.errors import (
+    CommitOutcomeUnknown,
+    ExecutionActive,
+    ExecutionNotFound,
+    StoreUnavailable,
+)
 
 from harel_store_postgres import _records
 from harel_store_postgres._listing import listing_statement, summary
+from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._rows import first_row, spawn_context
 
 T = TypeVar("T")
@@ -61,26 +71,29 @@ Plan = Generator[Statement, Result, T]
 _FINISHED = sorted(status.value for status in FINISHED)
 
 _COMMIT = (
-    "SELECT o_applied, o_found FROM {schema}.harel_commit("
+    "SELECT o_applied, o_found, o_receipt FROM {schema}.harel_commit("
     "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, "
     "%s::float8, %s::text, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::text[], %s::float8[], %s::text[], %s::text, %s::bigint)"
+    "%s::text[], %s::float8[], %s::text[], %s::text, %s::bigint, %s::text, %s::int)"
 )
 
-# The state-only commit: the CAS UPDATE alone, one statement with no PL/pgSQL call.  It waits
-# for a concurrent writer of the row and then re-checks the version, so a lost race changes
-# nothing and returns no row.  Measured on this server, it costs ~75 us of server time against
-# ~120 us for ``harel_commit``; reading the found version in the same statement (a CTE whose
-# second arm reads it FOR SHARE) cost more to plan and run than the function did.
+# The state-only commit: the CAS UPDATE alone, one statement with no PL/pgSQL call, which also
+# stores the commit token as the receipt of the new version (one array slot of the same row
+# write).  It waits for a concurrent writer of the row and then re-checks the version, so a
+# lost race changes nothing and returns no row.  Measured on this server, it costs ~75 us of
+# server time against ~120 us for ``harel_commit``; reading the found version in the same
+# statement (a CTE whose second arm reads it FOR SHARE) cost more to plan and run than the
+# function did.
 _CAS_UPDATE = (
     "UPDATE {schema}.executions SET definition_id = %s, status = %s, outcome = %s, "
     "active_path = %s, parent_id = %s, version = %s::bigint, updated_at = %s::float8, "
-    "data = %s WHERE id = %s AND version = %s::bigint RETURNING version"
+    "data = %s, receipts[%s::int] = %s WHERE id = %s AND version = %s::bigint RETURNING version"
 )
 
-# After a lost state-only CAS only: the stored version.  A new statement has a new snapshot
-# (READ COMMITTED), taken after the CAS returned, so it sees the winner's commit.
-_FOUND = "SELECT version FROM {schema}.executions WHERE id = %s"
+# After a lost state-only CAS only: the stored version and the receipt of the version the
+# commit writes.  A new statement has a new snapshot (READ COMMITTED), taken after the CAS
+# returned, so it sees the winner's commit.
+_FOUND = "SELECT version, receipts[%s::int] FROM {schema}.executions WHERE id = %s"
 
 _PRUNE_BATCH = (
     "WITH doomed AS (SELECT execution_id, event_id FROM {schema}.processed_events "
@@ -95,6 +108,17 @@ def _ring(trace_max: int | None) -> int:
     """``trace_max`` as the functions' ring size (0 = unbounded), validated first."""
     trace_keep_from(0, trace_max)
     return min(trace_max or 0, MAX_INT)
+
+
+def _sent(prepared: PreparedCommit, statement: Statement) -> Plan[Result]:
+    """Send a commit's write; a request that may have reached the server unanswered (the
+    driver's :class:`RequestOutcomeUnknown`) becomes ``CommitOutcomeUnknown``."""
+    try:
+        return (yield statement)
+    except RequestOutcomeUnknown as exc:
+        raise CommitOutcomeUnknown(
+            prepared.execution_id, prepared.expected_version, exc.detail
+        ) from exc
 
 
 def is_state_only(prepared: PreparedCommit) -> bool:
@@ -120,22 +144,38 @@ class PostgresPlan:
     # -- commit ---------------------------------------------------------------------------------
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        """The whole commit in one statement: a lost CAS raises ``StoreConflict`` with the
-        stored version, having written nothing (for a state-only commit, ``found`` is read by
-        a second statement after the CAS lost).  (``committing`` has already refused every
-        id, path and payload a column could not hold.)"""
-        ring = _ring(trace_max)
+        """The whole commit in one statement, which stores ``prepared.token`` as the receipt
+        of the new version.  A lost CAS whose stored receipt is this commit's token means a
+        re-send of a commit already stored: success, nothing written again.  Any other lost
+        CAS raises ``StoreConflict`` with the stored version, having written nothing (for a
+        state-only commit, ``found`` and the receipt are read by a second statement after the
+        CAS lost).  A request that may have reached the server unanswered raises
+        ``CommitOutcomeUnknown`` (a re-send of such a commit that fails before reaching the
+        server raises it again: core's ``outcome_error``).  (``committing`` has
+        already refused every id, path and payload a column could not hold.)"""
+        yield from self._commit(prepared, _ring(trace_max))
+
+    def _commit(self, prepared: PreparedCommit, ring: int) -> Plan[None]:
+        slot = receipt_slot(prepared.new_version) + 1
         if is_state_only(prepared):
-            if (yield self._cas_update(prepared)).rows:
+            if (yield from _sent(prepared, self._cas_update(prepared, slot))).rows:
                 return
-            rows = (yield Statement(_FOUND, (prepared.execution_id,))).rows
-            raise conflict(prepared, int(rows[0][0]) if rows else None)
-        applied, found = first_row((yield self._commit_call(prepared, ring)))
-        if not applied:
-            raise conflict(prepared, None if found is None else int(found))
+            try:  # the CAS missed: this request wrote nothing, whatever happens to the read
+                rows = (yield Statement(_FOUND, (slot, prepared.execution_id))).rows
+            except RequestOutcomeUnknown as exc:
+                raise StoreUnavailable(str(exc)) from exc
+            found, receipt = (int(rows[0][0]), rows[0][1]) if rows else (None, None)
+        else:
+            statement = self._commit_call(prepared, ring, slot)
+            applied, stored, receipt = first_row((yield from _sent(prepared, statement)))
+            if applied:
+                return
+            found = None if stored is None else int(stored)
+        if not resent_and_stored(prepared, found, receipt):
+            raise conflict(prepared, found)
 
     @staticmethod
-    def _cas_update(p: PreparedCommit) -> Statement:
+    def _cas_update(p: PreparedCommit, slot: int) -> Statement:
         params = (
             p.definition_id,
             p.status,
@@ -145,13 +185,15 @@ class PostgresPlan:
             p.new_version,
             p.committed_at,
             p.document,
+            slot,
+            p.token or None,
             p.execution_id,
             p.expected_version,
         )
         return Statement(_CAS_UPDATE, params)
 
     @staticmethod
-    def _commit_call(p: PreparedCommit, ring: int) -> Statement:
+    def _commit_call(p: PreparedCommit, ring: int, slot: int) -> Statement:
         """One call of ``harel_commit``: CAS, outbox, dedupe mark, spawns, timers, trace."""
         schedules, cancels = p.schedules, p.cancels
         params = (
@@ -175,6 +217,8 @@ class PostgresPlan:
             [op.path for op in cancels],
             p.trace,
             ring,
+            p.token or None,
+            slot,
         )
         return Statement(_COMMIT, params)
 

@@ -5,12 +5,14 @@ name quoted by ``psycopg.sql.Identifier``; values always travel as bound paramet
 Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
 the quoted name never appears inside a dollar-quoted body.
 
-Layout version 2, in the configured schema:
+Layout version 3, in the configured schema:
 
 * ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
   would reorder keys, turn ``-0.0`` into ``0`` and refuse ``NaN``), the summary columns
   ``definition_id``, ``status``, ``outcome``, ``active_path``, ``parent_id``, ``updated_at``,
-  and the CAS ``version``.  Key columns use the ``"C"`` collation, so ``ORDER BY id`` is code
+  the CAS ``version`` and ``receipts``, the ring of commit tokens (:data:`RECEIPT_SLOTS`
+  slots, ``text[]`` indexed by ``version % 8 + 1``) that tells a re-sent commit it was already
+  stored.  Key columns use the ``"C"`` collation, so ``ORDER BY id`` is code
   point order (Python's) and keyset cursors agree with every other backend.
 * ``outbox`` / ``spawns`` — relay queues keyed by an identity ``seq``.
 * ``processed_events`` — dedupe marks ``(execution_id, event_id)`` with ``processed_at``.
@@ -21,8 +23,12 @@ Layout version 2, in the configured schema:
   wrote it (``harel-store-postgres 0.1.0``).
 
 Version 2 is version 1 plus :data:`UPGRADE_TO_2`: the ``written_by`` column and the
-``harel_import`` function (``import_execution``).  Creating a schema runs :data:`V1_DDL` then
-every upgrade step; opening a version-1 schema runs the steps alone (each is idempotent).
+``harel_import`` function (``import_execution``).  Version 3 is version 2 plus
+:data:`UPGRADE_TO_3`: the ``receipts`` column (``NULL`` in rows written before: no receipt,
+which only means an older commit re-sent gets ``StoreConflict`` as it did) and ``harel_commit``
+taking the commit token and returning the receipt a lost CAS found.  Creating a schema runs
+:data:`V1_DDL` then every upgrade step; opening an older schema runs the steps from its version
+alone (each is idempotent).
 
 Indexes: one per sweep (``timers_due`` on ``(fire_at, execution_id, path)``; the ``seq``
 primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions_definition``,
@@ -33,11 +39,11 @@ primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions
 
 from __future__ import annotations
 
-from harel.store.common import release_of
+from harel.store.common import RECEIPT_WINDOW, release_of
 
 DISTRIBUTION = "harel-store-postgres"
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout version this release reads and writes."""
 
 ADVISORY_LOCK_CLASS = 7723019
@@ -45,6 +51,10 @@ ADVISORY_LOCK_CLASS = 7723019
 
 EXISTS_PROBE = "SELECT to_regclass(format('%%I.harel_schema', %s::text)) IS NOT NULL"
 """Whether the schema-version table exists (the schema name is a bound value here)."""
+
+FOREIGN_PROBE = "SELECT to_regclass(format('%%I.executions', %s::text)) IS NOT NULL"
+"""Whether an ``executions`` table exists (asked when there is no version table: a schema
+that has one without the other was written by another application)."""
 
 VERSION_PROBE = "SELECT to_jsonb(s) FROM {schema}.harel_schema AS s"
 """The version row as JSON: reads every layout's row, whatever columns it has."""
@@ -307,10 +317,92 @@ UPGRADE_TO_2: tuple[str, ...] = (
 )
 """From version 1 to 2; idempotent, run under the schema's advisory lock."""
 
-UPGRADES: dict[int, tuple[str, ...]] = {1: UPGRADE_TO_2}
+RECEIPT_SLOTS = RECEIPT_WINDOW
+"""Slots of the ``receipts`` ring: version ``v``'s token is ``receipts[v % 8 + 1]``."""
+
+UPGRADE_TO_3: tuple[str, ...] = (
+    "ALTER TABLE {schema}.executions ADD COLUMN IF NOT EXISTS receipts text[]",
+    # The version-2 signature goes: one harel_commit per schema, the one that keeps receipts.
+    "DROP FUNCTION IF EXISTS {schema}.harel_commit(text, text, text, text, text, text, text, "
+    "bigint, double precision, text, text[], text[], text[], text[], text[], text[], "
+    "double precision[], text[], text, bigint)",
+    # One whole commit, one statement, one round trip.  The CAS is an INSERT ... ON CONFLICT
+    # DO NOTHING (version 0) or an UPDATE guarded by the version: both wait for a concurrent
+    # writer of the row and then see its result, so a lost race changes no row.  The winning
+    # write stores p_token as the receipt of the new version (slot p_slot of the ring).  A lost
+    # CAS reads, in a new statement (a new snapshot under READ COMMITTED, which sees the
+    # winner), the stored version and the receipt in p_slot, and returns them without writing
+    # anything: the caller tells from them whether this very commit was stored already.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_commit(
+        p_id text, p_definition_id text, p_status text, p_outcome text,
+        p_active_path text, p_parent_id text, p_data text, p_old bigint,
+        p_committed_at double precision, p_event_id text,
+        p_emit_targets text[], p_emit_events text[],
+        p_spawn_children text[], p_spawn_roots text[], p_spawn_contexts text[],
+        p_schedule_paths text[], p_schedule_fire_at double precision[],
+        p_cancel_paths text[], p_trace text, p_trace_max bigint,
+        p_token text, p_slot integer,
+        OUT o_applied boolean, OUT o_found bigint, OUT o_receipt text
+    )
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$
+    DECLARE
+        v_receipts text[];
+    BEGIN
+        IF p_old = 0 THEN
+            v_receipts[p_slot] := p_token;
+            INSERT INTO executions (id, definition_id, status, outcome, active_path, parent_id,
+                                    version, updated_at, data, receipts)
+            VALUES (p_id, p_definition_id, p_status, p_outcome, p_active_path, p_parent_id,
+                    1, p_committed_at, p_data, v_receipts)
+            ON CONFLICT (id) DO NOTHING;
+        ELSE
+            UPDATE executions
+            SET definition_id = p_definition_id, status = p_status, outcome = p_outcome,
+                active_path = p_active_path, parent_id = p_parent_id, version = p_old + 1,
+                updated_at = p_committed_at, data = p_data, receipts[p_slot] = p_token
+            WHERE id = p_id AND version = p_old;
+        END IF;
+        IF NOT FOUND THEN
+            o_applied := false;
+            SELECT e.version, e.receipts[p_slot] INTO o_found, o_receipt
+            FROM executions AS e WHERE e.id = p_id;
+            RETURN;
+        END IF;
+        o_applied := true;
+        o_found := p_old + 1;
+        FOR i IN 1 .. coalesce(array_length(p_emit_events, 1), 0) LOOP
+            INSERT INTO outbox (target_id, event) VALUES (p_emit_targets[i], p_emit_events[i]);
+        END LOOP;
+        IF p_event_id IS NOT NULL THEN
+            INSERT INTO processed_events (execution_id, event_id, processed_at)
+            VALUES (p_id, p_event_id, p_committed_at)
+            ON CONFLICT (execution_id, event_id) DO NOTHING;
+        END IF;
+        FOR i IN 1 .. coalesce(array_length(p_spawn_children, 1), 0) LOOP
+            INSERT INTO spawns (parent_id, child_id, root_path, context)
+            VALUES (p_id, p_spawn_children[i], p_spawn_roots[i], p_spawn_contexts[i]);
+        END LOOP;
+        IF cardinality(p_cancel_paths) > 0 THEN
+            DELETE FROM timers AS t WHERE t.execution_id = p_id AND t.path = ANY (p_cancel_paths);
+        END IF;
+        IF cardinality(p_schedule_paths) > 0 THEN
+            INSERT INTO timers (execution_id, path, fire_at)
+            SELECT p_id, s.path, s.fire_at
+            FROM unnest(p_schedule_paths, p_schedule_fire_at) AS s (path, fire_at)
+            ON CONFLICT (execution_id, path) DO UPDATE SET fire_at = excluded.fire_at;
+        END IF;
+        IF p_trace IS NOT NULL THEN
+            PERFORM harel_trace_append(p_id, p_trace, p_trace_max);
+        END IF;
+    END
+    $harel$""",
+)
+"""From version 2 to 3 (commit receipts); idempotent, run under the schema's advisory lock."""
+
+UPGRADES: dict[int, tuple[str, ...]] = {1: UPGRADE_TO_2 + UPGRADE_TO_3, 2: UPGRADE_TO_3}
 """The steps that bring each older version to :data:`SCHEMA_VERSION`."""
 
-DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2
+DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3
 """Every statement that creates the current layout, in order; each is idempotent."""
 
 TABLES = ("executions", "outbox", "spawns", "processed_events", "timers", "trace", "harel_schema")

@@ -16,6 +16,7 @@ back mid-query (a broken one is discarded).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -28,7 +29,7 @@ from harel.store.errors import StoreUnavailable
 from psycopg_pool import AsyncConnectionPool
 
 from harel_store_postgres._conn import Renderer, connect_kwargs, connection_alive, pool_kwargs
-from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error
+from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error, map_sent_error
 from harel_store_postgres._open import open_schema
 from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
@@ -80,11 +81,14 @@ class AsyncPostgresStore(
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        """A live pooled connection; dead ones (server restarted) are dropped, not used."""
+        """A live pooled connection within ``pool_timeout`` in all; dead ones (server
+        restarted, connection cut) are dropped, not used."""
+        deadline = time.monotonic() + self.options.pool_timeout
         attempts = self.options.pool_max + 1
         while attempts:
             attempts -= 1
-            async with self._pool.connection() as conn:
+            timeout = max(deadline - time.monotonic(), 0.0)
+            async with self._pool.connection(timeout=timeout) as conn:
                 if not connection_alive(conn):
                     await conn.close()  # the pool replaces a closed connection
                     continue
@@ -93,9 +97,15 @@ class AsyncPostgresStore(
         raise StoreUnavailable(f"every pooled connection to {self.options.where} is dead")
 
     async def _execute(self, statement: Statement) -> Result:
+        """Run one statement.  Failing to get a connection sends nothing (plain
+        ``StoreUnavailable``); a connection that breaks once the statement is handed to it
+        raises :class:`RequestOutcomeUnknown` (the plan names the commit)."""
         try:
             async with self._connection() as conn:
-                return await _run_statement(conn, self._render, statement)
+                try:
+                    return await _run_statement(conn, self._render, statement)
+                except DRIVER_ERRORS as exc:
+                    raise map_sent_error(exc, self.options.where, conn.broken) from exc
         except DRIVER_ERRORS as exc:
             raise map_error(exc, self.options.where) from exc
 

@@ -11,6 +11,7 @@ number of threads.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -23,7 +24,7 @@ from harel.store.errors import StoreUnavailable
 from psycopg_pool import ConnectionPool
 
 from harel_store_postgres._conn import Renderer, connect_kwargs, connection_alive, pool_kwargs
-from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error
+from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error, map_sent_error
 from harel_store_postgres._open import open_schema
 from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
@@ -75,9 +76,11 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        """A live pooled connection; dead ones (server restarted) are dropped, not used."""
+        """A live pooled connection within ``pool_timeout`` in all; dead ones (server
+        restarted, connection cut) are dropped, not used."""
+        deadline = time.monotonic() + self.options.pool_timeout
         for _ in range(self.options.pool_max + 1):
-            with self._pool.connection() as conn:
+            with self._pool.connection(timeout=max(deadline - time.monotonic(), 0.0)) as conn:
                 if connection_alive(conn):
                     yield conn
                     return
@@ -85,9 +88,15 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
         raise StoreUnavailable(f"every pooled connection to {self.options.where} is dead")
 
     def _execute(self, statement: Statement) -> Result:
+        """Run one statement.  Failing to get a connection sends nothing (plain
+        ``StoreUnavailable``); a connection that breaks once the statement is handed to it
+        raises :class:`RequestOutcomeUnknown` (the plan names the commit)."""
         try:
             with self._connection() as conn:
-                return _run_statement(conn, self._render, statement)
+                try:
+                    return _run_statement(conn, self._render, statement)
+                except DRIVER_ERRORS as exc:
+                    raise map_sent_error(exc, self.options.where, conn.broken) from exc
         except DRIVER_ERRORS as exc:
             raise map_error(exc, self.options.where) from exc
 

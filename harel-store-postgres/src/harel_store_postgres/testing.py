@@ -21,6 +21,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,7 +31,7 @@ from harel.store.contract import Capabilities
 from psycopg import sql
 
 from harel_store_postgres._conn import connect_kwargs
-from harel_store_postgres._options import options_from_url, url_with_knobs
+from harel_store_postgres._options import PostgresOptions, options_from_url, url_with_knobs
 from harel_store_postgres._plugin import CAPABILITIES
 from harel_store_postgres._schema import SCHEMA_VERSION, TABLES
 from harel_store_postgres.aio import AsyncPostgresStore
@@ -121,6 +122,32 @@ class PostgresHarness(StoreHarness):
     async def open_async(self) -> AsyncPostgresStore:
         """A new ``AsyncPostgresStore`` (its own pool) over the harness schema."""
         return await AsyncPostgresStore.open(self.options)
+
+    def server_address(self) -> tuple[str, int] | None:
+        """The server's TCP address, for the kit's lost-reply tests; ``None`` for a Unix
+        socket or several hosts."""
+        host = self.options.connect.get("host", "")
+        if not host or host.startswith("/") or "," in host:
+            return None
+        return host, int(self.options.connect.get("port") or 5432)
+
+    def options_at(self, host: str, port: int) -> PostgresOptions:
+        """The harness's options over ``host:port`` (a proxy), with short waits: connect
+        attempts of 2 s, two open retries, the pool retrying a lost connection for 1 s."""
+        connect = {**self.options.connect, "host": host, "port": str(port), "connect_timeout": "2"}
+        return replace(
+            self.options, connect=connect, connect_retries=2, retry_delay=0.2, reconnect_timeout=1.0
+        )
+
+    def open_sync_at(self, host: str, port: int) -> PostgresStore:
+        """A new ``PostgresStore`` over the harness schema through ``host:port``."""
+        store = PostgresStore.open(self.options_at(host, port))
+        self._sync.add(store)
+        return store
+
+    async def open_async_at(self, host: str, port: int) -> AsyncPostgresStore:
+        """A new ``AsyncPostgresStore`` over the harness schema through ``host:port``."""
+        return await AsyncPostgresStore.open(self.options_at(host, port))
 
     def url(self) -> str:
         """The server URL with ``?schema=`` naming this harness's schema."""

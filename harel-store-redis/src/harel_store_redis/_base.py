@@ -11,6 +11,7 @@ from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
 from harel.store.errors import StoreError
 
 from harel_store_redis._capabilities import CAPABILITIES
+from harel_store_redis._errors import client_retries
 from harel_store_redis._options import (
     DEFAULT_PREFIX,
     check_client_kwargs,
@@ -39,6 +40,9 @@ class RedisStoreBase(Generic[C]):
 
     trace_max: int | None
     prefix: str
+    _retried: bool
+    """Whether the client re-sends failed commands itself (then no connection failure proves
+    that a request did not run: see :func:`harel_store_redis._errors.map_error`)."""
     where: str
     max_payload_bytes: int
     _plan: RedisPlan
@@ -77,6 +81,7 @@ class RedisStoreBase(Generic[C]):
         self.max_payload_bytes = max_payload_bytes
         self.where = describe_connection(connection_kwargs, prefix)
         check_client_kwargs(connection_kwargs, self.where)
+        self._retried = client_retries(connection_kwargs)
         self._plan = RedisPlan(Keys(prefix.encode("utf-8")), self.where, max_payload_bytes)
 
     def _opened(self) -> None:

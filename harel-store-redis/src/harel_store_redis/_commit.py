@@ -2,8 +2,16 @@
 
 A step that writes the snapshot alone runs :data:`~harel_store_redis._scripts.COMMIT_STATE`
 (two declared keys: the execution's hash and the summaries); any other runs
-:data:`~harel_store_redis._scripts.COMMIT` with every effect.  Each carries a random token
-stored with the execution, so a re-run after a lost reply recognises its own landing.
+:data:`~harel_store_redis._scripts.COMMIT` with every effect.  Each writes the commit token
+(``PreparedCommit.token``) as the receipt of the new version, in the same ``HSET`` as the
+document; a lost CAS replies with the stored version and the receipt of the version it
+writes, so a re-sent commit that is already stored answers success in the same call
+(:func:`~harel.store.common.resent_and_stored`).
+
+Outcomes: a failure that may have come after the server ran the script (the reply lost, the
+connection cut) is re-sent within the call, up to :data:`RESENDS` times; when no attempt gets
+an answer the commit raises ``CommitOutcomeUnknown``.  A plain ``StoreUnavailable`` means that
+no attempt can have run: nothing was written.
 """
 
 from __future__ import annotations
@@ -12,20 +20,25 @@ import os
 from typing import Any
 
 from harel.model import Status
-from harel.store.common import PreparedCommit, conflict, trace_keep_from
-from harel.store.errors import StoreCorrupted, StoreUnavailable
+from harel.store.common import PreparedCommit, conflict, resent_and_stored, trace_keep_from
+from harel.store.errors import CommitOutcomeUnknown, StoreCorrupted, StoreUnavailable
 
 from harel_store_redis._keys import TAG_MARK, TAG_TIMER, text
 from harel_store_redis._records import summary_row
 from harel_store_redis._requests import (
     DEFAULT_MAX_PAYLOAD_BYTES,
     Plan,
+    ReplyLost,
     guarded,
     number,
     run_script,
 )
-from harel_store_redis._schema import Keys
+from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import APPLIED, COMMIT, COMMIT_STATE, CONFLICT, SEQ_EXHAUSTED
+
+RESENDS = 2
+"""How many times one ``commit`` call re-sends its script after a failure that may have come
+after the server ran it (the receipt tells a landed attempt from a lost one)."""
 
 
 def summary_json(prepared: PreparedCommit) -> bytes:
@@ -73,7 +86,7 @@ def state_request(
 ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """``(KEYS, ARGV)`` of the state-only commit script for ``prepared``."""
     index_keys, args = _snapshot_args(keys, prepared, token)
-    args.append(keys.joined(index_keys))
+    args += [keys.joined(index_keys), receipt_field(prepared.new_version)]
     return (keys.of(prepared.execution_id).execution, keys.summaries), tuple(args)
 
 
@@ -98,6 +111,7 @@ def commit_request(
         str(len(p.emits)).encode(),
         str(len(p.spawns)).encode(),
         str(len(p.timers)).encode(),
+        receipt_field(p.new_version),
     ]
     for emit in p.emits:
         if emit.target_id is None:
@@ -117,8 +131,16 @@ def commit_request(
 
 
 def new_token() -> bytes:
-    """A fresh commit token (recognises a commit's own earlier, reply-lost attempt)."""
+    """A fresh random token (128 bits, hex): an import's, or a commit's prepared without one."""
     return os.urandom(16).hex().encode("ascii")
+
+
+def with_token(prepared: PreparedCommit) -> tuple[PreparedCommit, bytes]:
+    """``prepared`` and its commit token as sent (a fresh one when it has none)."""
+    if prepared.token:
+        return prepared, prepared.token.encode("ascii")
+    token = new_token()
+    return prepared._replace(token=token.decode("ascii")), token
 
 
 def commit_plan(
@@ -130,30 +152,48 @@ def commit_plan(
     limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ) -> Plan[None]:
     """Write ``prepared`` in one script call (the two-key one when it writes the snapshot
-    alone); raises ``StoreConflict`` when the CAS is lost.
+    alone); raises ``StoreConflict`` when the CAS is lost to another writer's commit.
 
-    The script is idempotent by its token, so a connection failure re-sends it once: if the
-    first attempt did land, the re-run reports a conflict carrying this commit's own token,
-    which counts as success.
+    Guarantees: success means the commit is stored exactly once (a re-sent commit found by its
+    receipt is not written again); ``StoreConflict`` and a plain ``StoreUnavailable`` mean
+    nothing of it was written; ``CommitOutcomeUnknown`` means an attempt may have run and no
+    answer came back, even after :data:`RESENDS` re-sends.
     """
-    token = new_token()
+    prepared, token = with_token(prepared)
     if state_only(prepared):
         trace_keep_from(0, trace_max)  # validates trace_max as every commit does
         script, (command_keys, args) = COMMIT_STATE, state_request(keys, prepared, token)
     else:
         script, (command_keys, args) = COMMIT, commit_request(keys, prepared, trace_max, token)
-    try:
-        reply = yield from run_script(script, command_keys, args, limit=limit)
-    except StoreUnavailable as exc:
-        raise StoreUnavailable(
-            f"{exc}; the commit of execution {prepared.execution_id!r} may or may not be "
-            "stored: load the execution before retrying the step"
-        ) from exc
-    decide_commit(prepared, reply, token, where)
+    may_have_run = False
+    failure: StoreUnavailable | None = None
+    for attempt in range(1 + RESENDS):
+        try:
+            reply = yield from run_script(
+                script, command_keys, args, retry_unavailable=False, limit=limit
+            )
+        except ReplyLost as exc:
+            may_have_run, failure = True, exc
+            continue
+        except StoreUnavailable as exc:  # this attempt did not run
+            failure = exc
+            if not may_have_run and attempt >= 1:
+                break  # twice unreachable: give up, nothing was written
+            continue
+        decide_commit(prepared, reply, where)
+        return
+    if may_have_run:
+        raise CommitOutcomeUnknown(
+            prepared.execution_id, prepared.expected_version, str(failure)
+        ) from failure
+    raise StoreUnavailable(
+        f"{failure}; nothing of the commit of execution {prepared.execution_id!r} was written"
+    ) from failure
 
 
-def decide_commit(prepared: PreparedCommit, reply: Any, token: bytes, where: str) -> None:
-    """Map the commit script's reply: applied, conflict (raised), or a typed failure."""
+def decide_commit(prepared: PreparedCommit, reply: Any, where: str) -> None:
+    """Map the commit script's reply: applied, already stored by this very commit (its
+    receipt), conflict (raised), or a typed failure."""
     guarded(reply, where)
     if not isinstance(reply, list) or not reply:
         raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
@@ -171,6 +211,8 @@ def decide_commit(prepared: PreparedCommit, reply: Any, token: bytes, where: str
     if len(reply) < 2:
         raise conflict(prepared, None)
     found = int(reply[1])
-    if len(reply) > 2 and reply[2] == token and found == prepared.new_version:
-        return  # our own earlier attempt landed; its reply was lost
+    raw = reply[2] if len(reply) > 2 else b""
+    receipt = raw.decode("ascii", "replace") if isinstance(raw, bytes) and raw else None
+    if resent_and_stored(prepared, found, receipt):
+        return  # this very commit is stored: an earlier attempt landed, its answer was lost
     raise conflict(prepared, found)

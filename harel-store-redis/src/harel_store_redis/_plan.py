@@ -12,9 +12,10 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
   listing-index moves are one script; a lost CAS writes nothing;
 * scripts are loaded once per server (at open); after ``NOSCRIPT`` (a restarted server, a
   ``SCRIPT FLUSH``) the plan re-sends the script's source with ``EVAL``, which also caches it;
-* a commit carries a random token stored with the execution: re-running the very same script
-  (after a lost reply) either applies it or recognises it as already applied, so a commit whose
-  reply was lost is retried once, safely;
+* a commit stores its token (``PreparedCommit.token``) as the receipt of the version it
+  writes, in a ring of the last eight versions; a re-sent commit (the plan's own resend after a
+  lost reply, or the caller's after ``CommitOutcomeUnknown``) that finds its receipt answers
+  success without writing again, in the same script call;
 * requests larger than ``max_payload_bytes`` are refused before anything is sent.
 """
 

@@ -42,7 +42,7 @@ from harel_store_redis._keys import (
     untext,
 )
 from harel_store_redis._requests import Plan, guarded, number, run_script
-from harel_store_redis._schema import Keys
+from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import ALREADY_EXISTS, APPLIED, EXPORT, IMPORT, SEQ_EXHAUSTED
 
 log = logging.getLogger("harel_store_redis")
@@ -214,6 +214,7 @@ def import_request(
         *head,
         *(str(len(items)).encode() for items in (p.processed, p.timers, p.emits, p.spawns)),
         str(len(p.trace)).encode(),
+        b"" if exe is None else receipt_field(exe.version),
     ]
     for event_id, at in p.processed:
         args += [owned(p.execution_id, TAG_MARK, event_id), number(at)]

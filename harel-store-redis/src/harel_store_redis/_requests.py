@@ -42,6 +42,13 @@ class ScriptMissing(Exception):
     """The server answered ``NOSCRIPT`` (the drivers' error mapping raises it into the plan)."""
 
 
+class ReplyLost(StoreUnavailable):
+    """The connection failed or timed out after the request may have reached the server: it
+    may or may not have been executed.  The drivers' error mapping raises it into the plan
+    (every other ``StoreUnavailable`` there means the request was not executed); the commit
+    plan settles it by re-sending, other plans treat it as any ``StoreUnavailable``."""
+
+
 T = TypeVar("T")
 
 Plan: TypeAlias = Generator[Command, Any, T]
@@ -60,7 +67,8 @@ def run_script(
 
     With ``retry_unavailable`` (idempotent scripts only) a connection or timeout failure is
     retried once on a fresh connection: a pooled connection the server closed while idle fails
-    its first command, and a commit whose reply was lost learns its outcome from the re-run.
+    its first command.  Without it the failure propagates (a :class:`ReplyLost` when the
+    request may have been executed).
     """
     size = sum(map(len, keys)) + sum(map(len, args))
     if size > limit:

@@ -1,4 +1,4 @@
-"""The key layout (schema version 2) under one prefix, key names cached per execution, and the
+"""The key layout (schema version 3) under one prefix, key names cached per execution, and the
 pure schema decision.
 
 ``P`` is the prefix (default ``harel:``).  Per execution (``<id>`` = :func:`key_part`):
@@ -7,8 +7,10 @@ pure schema decision.
 key                type    content
 =================  ======  ====================================================================
 ``P x:<id>``       hash    ``v`` version (the CAS token), ``d`` the Execution JSON, ``st``
-                           status, ``c`` token of the last commit, ``tn`` next trace index,
-                           ``ix`` the listing index keys it is in (newline separated)
+                           status, ``tn`` next trace index, ``ix`` the listing index keys it
+                           is in (newline separated), ``k0`` .. ``k7`` the receipts: ``k<n>``
+                           holds the commit token that wrote the latest version ``v`` with
+                           ``v % 8 == n`` (:func:`receipt_field`)
 ``P tr:<id>``      list    trace ring: ``"<index> <step JSON>"``, oldest first
 =================  ======  ====================================================================
 
@@ -34,9 +36,13 @@ Global (members of one execution share :func:`~harel_store_redis._keys.owner_pre
 =================  ======  ====================================================================
 
 Layout history: version 1 kept only ``P schema`` (the version, no release); version 2 adds
-``P layout`` with the release that wrote it.  Opening a version 1 namespace upgrades it in
+``P layout`` with the release that wrote it; version 3 replaces the hash's ``c`` (the token of
+the last commit only) by the receipt ring ``k0`` .. ``k7``, so a commit re-sent after up to
+seven rival commits is still recognised.  Opening a version 1 or 2 namespace upgrades it in
 place with one atomic script (:data:`~harel_store_redis._scripts.UPGRADE`), which several
-processes may run at once: the first upgrades, the others find it done.
+processes may run at once: the first upgrades, the others find it done.  The upgrade rewrites
+no execution: a layout 2 hash gets its receipts from its next commit (until then a re-sent
+commit of it is a ``StoreConflict``, as before) and keeps its unused ``c`` field.
 """
 
 from __future__ import annotations
@@ -44,16 +50,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harel.model import Status
-from harel.store.common import release_of, schema_verdict
+from harel.store.common import RECEIPT_WINDOW, receipt_slot, release_of, schema_verdict
 from harel.store.errors import SchemaVersionError
 
 from harel_store_redis._keys import key_part, owner_prefix, text
 
 DISTRIBUTION = "harel-store-redis"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The layout version this release reads and writes."""
-UPGRADES = frozenset({1})
+UPGRADES = frozenset({1, 2})
 """Older layout versions this release upgrades in place when it opens them."""
+
+_RECEIPT_FIELDS = tuple(b"k%d" % slot for slot in range(RECEIPT_WINDOW))
+
+
+def receipt_field(version: int) -> bytes:
+    """The execution hash's field that holds the receipt (commit token) of ``version``: one
+    of ``k0`` .. ``k7``, a ring of :data:`~harel.store.common.RECEIPT_WINDOW` slots."""
+    return _RECEIPT_FIELDS[receipt_slot(version)]
+
 
 ANY = b"*"
 ROOT = b"root"

@@ -89,10 +89,13 @@ COMMIT = LuaScript(
 -- ARGV: 1 expected version, 2 new version, 3 document, 4 token, 5 status, 6 summary JSON,
 --       7 raw id, 8 owner prefix, 9 index keys (newline separated), 10 mark member or '',
 --       11 commit time, 12 trace step or '', 13 trace_max (0 = unbounded), 14 emits,
---       15 spawns, 16 timer ops; then 4 per emit (t|u, target, target owner prefix, event),
---       3 per spawn (child, root path, context), 3 per timer op (s|c, member, repr(fire_at))
+--       15 spawns, 16 timer ops, 17 the receipt field of the new version (k0..k7); then
+--       4 per emit (t|u, target, target owner prefix, event), 3 per spawn (child, root path,
+--       context), 3 per timer op (s|c, member, repr(fire_at))
+-- a lost CAS replies {0, stored version, the receipt of the new version or ''} (or {0}
+-- when nothing is stored): the caller tells a re-sent commit that is already stored by it
 local exe = KEYS[1]
-local cur = redis.call('HMGET', exe, 'v', 'c', 'ix')
+local cur = redis.call('HMGET', exe, 'v', ARGV[17], 'ix')
 if cur[1] then
   if cur[1] ~= ARGV[1] then return {0, cur[1], cur[2] or ''} end
 elseif ARGV[1] ~= '0' then
@@ -108,7 +111,7 @@ for i = 10, #KEYS do need[i] = moved end
 local bad = foreign_write_key(need)
 if bad then return {3, bad} end
 
-local a = 17
+local a = 18
 local owned = {}
 for i = 1, n_emits do
   if ARGV[a] == 't' then
@@ -132,7 +135,8 @@ if overflow then
 end
 for _, m in ipairs(owned) do redis.call('ZADD', KEYS[4], 0, m) end
 
-redis.call('HSET', exe, 'v', ARGV[2], 'd', ARGV[3], 'c', ARGV[4], 'st', ARGV[5], 'ix', ARGV[9])
+redis.call('HSET', exe, 'v', ARGV[2], 'd', ARGV[3], ARGV[17], ARGV[4], 'st', ARGV[5],
+           'ix', ARGV[9])
 redis.call('HSET', KEYS[3], id, ARGV[6])
 if moved then
   if cur[3] then
@@ -173,8 +177,9 @@ COMMIT_STATE = LuaScript(
 -- A commit with no side writes (no emit, spawn, timer, mark or trace step).
 -- KEYS: 1 execution hash, 2 summaries
 -- ARGV: 1 expected version, 2 new version, 3 document, 4 token, 5 status, 6 summary JSON,
---       7 raw id, 8 the listing index keys the new state belongs to (newline separated)
-local cur = redis.call('HMGET', KEYS[1], 'v', 'c', 'ix')
+--       7 raw id, 8 the listing index keys the new state belongs to (newline separated),
+--       9 the receipt field of the new version (k0..k7); a lost CAS replies as COMMIT's does
+local cur = redis.call('HMGET', KEYS[1], 'v', ARGV[9], 'ix')
 if cur[1] then
   if cur[1] ~= ARGV[1] then return {0, cur[1], cur[2] or ''} end
 elseif ARGV[1] ~= '0' then
@@ -199,7 +204,8 @@ end
 -- the summary first: the execution hash was read above, so only this write can fail, and
 -- it fails before anything is written
 redis.call('HSET', KEYS[2], ARGV[7], ARGV[6])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3], 'c', ARGV[4], 'st', ARGV[5], 'ix', ARGV[8])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3], ARGV[9], ARGV[4], 'st', ARGV[5],
+           'ix', ARGV[8])
 if moved then
   if cur[3] then
     for k in string.gmatch(cur[3], '[^\\n]+') do redis.call('ZREM', k, ARGV[7]) end
@@ -351,17 +357,19 @@ UPGRADE = LuaScript(
 -- KEYS: 1 layout hash, 2 schema string; ARGV: 1 from version, 2 to version, 3 the release
 -- reply: {version now stored, its writer or false}
 local cur = redis.call('HMGET', KEYS[1], 'v', 'by')
-if cur[1] then return {cur[1], cur[2]} end
-local old = redis.call('GET', KEYS[2])
-if old ~= ARGV[1] then return {old, false} end
+local found = cur[1] or redis.call('GET', KEYS[2])
+if found ~= ARGV[1] then return {found, cur[2]} end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'by', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[2])
 return {ARGV[2], ARGV[3]}
 """,
 )
-"""Layout 1 -> 2: record the version and the release in ``P layout`` and set ``P schema`` to
-the new version (what a release reading only ``P schema`` refuses by number).  Atomic and
-idempotent: concurrent openers find it done and report the stored version."""
+"""Layout 1 or 2 -> 3: record the new version and the release in ``P layout`` and in
+``P schema`` (what a release reading only ``P schema`` refuses by number), when the stored
+version (``P layout``'s, or version 1's ``P schema``) is still ``from``.  Atomic and
+idempotent: concurrent openers find it done and report the stored version.  No execution is
+rewritten: a hash written by layout 2 has no receipts yet (its next commit writes them) and
+keeps its unused ``c`` field."""
 
 LOAD = LuaScript("load", "return redis.call('HGET', KEYS[1], 'd')")
 
@@ -461,12 +469,13 @@ IMPORT = LuaScript(
 --       8 outbox, 9 spawns, 10.. the listing indexes (when the record holds an execution)
 -- ARGV: 1 with execution (1/0), 2 raw id, 3 owner prefix, 4 version, 5 document, 6 token,
 --       7 status, 8 summary JSON, 9 index keys (newline separated), 10 next trace index,
---       11 marks, 12 timers, 13 emits, 14 spawns, 15 trace steps; then 2 per mark (member,
---       score), 2 per timer (member, repr(fire_at)), 1 per emit (event JSON), 3 per spawn
---       (child, root path, context), 1 per trace step ('<index> <step JSON>')
+--       11 marks, 12 timers, 13 emits, 14 spawns, 15 trace steps, 16 the receipt field of
+--       the version (k0..k7, '' without an execution); then 2 per mark (member, score), 2 per
+--       timer (member, repr(fire_at)), 1 per emit (event JSON), 3 per spawn (child, root
+--       path, context), 1 per trace step ('<index> <step JSON>')
 local with_exe = ARGV[1] == '1'
 if with_exe and redis.call('EXISTS', KEYS[1]) == 1 then
-  return {4, redis.call('HGET', KEYS[1], 'c') or ''}
+  return {4, redis.call('HGET', KEYS[1], ARGV[16]) or ''}
 end
 local bad = foreign_write_key({})
 if bad then return {3, bad} end
@@ -474,7 +483,7 @@ if bad then return {3, bad} end
 local id, owner = ARGV[2], ARGV[3]
 local n_marks, n_timers = tonumber(ARGV[11]), tonumber(ARGV[12])
 local n_emits, n_spawns, n_steps = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local marks_at = 16
+local marks_at = 17
 local timers_at = marks_at + 2 * n_marks
 local emits_at = timers_at + 2 * n_timers
 local spawns_at = emits_at + n_emits
@@ -495,7 +504,7 @@ for _, e in ipairs(outbox_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 'o' ..
 for _, e in ipairs(spawn_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 's' .. e) end
 if not with_exe then return {1} end
 
-redis.call('HSET', KEYS[1], 'v', ARGV[4], 'd', ARGV[5], 'c', ARGV[6], 'st', ARGV[7],
+redis.call('HSET', KEYS[1], 'v', ARGV[4], 'd', ARGV[5], ARGV[16], ARGV[6], 'st', ARGV[7],
            'ix', ARGV[9], 'tn', ARGV[10])
 redis.call('HSET', KEYS[3], id, ARGV[8])
 for i = 10, #KEYS do redis.call('ZADD', KEYS[i], 0, id) end

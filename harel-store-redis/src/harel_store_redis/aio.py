@@ -32,9 +32,9 @@ from harel_store_redis._requests import Command, Plan
 T = TypeVar("T")
 
 
-async def _send(client: aioredis.Redis, request: Command, where: str) -> Any:
+async def _send(client: aioredis.Redis, request: Command, where: str, retried: bool) -> Any:
     send: Callable[..., Awaitable[Any]] = client.execute_command
-    with translate(where):
+    with translate(where, retried=retried):
         return await send(*request.wire)
 
 
@@ -90,8 +90,8 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
         if client is None:
             raise self._closed()
         if in_settled_write():  # a write in its own settled task: nothing cancels it
-            return await _send(client, request, self.where)
-        reply = asyncio.ensure_future(_send(client, request, self.where))
+            return await _send(client, request, self.where, self._retried)
+        reply = asyncio.ensure_future(_send(client, request, self.where, self._retried))
         try:
             return await asyncio.shield(reply)
         except asyncio.CancelledError:

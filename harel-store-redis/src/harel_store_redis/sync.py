@@ -63,7 +63,7 @@ class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
         if client is None:
             raise self._closed()
         send: Callable[..., Any] = client.execute_command
-        with translate(self.where):
+        with translate(self.where, retried=self._retried):
             return send(*request.wire)
 
     def _run(self, operation: Plan[T]) -> T:

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
@@ -27,7 +27,7 @@ from harel.store.contract import Capabilities
 from harel_store_redis._capabilities import CAPABILITIES
 from harel_store_redis._keys import owner_prefix, seq_of, split_owned, text, untext
 from harel_store_redis._options import parse_redis_url
-from harel_store_redis._schema import Keys
+from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import APPLIED, COMMIT_STATE
 from harel_store_redis.aio import AsyncRedisStore
 from harel_store_redis.sync import RedisStore
@@ -42,6 +42,24 @@ def with_prefix(url: str, prefix: str) -> str:
     pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "prefix"]
     pairs.append(("prefix", prefix))
     return f"{base}?{urlencode(pairs)}"
+
+
+def with_address(url: str, host: str, port: int) -> str:
+    """``url`` pointing at ``host:port`` instead (credentials, database and query kept)."""
+    parts = urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    shown = f"[{host}]" if ":" in host else host
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{shown}:{port}"))
+
+
+PROXIED_KNOBS: dict[str, Any] = {
+    "connect_retries": 0,
+    "connect_timeout": 1.0,
+    "socket_timeout": 5.0,
+}
+"""The settings of a store opened through a proxy (:meth:`RedisHarness.open_sync_at`): a cut
+connection is noticed at once, a lost answer within seconds, and an unreachable address fails
+the connect within a second."""
 
 
 def glob_escape(raw: bytes) -> bytes:
@@ -86,6 +104,26 @@ class RedisHarness(StoreHarness):
     def url(self) -> str:
         """The URL of this namespace (another process opens the same dataset with it)."""
         return self._url
+
+    def server_address(self) -> tuple[str, int] | None:
+        """The server's TCP address (``None`` over a unix socket)."""
+        if self.options.unix_path is not None:
+            return None
+        return self.options.host, self.options.port
+
+    def open_sync_at(self, host: str, port: int) -> RedisStore:
+        """A new ``RedisStore`` over the namespace through ``host:port`` (a proxy in front of
+        the server), with :data:`PROXIED_KNOBS`."""
+        store = RedisStore.from_url(with_address(self._url, host, port), **PROXIED_KNOBS)
+        self._sync.add(store)
+        return store
+
+    async def open_async_at(self, host: str, port: int) -> AsyncRedisStore:
+        """The async twin of :meth:`open_sync_at`."""
+        url = with_address(self._url, host, port)
+        store = await AsyncRedisStore.from_url(url, **PROXIED_KNOBS)
+        self._async.add(store)
+        return store
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every record of ``execution_id`` under the namespace, read with plain commands."""
@@ -186,8 +224,9 @@ class RedisHarness(StoreHarness):
     def raw_script_commit(self) -> Callable[[str, int, str], None]:
         """Extra information for the benchmarks (not the issue's raw write): ONE ``EVALSHA``
         of the store's own state-only commit script (:data:`~harel_store_redis._scripts.
-        COMMIT_STATE`: the version CAS, the document, the summary row) on the execution's
-        record, on a new client with the stores' settings (same arguments as ``raw_commit``).
+        COMMIT_STATE`: the version CAS, the document and its receipt, the summary row) on the
+        execution's record, on a new client with the stores' settings (same arguments as
+        ``raw_commit``).
 
         What it reads once per execution (its key names, status, listing-index field and
         summary row) it sends unchanged afterwards, so it measures the server's and the
@@ -220,6 +259,7 @@ class RedisHarness(StoreHarness):
                 row,
                 raw_id,
                 index_field,
+                receipt_field(version + 1),
             )
             if reply[0] != APPLIED:
                 raise RuntimeError(f"raw commit of {execution_id!r} refused: {reply!r}")

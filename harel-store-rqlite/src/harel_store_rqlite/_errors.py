@@ -6,19 +6,32 @@ named by its base URL, which carries no credentials; server texts are redacted a
 ==============================================  ===========================================
 failure                                         raised
 ==============================================  ===========================================
-cannot connect, TLS handshake failed            ``StoreUnavailable`` (nothing was sent)
-timeout, connection dropped mid-request         ``StoreUnavailable``; for a write the message
-                                                says its outcome is unknown (it may have
-                                                been applied: reload before retrying)
-HTTP 503 (no leader yet), 408, 429, 500,        ``StoreUnavailable`` (retryable)
-502, 504; a per-statement error saying
-"leader", "locked", "busy", "timeout", "disk"
+cannot connect, TLS handshake failed, no      ``StoreUnavailable`` (nothing was sent)
+connection free in the pool
+timeout, connection dropped mid-request         for a write: :class:`OutcomeUnknown` (it may
+                                                have been applied; a commit raises
+                                                ``CommitOutcomeUnknown``); for a read:
+                                                ``StoreUnavailable``
+HTTP 503 (no leader yet), 408, 429, 500         ``StoreUnavailable`` (retryable; rqlite answers
+                                                them before applying anything)
+HTTP 502, 504 (a gateway in front of the node)  for a write: ``OutcomeUnknown``; else
+                                                ``StoreUnavailable``
+HTTP 200 ``{"error": ...}`` (a Raft failure):   ``StoreUnavailable`` (certainly not applied)
+"timed out enqueuing operation", "store not
+ready", "not leader", "leader not found"
+HTTP 200 ``{"error": ...}``: "leadership lost   for a write: ``OutcomeUnknown`` (the entry
+while committing log", "snapshot restored       may still be committed, or be in the
+while committing log", any other text           restored snapshot); for a read:
+                                                ``StoreUnavailable``
+a per-statement error saying "leader",          ``StoreUnavailable`` (retryable)
+"locked", "busy", "timeout", "disk"
 HTTP 401 / 403                                  ``StoreConfigError`` (check the URL's user
                                                 and password, never shown)
 HTTP 413; "string or blob too big"              ``PayloadTooLarge``
 a host name that cannot be encoded              ``InvalidStoreURL``
 "not a database", "malformed"; missing table    ``StoreCorrupted``
-or column (the harel tables were altered)
+or column (the harel tables were altered), a
+statement that no longer prepares at open
 anything else (another status, a reply that     ``StoreError`` naming the node
 is not rqlite's JSON, another SQL error)
 a call on a closed store                        ``StoreError`` ("the store is closed")
@@ -27,6 +40,7 @@ a call on a closed store                        ``StoreError`` ("the store is cl
 
 from __future__ import annotations
 
+from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.common.urls import redact_text
 from harel.store.errors import (
     InvalidStoreURL,
@@ -40,12 +54,29 @@ from harel.store.errors import (
 from harel_store_rqlite._options import RqliteOptions
 
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_GATEWAY_STATUS = frozenset({502, 504})
+"""Statuses a gateway between the store and the node may answer after forwarding a write."""
+_NOT_APPLIED_TEXT = (
+    "timed out enqueuing operation",
+    "store not ready",
+    "not leader",
+    "leader not found",
+    "store not open",
+)
+"""Raft failures rqlite reports before the entry reached the log (nothing applied)."""
 _UNAVAILABLE_TEXT = ("leader", "locked", "busy", "timeout", "deadline", "disk", "shutdown")
 _CORRUPT_TEXT = ("not a database", "malformed", "no such table", "no such column", "no column")
 _UNKNOWN_OUTCOME = (
-    "; the write may or may not have been applied: reload before retrying (a commit that "
-    "landed makes the retry a StoreConflict, never a duplicate)"
+    "; the write may or may not have been applied (a commit: re-send the same commit, its "
+    "receipt settles it)"
 )
+
+
+OutcomeUnknown = RequestOutcomeUnknown
+"""A write's request may have been applied, but no answer came back (a reply lost, a
+connection cut after sending, a leadership lost while committing); the SQL plan's ``commit``
+raises it as :class:`~harel.store.errors.CommitOutcomeUnknown`, anything else as the plain
+``StoreUnavailable`` it is."""
 
 
 def shown(text: str, limit: int = 300) -> str:
@@ -69,14 +100,21 @@ def transport_error(exc: Exception, options: RqliteOptions, *, write: bool) -> S
             f"cannot connect to {where} ({detail}); check that the node runs and is reachable "
             "(and its TLS settings for rqlites://), then retry"
         )
+    if isinstance(exc, httpx.PoolTimeout):
+        return StoreUnavailable(f"no connection to {where} came free ({detail}); retry")
     unknown = _UNKNOWN_OUTCOME if write else ""
+    message = None
     if isinstance(exc, httpx.TimeoutException):
-        return StoreUnavailable(
+        message = (
             f"{where} did not answer within {options.timeout:g} s ({detail}){unknown}; "
             "raise the timeout knob if the cluster is slow"
         )
-    if isinstance(exc, httpx.TransportError):
-        return StoreUnavailable(f"the connection to {where} failed mid-request ({detail}){unknown}")
+    elif isinstance(exc, httpx.TransportError):
+        message = f"the connection to {where} failed mid-request ({detail}){unknown}"
+    if message is not None:
+        if write:
+            return OutcomeUnknown(message)
+        return StoreUnavailable(message)
     if isinstance(exc, RuntimeError) and "closed" in str(exc).lower():
         return closed_error(options)
     if isinstance(exc, (httpx.InvalidURL, UnicodeError)):
@@ -86,15 +124,19 @@ def transport_error(exc: Exception, options: RqliteOptions, *, write: bool) -> S
     return StoreError(f"a request to {where} failed ({type(exc).__name__}: {detail})")
 
 
-def status_error(status: int, body: bytes, options: RqliteOptions) -> StoreError:
+def status_error(
+    status: int, body: bytes, options: RqliteOptions, *, write: bool = False
+) -> StoreError:
     """The error for an HTTP status other than 200 (redirects are followed before this)."""
     where, text = options.where, shown(body.decode("utf-8", "replace")) or "no details"
     if status in (401, 403):
         return StoreConfigError(
             f"{where} refused the request (HTTP {status}: {text}); check the user and "
-            "password in the store URL (not shown) and that the user may execute, query "
-            "and check readiness"
+            "password in the store URL (not shown) and that the user has the execute and "
+            "query permissions"
         )
+    if write and status in _GATEWAY_STATUS:
+        return OutcomeUnknown(f"{where} answered HTTP {status} ({text}){_UNKNOWN_OUTCOME}")
     if status == 503:
         return StoreUnavailable(
             f"{where} cannot serve the request yet (HTTP 503: {text}): the cluster has no "
@@ -128,6 +170,30 @@ def statement_error(index: int, message: object, options: RqliteOptions) -> Stor
     if any(needle in lowered for needle in _UNAVAILABLE_TEXT):
         return StoreUnavailable(f"{where}: statement {index + 1} failed ({text}); retry")
     return StoreError(f"{where} rejected statement {index + 1} ({text})")
+
+
+def raft_error(message: object, options: RqliteOptions, *, write: bool) -> StoreError:
+    """The error for a top-level ``error`` under HTTP 200: rqlite's report of a failure of the
+    request as a whole (Raft: enqueue timeout, leadership lost, snapshot restored...)."""
+    where, text = options.where, shown(str(message))
+    lowered = text.lower()
+    if "too big" in lowered:
+        return PayloadTooLarge(f"{where} refused a request as too large ({text})")
+    if not write or any(needle in lowered for needle in _NOT_APPLIED_TEXT):
+        return StoreUnavailable(f"{where} could not serve the request ({text}); retry")
+    return OutcomeUnknown(
+        f"{where} failed the request after accepting it ({text}){_UNKNOWN_OUTCOME}"
+    )
+
+
+def verify_error(sql: str, message: object, options: RqliteOptions) -> StoreError:
+    """The error for a statement that does not prepare on the node's database at open."""
+    return StoreCorrupted(
+        f"{options.where}: a statement of this store does not prepare on the database "
+        f"({shown(str(message))}; {shown(sql, 120)}); the harel tables are damaged or were "
+        "altered by something else (or the node's SQLite is too old): restore the database "
+        "from a backup or point the store at a new one"
+    )
 
 
 def reply_error(problem: str, options: RqliteOptions) -> StoreError:

@@ -14,7 +14,7 @@ import httpx
 
 from harel_store_rqlite._errors import closed_error, transport_error
 from harel_store_rqlite._options import RqliteOptions
-from harel_store_rqlite._wire import JSON_HEADERS, HttpCall, HttpReply
+from harel_store_rqlite._wire import JSON_HEADERS, VERSION_HEADER, HttpCall, HttpReply
 
 
 def live(
@@ -55,6 +55,12 @@ def send(client: httpx.Client, options: RqliteOptions, call: HttpCall) -> HttpRe
     """
     try:
         response = client.request(call.method, call.url, content=call.body)
-        return HttpReply(response.status_code, response.content, response.headers.get("location"))
+        headers = response.headers
+        return HttpReply(
+            response.status_code,
+            response.content,
+            headers.get("location"),
+            headers.get(VERSION_HEADER),
+        )
     except Exception as exc:
         raise transport_error(exc, options, write=call.write) from exc

@@ -4,6 +4,9 @@ URL forms:
 
 * ``rqlite://host:4001`` — plain HTTP (the port defaults to 4001, rqlite's HTTP port);
 * ``rqlites://host:4001`` — HTTPS;
+* ``http://host:4001`` / ``https://host:4001`` — aliases of ``rqlite://`` / ``rqlites://`` (the
+  URLs the previous release took; ``from_url`` and the constructor accept them, the registry
+  does not claim the ``http`` schemes);
 * ``rqlite://user:password@host:4001`` — HTTP basic auth (percent-encode ``/ ? # @ :`` in the
   password); the password is never printed (reprs and errors show ``user:***@``);
 * a path (``rqlite://proxy/rqlite``) is kept as a prefix of every endpoint (a node behind a
@@ -29,7 +32,8 @@ from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL
 
-SCHEMES = {"rqlite": "http", "rqlites": "https"}
+SCHEMES = {"rqlite": "http", "rqlites": "https", "http": "http", "https": "https"}
+"""URL scheme -> the node's HTTP scheme (``http(s)://`` are the previous release's aliases)."""
 DEFAULT_PORT = 4001
 DEFAULT_URL = "rqlite://localhost:4001"
 LEVELS = ("none", "weak", "linearizable", "strong")

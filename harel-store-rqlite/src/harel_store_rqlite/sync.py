@@ -21,9 +21,7 @@ from typing import Any, ClassVar, Self, TypeVar, Unpack
 import httpx
 from harel.store.common import connect_with_retry, drive
 from harel.store.common.sql import SqlContract, SqlOp
-from harel.store.contract import (
-    Capabilities,
-)
+from harel.store.contract import Capabilities
 
 from harel_store_rqlite._http import client_settings, live, send
 from harel_store_rqlite._options import (
@@ -33,7 +31,7 @@ from harel_store_rqlite._options import (
     from_url_args,
     make_options,
 )
-from harel_store_rqlite._plan import open_store, rqlite_plan
+from harel_store_rqlite._plan import cas_forms, open_store, rqlite_plan, verified_statements
 from harel_store_rqlite._plugin import CAPABILITIES
 from harel_store_rqlite._wire import Request, Wire
 
@@ -58,7 +56,7 @@ class RqliteStore(SqlContract):
     def __init__(self, url: str = DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> None:
         self._setup(make_options(url, **knobs))
         try:
-            self._run(open_store(self._plan, time.time()))
+            self._run(open_store(self._plan, time.time(), self.options))
         except BaseException:
             self.close()
             raise
@@ -66,8 +64,8 @@ class RqliteStore(SqlContract):
     def _setup(self, options: RqliteOptions) -> None:
         self.options = options
         self.trace_max = options.trace_max
-        self._wire = Wire(options)
         self._plan = rqlite_plan(options)
+        self._wire = Wire(options, verified_statements(self._plan), cas_forms(self._plan))
         self._client: httpx.Client | None = httpx.Client(**client_settings(options))
 
     @classmethod

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
 from harel.store.common import parse_store_url, redact_url
@@ -33,7 +34,7 @@ from harel.store.common.sql.harness import raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
 
-from harel_store_rqlite._options import LOCAL_FAKE_HOST
+from harel_store_rqlite._options import DEFAULT_PORT, LOCAL_FAKE_HOST, make_options
 from harel_store_rqlite._plugin import CAPABILITIES
 from harel_store_rqlite._schema import TABLES
 from harel_store_rqlite.aio import AsyncRqliteStore
@@ -43,6 +44,8 @@ from harel_store_rqlite.testing_server import FakeRqlite
 LOCAL_FAKE_URL = f"rqlite://{LOCAL_FAKE_HOST}"
 """The backend's ``local_url``: "start a fake node for this harness"."""
 WIPE_VARIABLE = "HAREL_RQLITE_KIT_WIPE"
+_THROUGH_PROXY: dict[str, Any] = {"connect_retries": 4, "retry_delay": 0.05, "timeout": 2.0}
+"""Knobs of the stores the lost-reply tests open through a proxy."""
 
 
 class RqliteHarness(StoreHarness):
@@ -71,6 +74,33 @@ class RqliteHarness(StoreHarness):
     def url(self) -> str:
         """The node's store URL (credentials included: hand it to the registry only)."""
         return self._url
+
+    def server_address(self) -> tuple[str, int]:
+        """The node's HTTP address, for the kit's lost-reply tests (a proxy goes in front)."""
+        options = make_options(self._url)
+        parts = urlsplit(options.base_url)
+        return parts.hostname or "127.0.0.1", parts.port or DEFAULT_PORT
+
+    def _url_at(self, host: str, port: int) -> str:
+        """This harness's URL (credentials, prefix and knobs kept) pointing at ``host:port``."""
+        parts = urlsplit(self._url)
+        credentials = parts.netloc.rpartition("@")[0]
+        netloc = f"{credentials}@{host}:{port}" if credentials else f"{host}:{port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+
+    def open_sync_at(self, host: str, port: int) -> RqliteStore:
+        """A new ``RqliteStore`` talking to ``host:port`` (a proxy in front of the node):
+        short connect retries and a 2 s request timeout, so that a cut connection is
+        reported (or the store reopened) within seconds."""
+        store = RqliteStore.from_url(self._url_at(host, port), **_THROUGH_PROXY)
+        self._sync.add(store)
+        return store
+
+    async def open_async_at(self, host: str, port: int) -> AsyncRqliteStore:
+        """The async twin of :meth:`open_sync_at`."""
+        store = await AsyncRqliteStore.from_url(self._url_at(host, port), **_THROUGH_PROXY)
+        self._async.add(store)
+        return store
 
     def footprint(self, execution_id: str) -> list[str]:
         """Every row the database holds for ``execution_id`` (the shared footprint queries,

@@ -43,6 +43,12 @@ class AsyncSqliteStore(ThreadedAsyncStore[SqliteStore]):
         return await cls.start(partial(SqliteStore, path, **knobs), name=f"harel-sqlite:{path}")
 
     @classmethod
+    async def create(cls, path: str = ":memory:", **knobs: Unpack[SqliteKnobs]) -> Self:
+        """The reference implementation's name of :meth:`open`: the same arguments, the same
+        store (kept so ported code runs unchanged)."""
+        return await cls.open(path, **knobs)
+
+    @classmethod
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open a ``sqlite://`` URL; knobs as for :meth:`SqliteStore.from_url`."""
         path, store_knobs, retry = from_url_args(url, knobs)

@@ -47,6 +47,7 @@ from harel.store.common import (
     encode_trace_step,
     page_from_probe,
     release_of,
+    resent_and_stored,
     sweep_limit,
     trace_keep_from,
 )
@@ -202,6 +203,9 @@ class JsonDirPlan:
         state = yield from read_state()
         found = state.version_of(execution_id)
         if cas_decision(prepared.expected_version, found) == "conflict":
+            receipt = state.receipt_of(execution_id, prepared.new_version)
+            if resent_and_stored(prepared, found, receipt):
+                return  # a re-send of a stored commit: it succeeded once, write nothing again
             raise conflict(prepared, found)
         state.apply(prepared)
         files: list[tuple[str, str | None]] = [

@@ -6,7 +6,9 @@ Layout (format :data:`FORMAT`)::
     <dir>/state.json               the layout format and the release that wrote it, the index
                                    of executions (summaries, versions, commit times), the
                                    outbox, spawn intents, timers, dedupe marks with their ages,
-                                   and the relay entries a sweep could not decode (quarantine)
+                                   the relay entries a sweep could not decode (quarantine),
+                                   and each execution's receipt ring (the tokens of the
+                                   commits that wrote its last RECEIPT_WINDOW versions)
     <dir>/journal.json             a multi-file write's new texts, present only between its
                                    commit point and its completion
     <dir>/executions/<name>.json   one execution document per id (the document holds the id)
@@ -35,10 +37,12 @@ from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 DISTRIBUTION = "harel-example-jsondir"
 
-FORMAT = 3
-"""Version of the layout.  3 added ``written_by`` and the quarantine to ``state.json``."""
+FORMAT = 4
+"""Version of the layout.  3 added ``written_by`` and the quarantine to ``state.json``; 4 added
+the receipt rings (``receipts``: execution id -> ``RECEIPT_WINDOW`` tokens or nulls, slot
+``version % RECEIPT_WINDOW``), which recognise a re-sent commit."""
 
-UPGRADES = frozenset({2})
+UPGRADES = frozenset({2, 3})
 """Formats that opening a directory upgrades in place (:func:`upgrade_state`).  Format 1
 (base32 file names) is refused with a message."""
 
@@ -46,8 +50,8 @@ _VERDICT = functools.partial(
     schema_verdict, current=FORMAT, upgrades=UPGRADES, distribution=DISTRIBUTION
 )
 
-SAME_FILES = frozenset({2, FORMAT})
-"""Formats whose trace files and journal read as this one's (they did not change in 3)."""
+SAME_FILES = frozenset({2, 3, FORMAT})
+"""Formats whose trace files and journal read as this one's (they did not change in 3 or 4)."""
 
 LOCK = ".lock"
 STATE = "state.json"
@@ -127,8 +131,14 @@ def verdict(found: int | None, what: str, written_by: Any) -> str:
 
 
 def upgrade_state(data: dict[str, Any], written_by: str) -> dict[str, Any]:
-    """A format-2 ``state.json`` object as format 3: the same tables, plus the release that
-    upgraded it and an empty quarantine (pure: the caller writes it)."""
-    if data.get("format") != 2:
-        raise ValueError(f"upgrade_state reads format 2, got {data.get('format')!r}")
-    return {**data, "format": FORMAT, "written_by": written_by, "quarantine": []}
+    """A format-2 or format-3 ``state.json`` object as the current format: the same tables,
+    plus the release that upgraded it, the quarantine (empty from format 2) and empty receipt
+    rings (a commit stored before the upgrade is not recognised when re-sent: it gets
+    ``StoreConflict``, as before).  Pure: the caller writes it."""
+    found = data.get("format")
+    if found not in UPGRADES:
+        raise ValueError(f"upgrade_state reads formats {sorted(UPGRADES)}, got {found!r}")
+    upgraded = {**data, "format": FORMAT, "written_by": written_by, "receipts": {}}
+    if found == 2:
+        upgraded["quarantine"] = []
+    return upgraded

@@ -18,12 +18,14 @@ from typing import Any, Literal
 
 from harel.model import ExecutionSummary
 from harel.store.common import (
+    RECEIPT_WINDOW,
     PreparedCommit,
     PreparedEmit,
     PreparedExecution,
     PreparedImport,
     PreparedSpawn,
     next_trace_index,
+    receipt_slot,
     trace_keep_from,
 )
 from harel.store.common.validate import show
@@ -71,6 +73,9 @@ class StoreState:
     timers: dict[tuple[str, str], float] = field(default_factory=dict)
     quarantine: dict[int, Quarantined] = field(default_factory=dict)
     """Relay entries moved aside by a sweep that could not decode them, by seq."""
+    receipts: dict[str, list[str | None]] = field(default_factory=dict)
+    """Per execution, the ring of the tokens that wrote its last ``RECEIPT_WINDOW`` versions
+    (slot :func:`~harel.store.common.receipt_slot` of the version; ``None``: not written)."""
 
     @classmethod
     def parse(cls, text: str | None) -> StoreState:
@@ -98,6 +103,7 @@ class StoreState:
                     int(seq): (_relay(table), list(row), str(why))
                     for seq, table, row, why in data["quarantine"]
                 },
+                receipts={str(key): _ring(ring) for key, ring in data["receipts"].items()},
             )
 
     def dump(self) -> str:
@@ -113,6 +119,7 @@ class StoreState:
                 "processed": self.processed,
                 "timers": [[exe, path, at] for (exe, path), at in sorted(self.timers.items())],
                 "quarantine": [[seq, *entry] for seq, entry in sorted(self.quarantine.items())],
+                "receipts": self.receipts,
             }
         )
 
@@ -123,6 +130,15 @@ class StoreState:
             return None
         with _reading(f"{_schema.STATE} (execution {show(execution_id)})"):
             return int(row["version"])
+
+    def receipt_of(self, execution_id: str, version: int) -> str | None:
+        """The token of the commit that wrote ``version`` of the execution, ``None`` when the
+        ring does not hold it (older than the window, newer than stored, or never written)."""
+        found = self.version_of(execution_id)
+        ring = self.receipts.get(execution_id)
+        if found is None or ring is None or not 0 <= found - version < RECEIPT_WINDOW:
+            return None
+        return ring[receipt_slot(version)]
 
     def status_of(self, execution_id: str) -> str | None:
         """The stored status of an execution, ``None`` when it is not stored."""
@@ -155,6 +171,8 @@ class StoreState:
         """Apply a commit whose CAS already passed (everything but its trace step)."""
         execution_id = plan.execution_id
         self.executions[execution_id] = _index_row(plan, plan.new_version, plan.committed_at)
+        ring = self.receipts.setdefault(execution_id, [None] * RECEIPT_WINDOW)
+        ring[receipt_slot(plan.new_version)] = plan.token or None
         self._append_relays(execution_id, plan.emits, ())
         if plan.processed_event_id is not None:
             marks = self.processed.setdefault(execution_id, {})
@@ -195,6 +213,7 @@ class StoreState:
         """
         before = self.size()
         self.executions.pop(execution_id, None)
+        self.receipts.pop(execution_id, None)
         self.processed.pop(execution_id, None)
         self.timers = {key: at for key, at in self.timers.items() if key[0] != execution_id}
         self.outbox = {seq: row for seq, row in self.outbox.items() if row[0] != execution_id}
@@ -270,6 +289,13 @@ def _index_row(
         "parent_id": source.parent_id,
         "updated_at": updated_at,
     }
+
+
+def _ring(ring: Any) -> list[str | None]:
+    """One stored receipt ring: ``RECEIPT_WINDOW`` tokens or nulls."""
+    if not isinstance(ring, list) or len(ring) != RECEIPT_WINDOW:
+        raise ValueError(f"a receipt ring must be a list of {RECEIPT_WINDOW}, got {ring!r}")
+    return [None if token is None else str(token) for token in ring]
 
 
 def _relay(table: Any) -> Relay:

@@ -16,8 +16,29 @@ from harel.cli import EXIT_USAGE, CommandError
 USAGE_HINT = (
     "harel conformance: error: a store URL is required, e.g. "
     "`harel conformance sqlite:///kit.db` or `harel conformance memory://`; "
-    "arguments after the URL go to pytest (e.g. -x -k Timer)"
+    "arguments after the URL go to pytest (e.g. -x, -m harel_smoke, --lf)"
 )
+
+
+EPILOG = """\
+the kit runs on pytest and hypothesis, which harel-core installs only with its
+[conformance] extra:  pip install "harel-core[conformance]"
+
+fast loops (arguments after URL go to pytest):
+  harel conformance URL -m harel_smoke   a handful of tests, one per concern (seconds)
+  harel conformance URL -x               stop at the first failure
+  harel conformance URL --lf             rerun only the tests that failed last time
+  harel conformance URL --ff             run last time's failures first, then the rest
+  harel conformance URL -k Timer         only the tests whose id matches
+  harel conformance URL --harel-strict   capability skips fail
+
+Test ids read _url_suite.py::TestStoreConformance::test_...[sync|async]. The stateful
+(random operations) test runs last and hypothesis failures are reported as found, not
+shrunk (HAREL_KIT_SHRINK=1 shrinks them, bounded), so a broken store fails about as fast
+as a correct one passes. pytest's cache (for --lf/--ff) and hypothesis' examples are kept
+per store URL under $HAREL_CACHE_DIR (default ~/.cache/harel), never in the current
+directory. HYPOTHESIS_PROFILE=thorough runs longer random tests.
+"""
 
 
 def register(subparsers: Any) -> None:
@@ -29,6 +50,8 @@ def register(subparsers: Any) -> None:
             "Run harel's store conformance kit against an isolated, empty dataset derived "
             "from URL (e.g. sqlite:///kit.db, memory://). Arguments after URL go to pytest."
         ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "url", metavar="URL", nargs="?", help="the store URL (its backend must be installed)"

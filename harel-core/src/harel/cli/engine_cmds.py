@@ -1,15 +1,20 @@
 """Engine commands: ``harel run``, ``trace``, ``list``, ``send``, ``worker``, ``dead-letters``.
 
-The store comes from ``--store URL`` or else :func:`harel.registry.store_from_env`
-(``harel run`` alone falls back to a throw-away ``memory://`` store when no ``STM_STORE_*``
-variable is set).  ``STM_TRACE``/``STM_TRACE_MAX`` and ``STM_DEFINITIONS_DIR`` are read here,
-never by the runners.
+The store comes from ``--store URL`` or else the environment's (``STM_STORE_URL``, ...;
+``harel run`` alone falls back to a throw-away ``memory://`` store when no ``STM_STORE_*``
+variable is set).  ``trace``, ``list`` and ``dead-letters`` open an existing store only: a
+URL naming no store (a typo'd file name, a schema never created) is an error and nothing is
+created.  Every command that runs the machine (``run``, ``send``, ``worker``) records trace
+steps, so ``harel trace`` shows every step; ``STM_TRACE=0`` turns that off (a timeline that
+ends before the execution's state is then marked incomplete).  ``STM_TRACE_MAX`` and
+``STM_DEFINITIONS_DIR`` are read here, never by the runners.
 
-``harel send`` says when nothing happened: an event kind the machine does not know (neither
-declared nor used by a transition) is refused before anything is sent (exit 2); an event to
-a finished execution is not sent (notice on stderr, exit 1); an event id the execution
-already processed changes nothing (notice on stderr, exit 0: re-sending the same event is
-the safe way to retry).
+``harel run`` and ``harel send`` apply the same rule to an event kind the machine does not
+know (neither declared nor used by a transition): refused before anything is sent (exit 2).
+
+``harel send`` says when nothing happened: an event to a finished execution is not sent
+(notice on stderr, exit 1); an event id the execution already processed changes nothing
+(notice on stderr, exit 0: re-sending the same event is the safe way to retry).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -160,14 +166,17 @@ def _definitions(args: argparse.Namespace, config: EngineConfig) -> dict[str, De
     return found
 
 
+def _tracing(config: EngineConfig) -> bool:
+    """The CLI traces unless ``STM_TRACE`` is set to something false (``0``, ``off``)."""
+    return config.trace or os.environ.get("STM_TRACE") is None
+
+
 def _runner(
     store: ExecutionStore, definitions: Mapping[str, Definition], config: EngineConfig
 ) -> DurableRunner:
+    trace = _tracing(config)
     return DurableRunner(
-        store,
-        definitions,
-        trace=config.trace,
-        trace_max=config.trace_max if config.trace else None,
+        store, definitions, trace=trace, trace_max=config.trace_max if trace else None
     )
 
 
@@ -192,13 +201,18 @@ def _state(exe: Execution) -> str:
     return f"{exe.status.value}{verdict} at {exe.active_path or '-'}, version {exe.version}{error}"
 
 
-def _print_timeline(store: ExecutionStore, execution_id: str, title: str) -> None:
-    steps = store.read_trace(execution_id)
+def _print_timeline(store: ExecutionStore, exe: Execution, title: str) -> None:
+    steps = store.read_trace(exe.id)
     print(title)
     if not steps:
-        print("  (no trace steps: run with tracing on, STM_TRACE=1)")
+        print("  (no trace steps: the execution ran with tracing off, STM_TRACE=0)")
     for line in format_timeline(steps):
         print("  " + line)
+    if steps and (steps[-1].get("to_path") or "") != (exe.active_path or ""):
+        print(
+            f"  (timeline incomplete: it ends at {steps[-1].get('to_path') or '-'}, the "
+            f"execution is at {exe.active_path or '-'}; later steps ran with tracing off)"
+        )
 
 
 def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
@@ -217,6 +231,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harel.engine.dsl import definition_from_dsl_file, machine_names
 
     config = _config()
+    if args.file.is_dir():
+        raise CommandError(
+            f"{str(args.file)!r} is a directory: harel run takes one .stm file "
+            "(a directory of machines is for harel send/worker --definitions DIR)"
+        )
     if not args.file.is_file():
         raise CommandError(f"no such file: {str(args.file)!r}")
     text = args.file.read_text(encoding="utf-8")
@@ -233,16 +252,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     defn = definition_from_dsl_file(args.file, args.machine, actions=_actions(args.actions))
     events = [_event(text) for text in args.events]
+    for event in events:
+        _check_declared(defn, event.kind, "nothing was run")
     with _store(args.store, fallback="memory://") as store:
-        runner = DurableRunner(store, {defn.id: defn}, trace=True, trace_max=config.trace_max)
+        runner = _runner(store, {defn.id: defn}, config)
         exe = runner.create(defn.id, execution_id=args.execution_id)
         for event in events:
             exe = runner.process(exe.id, event)
-        _print_timeline(store, exe.id, f"execution {exe.id} ({defn.id}): {_state(exe)}")
+        _print_timeline(store, exe, f"execution {exe.id} ({defn.id}): {_state(exe)}")
         for child_id in exe.children:
             child = store.load(child_id)
             if child is not None:
-                _print_timeline(store, child_id, f"region {child_id}: {_state(child)}")
+                _print_timeline(store, child, f"region {child_id}: {_state(child)}")
     return 0
 
 
@@ -250,7 +271,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     """Print the stored trace of one execution."""
     from harel.store.errors import ExecutionNotFound
 
-    with _store(args.store) as store:
+    with _store(args.store, create=False) as store:
         exe = store.load(args.execution_id)
         if exe is None:
             raise ExecutionNotFound(args.execution_id)
@@ -258,9 +279,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             json.dump(store.read_trace(exe.id), sys.stdout, indent=2, default=str)
             print()
         else:
-            _print_timeline(
-                store, exe.id, f"execution {exe.id} ({exe.definition_id}): {_state(exe)}"
-            )
+            _print_timeline(store, exe, f"execution {exe.id} ({exe.definition_id}): {_state(exe)}")
     return 0
 
 
@@ -271,7 +290,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     header = ("ID", "DEFINITION", "STATUS", "OUTCOME", "ACTIVE", "VERSION", "PARENT")
     rows: list[tuple[str, ...]] = []
     cursor = args.cursor or None
-    with _store(args.store) as store:
+    with _store(args.store, create=False) as store:
         while True:
             page = store.list_executions(
                 status=args.status,
@@ -322,7 +341,8 @@ def _known_kinds(defn: Definition) -> set[str]:
     return kinds
 
 
-def _check_declared(defn: Definition, kind: str) -> None:
+def _check_declared(defn: Definition, kind: str, consequence: str = "nothing was sent") -> None:
+    """The rule of ``run -e`` and ``send``: the machine must know the kind (or it is reserved)."""
     from harel.engine.core import RESERVED_KINDS
 
     known = _known_kinds(defn)
@@ -330,7 +350,7 @@ def _check_declared(defn: Definition, kind: str) -> None:
         return
     raise CommandError(
         f"machine {defn.id!r} declares no event {kind!r} (it knows: "
-        f"{', '.join(sorted(known)) or 'none'}); nothing was sent"
+        f"{', '.join(sorted(known)) or 'none'}); {consequence}"
     )
 
 
@@ -396,7 +416,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     stop.install()
     config = _config()
     definitions = _definitions(args, config)
-    with _store(args.store) as store:
+    with _store(args.store, interactive=False) as store:
         worker = Worker(_runner(store, definitions, config), poll=args.poll, stop=stop)
         print(
             f"harel worker: {len(definitions)} machine(s), polling every {args.poll:g}s", flush=True
@@ -415,7 +435,7 @@ def cmd_dead_letters(args: argparse.Namespace) -> int:
     """Print (or with ``--clear`` empty) the dead-letter record of the store."""
     from harel.engine.deadletters import DEAD_LETTERS_ID, cleared, letters_of
 
-    with _store(args.store) as store:
+    with _store(args.store, create=False) as store:
         record = store.load(DEAD_LETTERS_ID)
         letters, total = letters_of(record)
         if args.clear:

@@ -4,7 +4,9 @@
 
     harel migrate SRC_URL DST_URL [--dry-run | --verify-only | --no-verify]
 
-Stop every worker on the source first: the migration is offline.  Each execution record
+Stop every worker on the source first: the migration is offline.  The source must exist
+(a URL naming no store is an error; nothing is created there), and so must the destination
+with ``--verify-only``.  Each execution record
 (execution, dedupe marks, timers, relays, trace) is copied whole or not at all; one the
 destination already holds identically is skipped, so a killed run is resumed by running the
 same command again.  A destination record with other content is never overwritten.
@@ -66,10 +68,10 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _open(url: str) -> ExecutionStore:
-    from harel.registry import open_store
+def _open(url: str, *, create: bool) -> ExecutionStore:
+    from harel.cli import open_url
 
-    return open_store(url)
+    return open_url(url, create=create)
 
 
 def _say_verification(report: VerifyReport) -> int:
@@ -103,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("SRC_URL and DST_URL are the same store; name two different stores")
     where = f"{redact_url(args.source)} -> {redact_url(args.destination)}"
     line = TerminalLine(sys.stderr) if sys.stderr.isatty() else None
-    src = _open(args.source)
+    src = _open(args.source, create=False)
     try:
-        dst = _open(args.destination)
+        dst = _open(args.destination, create=not args.verify_only)
         try:
             if args.verify_only:
                 result = verify(src, dst, progress=line)

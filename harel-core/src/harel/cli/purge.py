@@ -156,7 +156,7 @@ class Report:
     def refuse(self, execution_id: str, status: str) -> None:
         """An unfinished execution without ``--force``."""
         print(
-            f"harel purge: {execution_id} is {status}, not finished; --force purges it anyway",
+            f"harel: refused: {execution_id} is {status}, not finished; --force purges it anyway",
             file=sys.stderr,
         )
         self.missed += 1
@@ -183,12 +183,12 @@ def run(args: argparse.Namespace) -> int:
             "--status and --older-than go together, e.g. --status DONE --older-than 30d"
         )
     report = Report(args.dry_run)
-    with open_cli_store(args.store) as store:
+    with open_cli_store(args.store, create=False) as store:
         if args.ids:
             for execution_id in args.ids:
                 exe = store.load(execution_id)
                 if exe is None:
-                    print(f"harel purge: {execution_id} is not stored", file=sys.stderr)
+                    print(f"harel: not purged: {execution_id} is not stored", file=sys.stderr)
                     report.missed += 1
                     continue
                 report.purge(store, execution_id, exe.status, args.force, f"version {exe.version}")

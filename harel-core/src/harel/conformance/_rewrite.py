@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import pkgutil
 import sys
 
-SUITE_MODULES = (
+_LISTED = (
     "harel.conformance.suite._base",
     "harel.conformance.suite._processes",
     "harel.conformance.suite.bad_input",
@@ -21,6 +23,23 @@ SUITE_MODULES = (
     "harel.conformance.suite.trace",
     "harel.conformance._url_suite",
 )
+
+
+def _suite_modules() -> tuple[str, ...]:
+    """Every module of ``harel.conformance.suite`` (found without importing it) and the URL
+    suite: a new suite module is rewritten without being listed here."""
+    found = list(_LISTED)
+    spec = importlib.util.find_spec("harel.conformance.suite")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for info in pkgutil.iter_modules(locations):
+        name = f"harel.conformance.suite.{info.name}"
+        if name not in found:
+            found.append(name)
+    return tuple(found)
+
+
+SUITE_MODULES = _suite_modules()
+"""The modules whose ``assert`` statements pytest rewrites (failures show both values)."""
 
 
 def register_suite_for_rewrite() -> None:

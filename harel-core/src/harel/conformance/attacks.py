@@ -645,7 +645,7 @@ def _lost_reply_trial(
     finally:
         store.close()
     where = f"trial {trial} ({mode}, {'rival' if with_rival else 'alone'})"
-    if not proxy.fired:
+    if not proxy.wait_fired(30.0):
         return answer, f"{where}: the commit never carried its marker"
     copies = sum(entry.event.id == marker for entry in rival.pending_outbox())
     if answer == "unknown":

@@ -75,8 +75,21 @@ def _check_declared(cls: type, declared: dict[str, str]) -> None:
             )
 
 
+RUNS_LAST = ("StatefulTests.",)
+"""Kit test classes (qualname prefixes of their tests) that run after every other kit test:
+the stateful test is the slowest to fail and to shrink, so a broken store shows its plain
+failures first (and ``-x`` stops before it)."""
+
+
+def _runs_last(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    qualname = getattr(function, "__qualname__", "")
+    return _suite_class(item) is not None and qualname.startswith(RUNS_LAST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Turn declared expected failures into strict xfails and remember them for the summary."""
+    """Turn declared expected failures into strict xfails and remember them for the summary;
+    move the stateful test after the other kit tests (``--lf``/``--ff`` reorder afterwards)."""
     declared: dict[str, str] = {}
     kit_items = 0
     checked: set[type] = set()
@@ -97,6 +110,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xfail(strict=True, reason=f"declared: {why}"))
     config.stash[_DECLARED] = declared
     config.stash[_KIT_ITEMS] = kit_items
+    items[:] = sorted(items, key=_runs_last)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -2,11 +2,21 @@
 
 ``HYPOTHESIS_PROFILE`` selects one (default ``fast``).  The kit's stateful test always uses
 the selected profile; the plugin also loads it globally when the variable is set.
+
+In URL mode (``harel conformance URL`` / ``run_conformance``) :func:`url_mode` reports a
+hypothesis failure as found, without shrinking it (``HAREL_KIT_SHRINK=1`` shrinks, bounded
+to :data:`URL_MAX_SHRINKS` successful shrinks instead of hypothesis' 500), and keeps the
+example database in the kit's cache directory, never in ``./.hypothesis``: a rerun replays
+the failing example at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -56,10 +66,48 @@ def selected_profile_name() -> str:
     return os.environ.get(ENV_VAR) or FAST
 
 
+URL_MAX_SHRINKS = 20
+"""Successful shrinks per failing hypothesis test in URL mode when shrinking is asked for
+(``HAREL_KIT_SHRINK=1``; hypothesis' own bound is 500)."""
+SHRINK_VAR = "HAREL_KIT_SHRINK"
+"""``1``: URL mode shrinks counterexamples (bounded); by default it reports them unshrunk."""
+
+_OVERRIDES: dict[str, Any] = {}
+
+
 def kit_settings() -> settings:
-    """Settings for the kit's own hypothesis tests (the selected profile)."""
+    """Settings for the kit's own hypothesis tests (the selected profile, with the URL
+    mode's example database when :func:`url_mode` is active)."""
     register_profiles()
-    return settings.get_profile(selected_profile_name())
+    profile = settings.get_profile(selected_profile_name())
+    return settings(profile, **_OVERRIDES) if _OVERRIDES else profile
+
+
+@contextlib.contextmanager
+def url_mode(
+    database: Path | None, *, shrink: bool = False, max_shrinks: int = URL_MAX_SHRINKS
+) -> Iterator[None]:
+    """Within the block: the kit's hypothesis tests keep their examples in ``database`` (a
+    directory; ``None``: no database) and report a failure as found, unshrunk (a broken
+    store fails in seconds instead of minutes of shrinking); with ``shrink`` they shrink, but
+    stop after ``max_shrinks`` successful shrinks.  Restores everything on exit."""
+    from hypothesis import Phase
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    from hypothesis.internal.conjecture import engine
+
+    saved_shrinks = engine.MAX_SHRINKS
+    saved = dict(_OVERRIDES)
+    _OVERRIDES["database"] = None if database is None else DirectoryBasedExampleDatabase(database)
+    if shrink:
+        engine.MAX_SHRINKS = min(saved_shrinks, max_shrinks)
+    else:
+        _OVERRIDES["phases"] = [phase for phase in Phase if phase is not Phase.shrink]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKS = saved_shrinks
+        _OVERRIDES.clear()
+        _OVERRIDES.update(saved)
 
 
 _SIZES: dict[str, dict[str, int]] = {

@@ -234,6 +234,11 @@ class FaultProxy(CountingProxy):
         """Whether the armed fault has broken its request (and run ``between``)."""
         return self._fired.is_set()
 
+    def wait_fired(self, timeout: float) -> bool:
+        """Wait until the armed fault has broken its request and ``between`` has returned (a
+        store with a short request timeout may have re-sent meanwhile); whether it did."""
+        return self._fired.wait(timeout)
+
     @property
     def between_error(self) -> BaseException | None:
         """What ``between`` raised, if it raised (it runs on a proxy thread)."""
@@ -281,8 +286,8 @@ class FaultProxy(CountingProxy):
         self, data: bytes, sink: socket.socket, upstream: bool, state: _Connection
     ) -> bool:
         if not upstream:
-            if state.cut:  # cut_after_forward: nothing more reaches the client
-                return False
+            if state.cut:  # cut_after_forward: swallowed; the client side closes once the
+                return True  # rival ran (closing here would let the client re-send too early)
             fault = state.swallow
             if fault is not None:  # drop_reply: the answer never reaches the client
                 state.swallow = None

@@ -4,10 +4,20 @@ Secrets: the URL is validated before pytest starts (:func:`check_url`), handed t
 inside the process (a plugin object puts a :class:`~harel.conformance.urls.SecretURL` in the
 config stash; it never appears on a command line, in a test id or as a plain string in a
 fixture's locals), and every failure report of the run is scrubbed of the URL's secrets.
+
+Test ids are stable and readable (``_url_suite.py::TestStoreConformance::test_...[sync]``):
+the suite's own folder is the rootdir.  pytest's cache and hypothesis' example database live
+in :func:`kit_cache_dir` (one folder per store URL, keyed by its redacted form), so ``--lf``
+and ``--ff`` work across runs and nothing is written to the current directory.  Shrinking is
+off unless ``HAREL_KIT_SHRINK=1`` (then bounded; :func:`harel.conformance.profiles.url_mode`)
+and the stateful test runs last, so a broken store fails about as fast as a correct one
+passes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +30,38 @@ from harel.conformance.urls import SecretURL
 def url_suite_path() -> Path:
     """The bundled suite module's file (collected by path)."""
     return Path(__file__).with_name("_url_suite.py")
+
+
+CACHE_VAR = "HAREL_CACHE_DIR"
+"""Where harel keeps caches (default ``$XDG_CACHE_HOME/harel``, else ``~/.cache/harel``)."""
+
+
+def kit_cache_dir(url: str) -> Path | None:
+    """The kit's cache folder for ``url`` (pytest's cache, hypothesis' examples), created;
+    ``None`` when it cannot be created.  The folder name is a hash of the redacted URL, so
+    no secret reaches the file system."""
+    from harel.store.common.urls import redact_url
+
+    configured = os.environ.get(CACHE_VAR) or ""
+    if configured:
+        base = Path(configured)
+    elif os.environ.get("XDG_CACHE_HOME"):
+        base = Path(os.environ["XDG_CACHE_HOME"], "harel")
+    else:
+        base = Path.home() / ".cache" / "harel"
+    key = hashlib.sha256(redact_url(url).encode("utf-8")).hexdigest()[:16]
+    folder = base / "conformance" / key
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
+def _shrinking() -> bool:
+    from harel.conformance.profiles import SHRINK_VAR
+
+    return os.environ.get(SHRINK_VAR, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def check_url(url: str) -> None:
@@ -68,25 +110,32 @@ def run_conformance(url: str, pytest_args: Sequence[str] = (), *, checked: bool 
     The URL is validated first (:func:`check_url`; ``checked=True`` skips that when the
     caller just did).  The harness comes from ``harel.registry.harness_for_url(url,
     tmp_path)``, so the backend must ship one.  It ignores any pytest configuration of the
-    current directory (``-c`` an empty file, rootdir a temporary directory, no cache), so it
-    runs from anywhere.  Extra ``pytest_args`` (e.g. ``["--harel-strict", "-x", "-k",
-    "Timer"]``) are appended.
+    current directory (``-c`` a file of its own, rootdir the suite's folder, the cache in
+    :func:`kit_cache_dir`), so it runs from anywhere and writes nothing there.  Extra
+    ``pytest_args`` (e.g. ``["--harel-strict", "-x", "-k", "Timer"]``, ``["--lf"]``,
+    ``["-m", "harel_smoke"]``) are appended.
     """
     if not isinstance(url, str) or not url:
         raise ValueError("run_conformance needs a store URL such as 'sqlite:///tmp/kit.db'")
     if not checked:
         check_url(url)
-    with tempfile.TemporaryDirectory(prefix="harel-conformance-") as rootdir:
-        inifile = Path(rootdir, "pytest.ini")
-        inifile.write_text("[pytest]\n", encoding="utf-8")
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    from harel.conformance.profiles import url_mode
+
+    suite = url_suite_path()
+    with tempfile.TemporaryDirectory(prefix="harel-conformance-") as scratch:
+        cache = kit_cache_dir(url) or Path(scratch)
+        inifile = Path(scratch, "pytest.ini")
+        inifile.write_text(f"[pytest]\ncache_dir = {cache / 'pytest'}\n", encoding="utf-8")
         args = [
-            str(url_suite_path()),
+            str(suite),
             "-c",
             str(inifile),
             "--rootdir",
-            rootdir,
-            "-p",
-            "no:cacheprovider",
+            str(suite.parent),
+            "--confcutdir",
+            str(suite.parent),
             # plugins imported before the session (anyio, via harel) cannot be rewritten
             "-W",
             "ignore:Module already imported so cannot be rewritten"
@@ -95,4 +144,9 @@ def run_conformance(url: str, pytest_args: Sequence[str] = (), *, checked: bool 
             "harel.conformance.plugin",
             *pytest_args,
         ]
-        return int(pytest.main(args, plugins=[_StoreURLPlugin(SecretURL(url))]))
+        set_hypothesis_home_dir(cache / "hypothesis")
+        try:
+            with url_mode(cache / "hypothesis" / "examples", shrink=_shrinking()):
+                return int(pytest.main(args, plugins=[_StoreURLPlugin(SecretURL(url))]))
+        finally:
+            set_hypothesis_home_dir(None)

@@ -42,6 +42,7 @@ __all__ = [
     "Steps",
     "choose",
     "is_domain_event",
+    "is_stale_timeout",
     "process",
     "run_to_completion",
     "start",
@@ -76,10 +77,31 @@ def timeout_event_id(execution_id: str, path: str, fire_at: float) -> str:
 
 
 def timeout_event(execution_id: str, path: str, fire_at: float) -> Event:
-    """The ``Timeout`` event the timer sweep delivers for the timer ``(execution_id, path)``."""
+    """The ``Timeout`` event the timer sweep delivers for the timer ``(execution_id, path)``.
+
+    ``data`` holds the timed state's ``path`` and the due entry's ``fire_at`` (a float).
+    """
     return Event(
-        id=timeout_event_id(execution_id, path, fire_at), kind=TIMEOUT, data={"path": path}
+        id=timeout_event_id(execution_id, path, fire_at),
+        kind=TIMEOUT,
+        data={"path": path, "fire_at": float(fire_at)},
     )
+
+
+def is_stale_timeout(exe: Execution, event: Event) -> bool:
+    """Whether a ``Timeout`` is for an earlier arming than the one ``exe`` has armed now.
+
+    True only when the event carries a numeric ``fire_at`` and ``exe.armed_timers`` records
+    a later ``fire_at`` for the same path (the state was left and re-entered since the due
+    entry was read).  An execution with no record (stored by an older release) is not stale.
+    """
+    path, fire_at = event.data.get("path"), event.data.get("fire_at")
+    if not isinstance(path, str) or isinstance(fire_at, bool):
+        return False
+    if not isinstance(fire_at, int | float):
+        return False
+    armed = exe.armed_timers.get(path)
+    return armed is not None and fire_at < armed
 
 
 def choose(chooser: Chooser, exe: Execution) -> Node:
@@ -178,8 +200,8 @@ def _on_timeout(defn: Definition, exe: Execution, event: Event) -> Steps:
     root = _root(defn, exe)
     active = _active(defn, exe)
     timed = next((node for node in chain_to_root(active, root) if node.path == path), None)
-    if timed is None:
-        return  # stale: the timed state is no longer active
+    if timed is None or is_stale_timeout(exe, event):
+        return  # stale: the timed state is no longer active, or was re-armed since
     exe.processed_events += 1
     # A region-wide timer (the timed node is the execution root) resolves from the active
     # node like any event; otherwise resolution is anchored at the timed node.

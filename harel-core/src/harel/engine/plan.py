@@ -53,6 +53,7 @@ from harel.store.contract import (
     TimerOp,
 )
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionAlreadyExists,
     ExecutionNotFound,
     StoreConflict,
@@ -60,6 +61,9 @@ from harel.store.errors import (
 )
 
 log = logging.getLogger("harel.engine")
+
+COMMIT_RESENDS = 2
+"""How many times the runner re-sends a commit whose outcome came back unknown."""
 
 T = TypeVar("T")
 S = TypeVar("S", ExecutionStore, AsyncExecutionStore)
@@ -174,12 +178,14 @@ class RunnerPlan:
         out = Collected()
         number = 0
         reply: Any = None
+        armed = dict(exe.armed_timers)  # restored when the step fails (its timers are dropped)
         while True:
             try:
                 effect = steps.send(reply)
             except StopIteration:
                 return out
             except core.EngineError as err:
+                exe.armed_timers = armed
                 self._fail(exe, out, err)
                 return out
             reply = None
@@ -197,6 +203,7 @@ class RunnerPlan:
                         yield CallAction(fn, stm, effect.event, dict(effect.action.inputs))
                 except Exception as err:
                     steps.close()
+                    exe.armed_timers = armed
                     self._fail(exe, out, err)
                     return out
             elif isinstance(effect, EmitEvent):
@@ -205,9 +212,12 @@ class RunnerPlan:
                 out.spawns.extend(effect.children)
             elif isinstance(effect, ScheduleTimer):
                 now = yield ReadClock()
-                out.timers.append(TimerOp.schedule(effect.path, now + effect.delay))
+                fire_at = float(now + effect.delay)
+                out.timers.append(TimerOp.schedule(effect.path, fire_at))
+                exe.armed_timers[effect.path] = fire_at
             elif isinstance(effect, CancelTimer):
                 out.timers.append(TimerOp.cancel(effect.path))
+                exe.armed_timers.pop(effect.path, None)
             else:
                 raise TypeError(f"the engine yielded an unknown effect {effect!r}")
 
@@ -235,7 +245,7 @@ class RunnerPlan:
                 "context_out": copy.deepcopy(exe.context),
                 "timestamp": (yield ReadClock()),
             }
-        yield self.commit_call(exe, got, event, trace)
+        yield from self.send_commit(self.commit_call(exe, got, event, trace))
 
     @staticmethod
     def commit_call(
@@ -251,6 +261,21 @@ class RunnerPlan:
             kwargs["trace"] = trace
         return StoreCall("commit", (exe, got.emits), kwargs)
 
+    def send_commit(self, call: StoreCall) -> Plan[None]:
+        """Send one commit; after ``CommitOutcomeUnknown`` send the very same commit again (the
+        same execution object and arguments: the store recognises it by its token and answers
+        as the original would), up to :data:`COMMIT_RESENDS` times.  A re-send that finds
+        another writer's commit raises ``StoreConflict`` (the step was not stored); one that
+        still cannot settle it re-raises ``CommitOutcomeUnknown``."""
+        for resend in range(COMMIT_RESENDS + 1):
+            try:
+                yield call
+                return
+            except CommitOutcomeUnknown as err:
+                if resend == COMMIT_RESENDS:
+                    raise
+                log.warning("commit outcome unknown, re-sending it to settle: %s", error_text(err))
+
     def step(self, exe: Execution, event: Event) -> Plan[bool]:
         """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict).
 
@@ -261,7 +286,7 @@ class RunnerPlan:
         if self.trace:
             yield from self.commit(exe, got, event, from_path)
         else:
-            yield self.commit_call(exe, got, event, None)  # what ``commit`` yields untraced
+            yield from self.send_commit(self.commit_call(exe, got, event, None))  # untraced
         return bool(got.emits or got.spawns)
 
     def start(self, exe: Execution) -> Plan[bool]:

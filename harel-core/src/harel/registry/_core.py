@@ -576,10 +576,41 @@ class Registry:
                 f"{scheme}:// URLs need the {known.name!r} store backend, which is not "
                 f"installed: {known.pip_line} (installed schemes: {installed})"
             )
+        related, others = self._failed_to_load(scheme)
+        if related:
+            raise BackendUnavailable(
+                f"cannot open {parsed.redacted}: no loaded store backend handles {scheme}:// "
+                f"URLs; installed but failed to load: {'; '.join(related + others)}"
+            )
+        note = f"; installed but failed to load: {'; '.join(others)}" if others else ""
         raise UnknownScheme(
-            f"no installed store backend handles {scheme}:// URLs ({parsed.redacted}); "
-            f"installed schemes: {installed}"
+            f"no installed store backend handles {scheme}:// URLs ({parsed.redacted})"
+            f"{self._scheme_suggestion(scheme)}; installed schemes: {installed}{note}"
         )
+
+    def _failed_to_load(self, scheme: str) -> tuple[list[str], list[str]]:
+        """The plugins that could not be loaded (broken or incompatible: their schemes are
+        unknown, as they never registered), split into those whose entry-point or
+        distribution name mentions ``scheme`` and the others."""
+        related: list[str] = []
+        others: list[str] = []
+        for row in self._problems:
+            if row.status not in ("broken", "incompatible"):
+                continue
+            version = f" {row.version}" if row.version else ""
+            text = f"{row.name} ({row.distribution}{version}) is {row.status}: {row.error}"
+            names = (row.name.lower(), canonicalize_name(row.distribution))
+            mine = any(scheme in name or (name and name in scheme) for name in names)
+            (related if mine else others).append(text)
+        return related, others
+
+    def _scheme_suggestion(self, scheme: str) -> str:
+        from harel.store.common.urls import close_scheme
+
+        known = set(self._state.schemes)
+        known |= {item for entry in FIRST_PARTY.values() for item in entry.schemes}
+        close = close_scheme(scheme, known)
+        return f" (did you mean {close}://?)" if close and close != scheme else ""
 
     def _names_text(self) -> str:
         return ", ".join(sorted(self._state.ok)) or "none"

@@ -59,21 +59,42 @@ def store_class(backend: StoreBackend, *, asynchronous: bool = False) -> type[An
     return cls
 
 
-def open_store(url: str, **knobs: Any) -> ExecutionStore:
+def open_store(url: str, *, create: bool = True, **knobs: Any) -> ExecutionStore:
     """Open the sync store for ``url`` through its backend's ``from_url(url, **knobs)``.
 
-    Raises InvalidStoreURL (malformed URL), UnknownScheme (no backend for the scheme; names
-    the installed schemes and the ``pip install`` line of a first-party backend) or
-    BackendUnavailable.  Messages never contain the URL's password.
+    With ``create=False`` (read-only tools) storage that does not exist yet is not created:
+    :class:`~harel.store.errors.StoreNotFound` instead (a backend that cannot tell is opened
+    as usual; see :mod:`harel.registry._exists`).  Raises InvalidStoreURL (malformed URL),
+    UnknownScheme (no backend for the scheme; names the installed schemes and the ``pip
+    install`` line of a first-party backend) or BackendUnavailable.  Messages never contain
+    the URL's password.
     """
-    cls = store_class(REGISTRY.for_url(url))
+    backend = REGISTRY.for_url(url)
+    if not create:
+        _require_existing(backend, url)
+    cls = store_class(backend)
     store: ExecutionStore = cls.from_url(url, **knobs)
     return store
 
 
-async def open_async_store(url: str, **knobs: Any) -> AsyncExecutionStore:
+def _require_existing(backend: StoreBackend, url: str) -> None:
+    from harel.registry._exists import store_exists
+    from harel.store.common.urls import redact_url
+    from harel.store.errors import StoreNotFound
+
+    if store_exists(backend, url) is False:
+        raise StoreNotFound(
+            f"there is no {backend.name} store at {redact_url(url)} (nothing was created): "
+            "check the URL, or run a command that writes (harel run, harel send) to create it"
+        )
+
+
+async def open_async_store(url: str, *, create: bool = True, **knobs: Any) -> AsyncExecutionStore:
     """The async twin of :func:`open_store` (awaits the async class's ``from_url``)."""
-    cls = store_class(REGISTRY.for_url(url), asynchronous=True)
+    backend = REGISTRY.for_url(url)
+    if not create:
+        _require_existing(backend, url)
+    cls = store_class(backend, asynchronous=True)
     result = cls.from_url(url, **knobs)
     if inspect.isawaitable(result):
         result = await result

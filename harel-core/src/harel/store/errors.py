@@ -196,3 +196,8 @@ class BackendUnavailable(BackendError):
 
 class HarnessUnavailable(BackendError):
     """The backend ships no conformance harness, so ``harel conformance URL`` cannot test it."""
+
+
+class StoreNotFound(StoreError, LookupError):
+    """A store opened with ``create=False`` (read-only commands) does not exist yet: no
+    database file, schema or dataset at that URL; nothing was created."""

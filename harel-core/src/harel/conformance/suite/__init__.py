@@ -17,6 +17,7 @@ from harel.conformance.suite.durability import DurabilityTests
 from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
 from harel.conformance.suite.lost_reply import LostReplyTests
+from harel.conformance.suite.normal_forms import NormalFormTests
 from harel.conformance.suite.records import RecordTests
 from harel.conformance.suite.relays import RelayTests
 from harel.conformance.suite.resend import ResendTests
@@ -48,6 +49,7 @@ class ConformanceSuite(
     StatefulTests,
     RecordTests,
     UnknownFieldTests,
+    NormalFormTests,
 ):
     """Every kit test.  Declare known deviations as
     ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``.
@@ -71,6 +73,7 @@ __all__ = [
     "KitBase",
     "ListingTests",
     "LostReplyTests",
+    "NormalFormTests",
     "RecordTests",
     "RelayTests",
     "ResendTests",

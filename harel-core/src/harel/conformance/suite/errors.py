@@ -235,10 +235,22 @@ class ArgumentErrorTests(KitBase):
                 if expected != "ok":
                     problems.append(f"{method}({label}) returned, expected {_describe(expected)}")
         assert not problems, "\n".join(problems)
-        assert await snapshot(store, ["kit-1", "kit-x"], ["in-1"]) == before
+        after = await snapshot(store, ["kit-1", "kit-x"], ["in-1"])
+        assert after == before, _snapshot_changes(method, before, after)
         exe = new_exe("kit-after")
         await store.commit(exe, [])
         assert exe.version == 1 and await store.load("kit-after") is not None
+
+
+def _snapshot_changes(method: str, before: Any, after: Any) -> str:
+    """What the refused ``method`` calls changed in the store: expected and found, per part."""
+    lines = [f"the refused {method}(...) calls changed the store (expected no change):"]
+    for part in ("executions", "outbox", "spawns", "timers", "traces", "processed"):
+        old, new = getattr(before, part), getattr(after, part)
+        if old != new:
+            lines.append(f"  {part}: expected {old!r:.600}")
+            lines.append(f"  {part}: found    {new!r:.600}")
+    return "\n".join(lines)
 
 
 def _describe(expected: Expect) -> str:

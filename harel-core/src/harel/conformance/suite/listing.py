@@ -262,6 +262,63 @@ class ListingTests(KitBase):
         skipped = sorted(throughout - set(seen))
         assert not skipped, f"skipped executions that existed throughout: {skipped}"
 
+    @pytest.mark.parametrize(
+        ("removal", "filters"),
+        [
+            ("purged", {}),
+            ("purged", {"status": [Status.DONE]}),
+            ("left_filter", {"status": [Status.DONE]}),
+            ("left_filter", {"status": [Status.DONE, Status.FAILED], "roots_only": True}),
+        ],
+        ids=["purged-all", "purged-done", "left-done", "left-done-or-failed-roots"],
+    )
+    async def test_next_page_after_the_cursor_row_is_removed(
+        self, kit: Kit, removal: str, filters: dict[str, Any]
+    ) -> None:
+        """The execution a cursor points after is purged, or leaves the status filter,
+        between two calls: the next page starts at the next id (not empty, nothing skipped)."""
+        store = kit.store
+        rows = {f"cur-{n:02d}": Status.DONE if n % 3 else Status.RUNNING for n in range(18)}
+        for execution_id, status in rows.items():
+            await stored(store, new_exe(execution_id, status=status))
+        first = await store.list_executions(limit=3, **filters)
+        assert first.next_cursor is not None and first.items
+        listed = [item.id for item in first.items]
+        victim = listed[-1]
+        if removal == "purged":
+            assert await store.purge(victim, force=True) is True
+        else:
+            exe = await store.load(victim)
+            assert exe is not None
+            exe.status = Status.RUNNING
+            await store.save(exe)
+        wanted = {
+            i for i, status in rows.items() if "status" not in filters or status is Status.DONE
+        }
+        ahead = sorted(wanted - set(listed))
+        page = await store.list_executions(limit=3, cursor=first.next_cursor, **filters)
+        following = [item.id for item in page.items]
+        assert following, f"an empty page after {victim} was {removal} (cursor kept: {page})"
+        if kit.capabilities.ordered_listing:
+            assert following[0] == min(i for i in ahead if i > victim), (
+                f"after {victim} was {removal} the next page started at {following[0]}"
+            )
+        if kit.capabilities.exact_pages:
+            assert len(following) == min(3, len(ahead)), following
+        cursor = page.next_cursor
+        listed.extend(following)
+        for _ in range(len(rows)):
+            if cursor is None:
+                break
+            page = await store.list_executions(limit=3, cursor=cursor, **filters)
+            assert page.items, "an empty page followed a non-null cursor"
+            listed.extend(item.id for item in page.items)
+            cursor = page.next_cursor
+        else:
+            pytest.fail("the listing did not end")
+        assert len(listed) == len(set(listed)), f"listed twice: {listed}"
+        assert not set(ahead) - set(listed), f"skipped: {sorted(set(ahead) - set(listed))}"
+
     async def test_definition_filter_is_exact(self, kit: Kit) -> None:
         """Definition ids that are prefixes, patterns or case variants of each other never
         match each other."""

@@ -34,6 +34,10 @@ MARKER = "kit-lost-reply-marker"
 RESENDS = 3
 """How many times the test re-sends after ``CommitOutcomeUnknown`` before it gives up."""
 
+FIRED_WAIT = 30.0
+"""Seconds to wait for the fault (and the rival) to finish: a store whose request timed out
+may have re-sent and answered while the rival was still committing."""
+
 
 def _rival(store: ExecutionStore, execution_id: str) -> None:
     """Another writer's commit on a connection of its own (run on the proxy's thread)."""
@@ -90,7 +94,8 @@ async def _one_case(kit: Kit, address: tuple[str, int], mode: FaultMode, rival: 
             answer = await _settle(
                 store, exe, {"emits": [emit], "processed_event_id": processed_id}
             )
-            assert proxy.fired, f"{where}: the commit's request never carried its marker"
+            fired = proxy.wait_fired(FIRED_WAIT)
+            assert fired, f"{where}: the commit's request never carried its marker"
             assert proxy.between_error is None, (
                 f"{where}: the rival failed: {proxy.between_error!r}"
             )

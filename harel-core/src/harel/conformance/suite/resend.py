@@ -98,7 +98,7 @@ class ResendTests(KitBase):
     async def test_resend_recognised_across_the_whole_receipt_window(self, kit: Kit) -> None:
         exe = await stored(kit.store, new_exe("kit-1"))
         exe.context = {"mine": True}
-        mine = {"trace": step("Mine")}
+        mine: dict[str, Any] = {"emits": [], "trace": step("Mine")}
         await kit.store.commit(exe, **mine)
         other = await kit.store.load("kit-1")
         assert other is not None
@@ -128,7 +128,7 @@ class ResendTests(KitBase):
         exe = await stored(kit.store, new_exe("kit-1"))
         copy = await kit.store.load("kit-1")
         assert copy is not None
-        args = {"emits": [(None, event("e-same"))], "trace": step("Same")}
+        args: dict[str, Any] = {"emits": [(None, event("e-same"))], "trace": step("Same")}
         await kit.store.commit(exe, **args)
         with pytest.raises(StoreConflict):
             await kit.store.commit(copy, **args)

@@ -94,6 +94,10 @@ SPECIAL = (
 )
 """Characters that break naive keys, patterns, paths, JSON or UTF-8 handling."""
 
+BLOB_LITERAL_TEXTS = ("x'ab'", "X'00'", " x'CAFE' ", "x''")
+"""Whole strings shaped like SQL BLOB literals (rqlite 8.31+ binds such a parameter as a BLOB
+and returns it base64-encoded: ``x'ab'`` came back as ``qw==``)."""
+
 ANY_CHAR = st.characters(exclude_categories=()) | st.sampled_from(SPECIAL)
 """Every plane, NUL and lone surrogates included."""
 
@@ -706,6 +710,38 @@ class RoundTripTests(KitBase):
                 for spec in explicit_inputs(poison):
                     law = example(spec)(law)
                 law()
+
+    async def test_blob_literal_shaped_strings_round_trip(self, kit: Kit) -> None:
+        """Strings shaped like SQL BLOB literals (which rqlite 8.31+ binds as BLOBs when sent
+        as parameters) are ids, paths and values like any other: they read back as text."""
+        store = kit.store
+        for n, text in enumerate(BLOB_LITERAL_TEXTS):
+            exe = new_exe(text, definition_id=text, context={"v": text})
+            await store.commit(
+                exe,
+                [(text, Event(id=text, kind="Go"))],
+                processed_event_id=text,
+                timers=[TimerOp.schedule(text, float(n))],
+                spawns=[(text, text, {"v": text})],
+                trace=step("Go", tag=text),
+            )
+            loaded = await store.load(text)
+            assert loaded is not None and (loaded.id, loaded.definition_id) == (text, text)
+            assert loaded.context == {"v": text} and await store.is_processed(text, text)
+            assert [t["tag"] for t in await store.read_trace(text)] == [text]
+            page = await store.list_executions(definition_id=text)
+            assert [summary.id for summary in page.items] == [text]
+        expected = sorted(BLOB_LITERAL_TEXTS)
+        due = await store.due_timers(FAR_FUTURE)
+        assert sorted((execution_id, path) for execution_id, path, _ in due) == [
+            (t, t) for t in expected
+        ]
+        outbox = await store.pending_outbox()
+        assert sorted((e.target_id or "", e.event.id) for e in outbox) == [(t, t) for t in expected]
+        spawns = await store.pending_spawns()
+        assert sorted((s.parent_id, s.child_id, s.root_path, s.context["v"]) for s in spawns) == [
+            (t, t, t, t) for t in expected
+        ]
 
     @pytest.mark.parametrize("part", ["context", "event", "spawn", "trace", "append_trace"])
     async def test_documents_over_16_mib_are_refused(self, kit: Kit, part: str) -> None:

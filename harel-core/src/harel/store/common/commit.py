@@ -33,7 +33,13 @@ from harel.store.common.payload_scan import key_ok
 from harel.store.common.trace import encode_trace_step
 from harel.store.common.validate import check_id, check_path
 from harel.store.contract import Emit, Spawn, TimerOp
-from harel.store.errors import InvalidPayload, StoreConflict
+from harel.store.errors import (
+    CommitOutcomeUnknown,
+    InvalidPayload,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +304,41 @@ def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
     return prepared
 
 
+_unsettled: dict[str, None] = {}
+"""Tokens of commits that raised ``CommitOutcomeUnknown`` in this process and have not been
+settled by a ``StoreConflict`` since (bounded like the attempts)."""
+
+
+def outcome_error(prepared: PreparedCommit, error: BaseException) -> BaseException:
+    """The error a failed commit raises, so a re-send never misstates the outcome: a
+    ``CommitOutcomeUnknown`` is remembered (by token); a plain ``StoreUnavailable`` of a re-send
+    whose earlier attempt's outcome is unknown becomes ``CommitOutcomeUnknown`` again (this
+    attempt wrote nothing, the earlier one may have); a ``StoreConflict`` settles the token."""
+    token = prepared.token
+    if not token or not isinstance(error, StoreError):
+        return error
+    with _attempts_lock:
+        if isinstance(error, CommitOutcomeUnknown):
+            if len(_unsettled) >= _ATTEMPTS_MAX and token not in _unsettled:
+                for stale in list(_unsettled)[: _ATTEMPTS_MAX // 2]:
+                    del _unsettled[stale]
+            _unsettled[token] = None
+            return error
+        if isinstance(error, StoreConflict):
+            _unsettled.pop(token, None)
+            return error
+        if not isinstance(error, StoreUnavailable) or token not in _unsettled:
+            return error
+    unknown = CommitOutcomeUnknown(
+        prepared.execution_id,
+        prepared.expected_version,
+        f"an earlier attempt of this commit may be stored and this one did not reach the "
+        f"server to settle it: {error}",
+    )
+    unknown.__cause__ = error
+    return unknown
+
+
 def resent_and_stored(prepared: PreparedCommit, found: int | None, receipt: str | None) -> bool:
     """Whether a commit whose CAS missed was already stored: the stored version is at least
     the one it writes and ``receipt`` (the stored token of ``prepared.new_version``, ``None``
@@ -344,7 +385,7 @@ class Committing:
     the old version and propagates.
     """
 
-    __slots__ = ("_args", "_exe", "_limit", "_old")
+    __slots__ = ("_args", "_exe", "_limit", "_old", "_prepared")
 
     def __init__(
         self,
@@ -356,10 +397,12 @@ class Committing:
         self._args = args
         self._limit = max_document_bytes
         self._old = 0
+        self._prepared: PreparedCommit | None = None
 
     def __enter__(self) -> PreparedCommit:
         prepared = bump_and_prepare(self._exe, self._args, self._limit)
         self._old = prepared.expected_version
+        self._prepared = prepared
         return prepared
 
     def __exit__(
@@ -370,6 +413,10 @@ class Committing:
     ) -> None:
         if exc_type is not None:
             self._exe.version = self._old
+            if self._prepared is not None and isinstance(exc, StoreError):
+                error = outcome_error(self._prepared, exc)
+                if error is not exc:
+                    raise error
 
 
 def committing(

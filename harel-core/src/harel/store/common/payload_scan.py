@@ -153,6 +153,11 @@ def _maps_ok(exe: Execution) -> bool:
         and all(_int_ok(value, MIN_INT, MAX_INT) for value in invoke_seq.values())
     ):
         return False
+    armed = exe.armed_timers
+    if type(armed) is not dict or (
+        armed and not (_keys_ok(armed) and all(type(value) is float for value in armed.values()))
+    ):
+        return False
     return not children or (
         _keys_ok(children) and all(_child_ok(state) for state in children.values())
     )

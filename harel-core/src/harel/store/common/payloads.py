@@ -289,6 +289,7 @@ def check_execution(exe: Execution) -> None:
             raise InvalidPayload(f"{_field(what, name)} must be in [{low}, {high}], got {value}")
     _check_str_map(exe.history, str, _field(what, "history"))
     _check_str_map(exe.invoke_seq, int, _field(what, "invoke_seq"))
+    _check_str_map(exe.armed_timers, float, _field(what, "armed_timers"))
     _typed(exe.context, dict, _field(what, "context"))
     _walk(exe.context, _field(what, "context"), [], 0)
     _typed(exe.deferred, list, _field(what, "deferred"))
@@ -327,6 +328,7 @@ CHECKED_FIELDS: dict[type, frozenset[str]] = {
             "deferred",
             "children",
             "invoke_seq",
+            "armed_timers",
         }
     ),
     Event: frozenset({"id", "kind", "created_time", "received_time", "data"}),

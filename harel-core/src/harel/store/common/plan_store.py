@@ -22,7 +22,12 @@ from contextvars import ContextVar
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from harel.model import Execution, ExecutionPage, Status
-from harel.store.common.commit import PreparedCommit, bump_and_prepare, committing
+from harel.store.common.commit import (
+    PreparedCommit,
+    bump_and_prepare,
+    committing,
+    outcome_error,
+)
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.listing import ListingQuery, listing_query
 from harel.store.common.records import PreparedImport, prepare_import
@@ -186,8 +191,11 @@ class PlanStore(_PlanStoreBase[P]):
         prepared = bump_and_prepare(exe, args, self._document_limit())
         try:  # committing()'s rule without its context manager: this is every commit's path
             self._run(self._plan.commit(prepared, self.trace_max))
-        except BaseException:
+        except BaseException as error:
             exe.version = prepared.expected_version
+            settled = outcome_error(prepared, error)
+            if settled is not error:
+                raise settled from error
             raise
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:

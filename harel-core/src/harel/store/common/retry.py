@@ -1,11 +1,22 @@
-"""Connect-with-retry for stores whose server may still be starting (backoff + jitter)."""
+"""Connect-with-retry for stores whose server may still be starting (backoff + jitter).
+
+Every failed attempt that will be retried is logged at WARNING on the ``harel.store.retry``
+logger ("waiting for URL — attempt 2 of 9 ...", the URL redacted) and handed to the wait
+reporter installed with :func:`report_waits` (the ``harel`` CLI prints it on stderr).
+:func:`retry_limit` caps the retries of the opens made inside it (the CLI enters it for its
+interactive commands unless the URL sets ``connect_retries``: they give up sooner than workers).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import logging
 import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -17,6 +28,85 @@ T = TypeVar("T")
 
 RETRY_KNOBS = frozenset({"connect_retries", "retry_delay"})
 """The knobs of a ``from_url``'s bounded retry (URL query or keyword arguments)."""
+
+
+LOGGER = logging.getLogger("harel.store.retry")
+"""Where each retried connection attempt is logged (WARNING)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """One failed connection attempt that will be retried after ``pause`` seconds.
+
+    ``what`` is the store, redacted; ``attempt`` (1-based) of ``attempts`` failed with
+    ``reason`` (redacted)."""
+
+    what: str
+    attempt: int
+    attempts: int
+    pause: float
+    reason: str
+
+    def describe(self) -> str:
+        """``waiting for WHAT — attempt 2 of 9 in 0.5 s (REASON)``: the next attempt's number."""
+        reason = f" ({self.reason})" if self.reason else ""
+        return (
+            f"waiting for {self.what} \u2014 attempt {self.attempt + 1} of {self.attempts} "
+            f"in {self.pause:.1f} s{reason}"
+        )
+
+
+WaitReporter = Callable[[Wait], None]
+_REPORTER: contextvars.ContextVar[WaitReporter | None] = contextvars.ContextVar(
+    "harel_wait_reporter", default=None
+)
+_LIMIT: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "harel_retry_limit", default=None
+)
+
+
+@contextlib.contextmanager
+def report_waits(reporter: WaitReporter | None) -> Iterator[None]:
+    """Within the block, hand every retried connection attempt to ``reporter`` (besides the
+    WARNING log line); ``None`` reports nothing more."""
+    token = _REPORTER.set(reporter)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
+@contextlib.contextmanager
+def retry_limit(retries: int | None) -> Iterator[None]:
+    """Within the block, :func:`connect_with_retry` / :func:`aconnect_with_retry` make at most
+    ``retries`` retries (``None`` lifts the cap); a caller that honours a URL's explicit
+    ``connect_retries`` does not enter the block for it."""
+    if retries is not None and (isinstance(retries, bool) or retries < 0):
+        raise ValueError(f"retry_limit needs an int >= 0, got {retries!r}")
+    token = _LIMIT.set(retries)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def _capped(retries: int) -> int:
+    limit = _LIMIT.get()
+    return retries if limit is None else min(retries, limit)
+
+
+def _waiting(what: str, attempt: int, retries: int, pause: float, exc: BaseException) -> None:
+    wait = Wait(
+        what=redact_text(what),
+        attempt=attempt,
+        attempts=retries + 1,
+        pause=pause,
+        reason=" ".join(redact_text(str(exc)).split())[:200] or type(exc).__name__,
+    )
+    LOGGER.warning("%s", wait.describe())
+    reporter = _REPORTER.get()
+    if reporter is not None:
+        reporter(wait)
 
 
 BUSY_FIRST_PAUSE = 0.001
@@ -71,13 +161,15 @@ def connect_with_retry(
     exception (a driver's error may echo the connection string).
     """
     last: BaseException | None = None
-    for pause in [*backoff_delays(retries, delay), None]:
+    retries = _capped(retries)
+    for attempt, pause in enumerate([*backoff_delays(retries, delay), None], start=1):
         try:
             return connect()
         except retry_on as exc:
             last = exc
             if pause is None:
                 break
+            _waiting(what, attempt, retries, pause, exc)
             time.sleep(pause)
     raise _unreachable(what, retries, last)
 
@@ -92,13 +184,15 @@ async def aconnect_with_retry(
 ) -> T:
     """The async twin of :func:`connect_with_retry`."""
     last: BaseException | None = None
-    for pause in [*backoff_delays(retries, delay), None]:
+    retries = _capped(retries)
+    for attempt, pause in enumerate([*backoff_delays(retries, delay), None], start=1):
         try:
             return await connect()
         except retry_on as exc:
             last = exc
             if pause is None:
                 break
+            _waiting(what, attempt, retries, pause, exc)
             await anyio.sleep(pause)
     raise _unreachable(what, retries, last)
 

@@ -9,7 +9,9 @@ masked.  When in doubt, everything after the scheme is hidden.
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
@@ -176,10 +178,81 @@ class StoreURL:
         unknown = sorted(set(self.query) - set(allowed))
         if unknown:
             raise InvalidStoreURL(
-                f"unknown option(s) {', '.join(unknown)} in {self.redacted}; "
+                f"unknown option(s) {', '.join(unknown)} in {self.redacted}"
+                f"{option_suggestions(unknown, allowed)}; "
                 f"allowed: {', '.join(sorted(allowed)) or 'none'}"
             )
         return dict(self.query)
+
+
+def option_suggestions(unknown: Iterable[str], allowed: Iterable[str]) -> str:
+    """`` (did you mean sslmode?)`` for the misspelt names among ``unknown`` that are close to
+    one of ``allowed`` (``""`` when none is): ready to append to an error message."""
+    choices = sorted(set(allowed))
+    pairs = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.7)
+        if close:
+            pairs.append(f"{close[0]}" if len(list(unknown)) == 1 else f"{close[0]} for {name}")
+    return f" (did you mean {', '.join(pairs)}?)" if pairs else ""
+
+
+FILE_SCHEMES = frozenset({"sqlite", "libsql+file", "jsondir"})
+"""Schemes whose URL names a file or folder: ``scheme:///relative`` or ``scheme:////abs``."""
+_TYPO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)([:/\\]+)(.*)", re.DOTALL)
+
+
+def close_scheme(scheme: str, known: Iterable[str]) -> str | None:
+    """The known scheme ``scheme`` most likely misspells (itself when known), else ``None``."""
+    choices = sorted({item.lower() for item in known})
+    lowered = scheme.lower()
+    if lowered in choices:
+        return lowered
+    close = difflib.get_close_matches(lowered, choices, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def url_typo_hint(url: str, known: Iterable[str]) -> str | None:
+    """What ``url`` (which lacks a well-formed ``scheme://``) most likely meant, or ``None``.
+
+    Only when its scheme-like prefix is a known scheme or close to one (so the prefix is no
+    password): ``sqlite:/x.db`` gives ``did you mean sqlite:///x.db?``.  The text after the
+    prefix is echoed only when it cannot hold a secret (no ``@``, ``:``, ``?`` or ``#``);
+    otherwise the hint shows the prefix, names the scheme and hides the rest.
+    """
+    found = _TYPO.fullmatch(url)
+    if found is None:
+        return None
+    prefix, separator, rest = found.groups()
+    scheme = close_scheme(prefix, known)
+    if scheme is None:
+        return None
+    typed = f"{prefix}{separator}"
+    if any(char in rest for char in "@?#:") or not rest:
+        return (
+            f"{typed!r}... (the rest is not shown: it may hold a password) lacks a well-formed "
+            f"scheme://: write {scheme}://..."
+        )
+    if scheme in FILE_SCHEMES:
+        path = rest.lstrip("/")
+        return (
+            f"{url!r} lacks a well-formed scheme://: did you mean {scheme}:///{path}? "
+            f"({scheme}:////{path} for an absolute path)"
+        )
+    return f"{url!r} lacks a well-formed scheme://: did you mean {scheme}://{rest}?"
+
+
+def _known_schemes() -> set[str]:
+    """The first-party schemes and those of the backends discovered so far (no discovery)."""
+    try:
+        from harel.registry._core import REGISTRY
+        from harel.registry._firstparty import FIRST_PARTY
+    except ImportError:  # pragma: no cover - a partial install
+        return set()
+    known = {scheme for entry in FIRST_PARTY.values() for scheme in entry.schemes}
+    if REGISTRY.discovered:
+        known |= set(REGISTRY.schemes())
+    return known
 
 
 _ENCODE_HINT = (
@@ -197,6 +270,9 @@ def parse_store_url(url: str) -> StoreURL:
         shown = repr(url) if isinstance(url, str) else f"a {type(url).__name__}"
         raise InvalidStoreURL(f"a store URL must be a non-empty string, got {shown}")
     if _SCHEME.match(url) is None:
+        hint = url_typo_hint(url, _known_schemes())
+        if hint is not None:
+            raise InvalidStoreURL(f"not a store URL: {hint}")
         raise InvalidStoreURL(
             f"{redact_url(url)} is not a store URL: expected scheme://..., "
             "e.g. sqlite:///app.db (the value is not shown: it may hold a password)"

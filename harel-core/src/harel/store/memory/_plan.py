@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common import (
     MAX_DOCUMENT_BYTES,
+    RECEIPT_WINDOW,
     ListingQuery,
     PreparedCommit,
     PreparedExecution,
@@ -34,6 +35,8 @@ from harel.store.common import (
     loads,
     next_trace_index,
     page_from_probe,
+    receipt_slot,
+    resent_and_stored,
     sweep_limit,
     trace_keep_from,
 )
@@ -52,13 +55,27 @@ from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, Executio
 T = TypeVar("T")
 
 
+NO_RECEIPTS: tuple[str | None, ...] = (None,) * RECEIPT_WINDOW
+"""The receipt ring of a row no commit wrote (an import)."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredExecution:
-    """One row of the executions table: the CAS token, the document and its summary."""
+    """One row of the executions table: the CAS token, the document, its summary and the
+    receipt ring (slot :func:`~harel.store.common.receipt_slot` of a version holds the token
+    of the commit that wrote it, for the last ``RECEIPT_WINDOW`` versions)."""
 
     version: int
     document: str
     summary: ExecutionSummary
+    receipts: tuple[str | None, ...] = NO_RECEIPTS
+
+    def receipt(self, version: int) -> str | None:
+        """The token that wrote ``version``, or ``None`` when the ring no longer holds it
+        (older than the window, newer than the row, or written by an import)."""
+        if not 0 <= self.version - version < RECEIPT_WINDOW:
+            return None
+        return self.receipts[receipt_slot(version)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +287,11 @@ class Transaction(Request):
 
 
 def _row(
-    execution_id: str, source: PreparedCommit | PreparedExecution, version: int, at: float
+    execution_id: str,
+    source: PreparedCommit | PreparedExecution,
+    version: int,
+    at: float,
+    receipts: tuple[str | None, ...] = NO_RECEIPTS,
 ) -> StoredExecution:
     summary = ExecutionSummary(
         id=execution_id,
@@ -282,12 +303,21 @@ def _row(
         parent_id=source.parent_id,
         updated_at=at,
     )
-    return StoredExecution(version, source.document, summary)
+    return StoredExecution(version, source.document, summary, receipts)
 
 
-def stored_execution(prepared: PreparedCommit) -> StoredExecution:
-    """The executions row a prepared commit writes (summary stamped with ``committed_at``)."""
-    return _row(prepared.execution_id, prepared, prepared.new_version, prepared.committed_at)
+def stored_execution(
+    prepared: PreparedCommit, previous: StoredExecution | None = None
+) -> StoredExecution:
+    """The executions row a prepared commit writes (summary stamped with ``committed_at``),
+    its token recorded in the receipt ring carried over from ``previous`` (the row it
+    replaces)."""
+    ring = NO_RECEIPTS if previous is None else previous.receipts
+    slot = receipt_slot(prepared.new_version)
+    receipts = (*ring[:slot], prepared.token or None, *ring[slot + 1 :])
+    return _row(
+        prepared.execution_id, prepared, prepared.new_version, prepared.committed_at, receipts
+    )
 
 
 def imported_execution(execution_id: str, prepared: PreparedExecution) -> StoredExecution:
@@ -345,15 +375,21 @@ class MemoryPlan:
         yield Transaction(self._commit(prepared, trace_max))
 
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield GetExecution(prepared.execution_id)
+        row: StoredExecution | None = yield GetExecution(prepared.execution_id)
         found = None if row is None else row.version
         if cas_decision(prepared.expected_version, found) == "conflict":
+            if row is not None and resent_and_stored(
+                prepared, found, row.receipt(prepared.new_version)
+            ):
+                return  # a re-send of a stored commit: it succeeded once, write nothing again
             raise conflict(prepared, found)
-        yield from self._write_step(prepared, trace_max)
+        yield from self._write_step(prepared, trace_max, row)
 
-    def _write_step(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+    def _write_step(
+        self, prepared: PreparedCommit, trace_max: int | None, previous: StoredExecution | None
+    ) -> Plan[None]:
         execution_id = prepared.execution_id
-        yield PutExecution(execution_id, stored_execution(prepared))
+        yield PutExecution(execution_id, stored_execution(prepared, previous))
         for emit in prepared.emits:
             yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
         if prepared.processed_event_id is not None:

@@ -18,12 +18,22 @@ I/O error, out of memory, cannot open, read-only      ``StoreUnavailable`` (retr
 ====================================================  ========================================
 
 Anything else is the driver's to map (closed connections, network errors, constraint
-violations); :func:`engine_error` returns ``None`` for it.
+violations); :func:`engine_error` returns ``None`` for it.  A networked driver whose request
+may have been applied although no answer came back (the connection failed after sending a
+``COMMIT`` or an autocommit write) raises :class:`RequestOutcomeUnknown`, which the plan's
+``commit`` turns into :class:`~harel.store.errors.CommitOutcomeUnknown`.
 """
 
 from __future__ import annotations
 
 from harel.store.errors import PayloadTooLarge, StoreCorrupted, StoreError, StoreUnavailable
+
+
+class RequestOutcomeUnknown(StoreUnavailable):
+    """A driver's request that may have been applied got no answer (the connection failed
+    after it was sent).  Outside ``commit`` it is a plain ``StoreUnavailable`` (retryable);
+    ``SqlPlan.commit`` raises it as ``CommitOutcomeUnknown`` naming the commit."""
+
 
 # primary result codes (the low byte of an extended code)
 BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT = 5, 6, 7, 8, 10, 11

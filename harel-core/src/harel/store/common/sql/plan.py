@@ -26,12 +26,19 @@ from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common.codec import decode_event, decode_execution, decode_payload
-from harel.store.common.commit import PreparedCommit, conflict
+from harel.store.common.commit import (
+    RECEIPT_WINDOW,
+    PreparedCommit,
+    conflict,
+    receipt_slot,
+    resent_and_stored,
+)
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.records import PreparedImport
 from harel.store.common.schema_version import release_of
 from harel.store.common.sql.dialect import Dialect
+from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.common.sql.schema import SCHEMA_TABLE, SCHEMA_VERSION, SchemaAction, schema_action
 from harel.store.common.sql.statements import FINISHED_SLOTS, SqlStatements, statements_for
@@ -48,6 +55,7 @@ from harel.store.common.validate import (
 )
 from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import (
+    CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
@@ -91,9 +99,10 @@ class SqlPlan:
         self._commit = Statement(dialect.commit)
         self._rollback = Statement(dialect.rollback)
         self._interactive = dialect.begin is not None
-        narrow = self.sql.update_state
-        self._narrow_sql = narrow.sql
-        take = attrgetter(*(_COMMIT_FIELD[slot] for slot in narrow.slots))
+        narrow = self.sql.update_state_at
+        self._narrow_sql = tuple(form.sql for form in narrow)
+        """The narrow CAS's text by receipt slot (every form binds the same slots in order)."""
+        take = attrgetter(*(_COMMIT_FIELD[slot] for slot in narrow[0].slots))
         self._narrow_params: Callable[[PreparedCommit], tuple[Any, ...]] = take
         """The narrow CAS's parameters read straight off a :class:`PreparedCommit` (one C
         call: no mapping built on a state-only commit's path)."""
@@ -172,60 +181,69 @@ class SqlPlan:
     # -- commit ---------------------------------------------------------------------------------
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> SqlOp[None]:
-        """Write ``prepared`` atomically: the CAS, then every side write; on a lost CAS nothing
-        is written, the found version is read and :class:`StoreConflict` raised.
+        """Write ``prepared`` atomically: the CAS (which also records the commit's token in
+        the receipt column of its new version), then every side write.  On a lost CAS nothing
+        is written and the found version and receipt ring are read: a commit whose token wrote
+        the version it writes was already stored (a re-send) and returns as the original did;
+        any other miss raises :class:`StoreConflict`.
 
-        Interactive dialects try the narrow CAS first (:attr:`SqlStatements.update_state`: no
-        index rewritten while status, definition and parent stay as stored), then the full
+        Interactive dialects try the narrow CAS first (:attr:`SqlStatements.update_state_at`:
+        no index rewritten while status, definition and parent stay as stored), then the full
         one; a commit without side writes runs them as autocommit statements (one statement
         is atomic, and skipping ``BEGIN``/``COMMIT`` saves two driver calls).  A
         single-request dialect cannot branch inside its one request: it sends the full CAS.
         """
         p = prepared
         trace_keep_from(0, trace_max)  # validates trace_max before anything runs
-        sql = self.sql
-        interactive = self._interactive
-        insert = p.expected_version == 0
-        if interactive and not insert and not p.has_side_writes:
-            # the hot path, a state-only update: the narrow CAS as one autocommit statement;
-            # when it misses (the summary changed, or the CAS is lost) the full CAS decides
-            narrow = Statement(self._narrow_sql, self._narrow_params(p))
-            if (yield narrow).rowcount == 1:
-                return
-        token = None if interactive else secrets.token_hex(16)  # a single request's owner
-        values = {
-            "id": p.execution_id,
-            "definition_id": p.definition_id,
-            "status": p.status,
-            "outcome": p.outcome,
-            "active_path": p.active_path,
-            "parent_id": p.parent_id,
-            "version": p.new_version,
-            "data": p.document,
-            "updated_at": p.committed_at,
-            "token": token,
-            "expected": p.expected_version,
-        }
-        full = sql.insert_execution if insert else sql.update_execution
-        effects = list(self._side_writes(p, token, trace_max)) if p.has_side_writes else []
-        row: Sequence[Any] | None = None
-        if self.dialect.batch_reads:  # the found version rides in the commit's own request
-            found = sql.found_version.bind_map(values)
-            results = yield Batch((full.bind_map(values), *effects, found))
-            applied, row = results[0].rowcount == 1, results[-1].first
-        elif not interactive:
-            applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
-        elif effects:
-            # bound lazily: the full CAS only when the narrow one missed
-            forms = (full,) if insert else (sql.update_state, full)
-            casts = (form.bind_map(values) for form in forms)
-            applied = yield from self._transaction(_cas_then(casts, effects))
-        else:  # an insert, or a state-only update whose narrow CAS missed above
-            applied = (yield full.bind_map(values)).rowcount == 1
-        if not applied:
-            if not self.dialect.batch_reads:
-                row = (yield sql.found_version.bind(id=p.execution_id)).first
-            raise conflict(p, None if row is None else int(row[0]))
+        try:  # free on the happy path (zero-cost exception handling)
+            sql = self.sql
+            interactive = self._interactive
+            insert = p.expected_version == 0
+            slot = receipt_slot(p.new_version)
+            if interactive and not insert and not p.has_side_writes:
+                # the hot path, a state-only update: the narrow CAS as one autocommit statement;
+                # when it misses (the summary changed, or the CAS is lost) the full CAS decides
+                narrow = Statement(self._narrow_sql[slot], self._narrow_params(p))
+                if (yield narrow).rowcount == 1:
+                    return
+            token = None if interactive else secrets.token_hex(16)  # a single request's owner
+            values = {
+                "id": p.execution_id,
+                "definition_id": p.definition_id,
+                "status": p.status,
+                "outcome": p.outcome,
+                "active_path": p.active_path,
+                "parent_id": p.parent_id,
+                "version": p.new_version,
+                "data": p.document,
+                "updated_at": p.committed_at,
+                "token": token,
+                "receipt": p.token,
+                "expected": p.expected_version,
+            }
+            full = (sql.insert_execution_at if insert else sql.update_execution_at)[slot]
+            effects = list(self._side_writes(p, token, trace_max)) if p.has_side_writes else []
+            row: Sequence[Any] | None = None
+            if self.dialect.batch_reads:  # the found version rides in the commit's own request
+                found = sql.found_receipts.bind_map(values)
+                results = yield Batch((full.bind_map(values), *effects, found))
+                applied, row = results[0].rowcount == 1, results[-1].first
+            elif not interactive:
+                applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
+            elif effects:
+                # bound lazily: the full CAS only when the narrow one missed
+                forms = (full,) if insert else (sql.update_state_at[slot], full)
+                casts = (form.bind_map(values) for form in forms)
+                applied = yield from self._transaction(_cas_then(casts, effects))
+            else:  # an insert, or a state-only update whose narrow CAS missed above
+                applied = (yield full.bind_map(values)).rowcount == 1
+            if not applied:
+                if not self.dialect.batch_reads:
+                    row = (yield sql.found_receipts.bind(id=p.execution_id)).first
+                settle_lost_cas(p, row)  # returns only for a re-send of a stored commit
+        except RequestOutcomeUnknown as unknown:
+            # the CAS or the COMMIT may have been applied: the caller must re-send to settle it
+            raise CommitOutcomeUnknown(p.execution_id, p.expected_version, str(unknown)) from None
 
     def _side_writes(
         self, p: PreparedCommit, token: str | None, trace_max: int | None
@@ -489,6 +507,30 @@ class SqlPlan:
 # -- helpers shared by the plans ----------------------------------------------------------------
 
 
+def settle_lost_cas(prepared: PreparedCommit, row: Sequence[Any] | None) -> None:
+    """After a CAS that changed no row, given the :attr:`SqlStatements.found_receipts` row
+    (``None``: no execution stored): return when ``prepared`` was already stored (a re-send
+    whose token is the receipt of its new version: nothing is written again), else raise
+    :class:`StoreConflict` with the found version."""
+    found = None if row is None else int(row[0])
+    if row is not None and resent_and_stored(
+        prepared, found, stored_receipt(row, prepared.new_version)
+    ):
+        return
+    raise conflict(prepared, found)
+
+
+def stored_receipt(row: Sequence[Any], version: int) -> str | None:
+    """The token that wrote ``version``, from a :attr:`SqlStatements.found_receipts` row
+    ``(version, r0, .., r7)``; ``None`` when the ring no longer (or never) held it."""
+    found = int(row[0])
+    if not 0 <= found - version < RECEIPT_WINDOW:
+        return None
+    column = 1 + receipt_slot(version)
+    receipt = row[column] if len(row) > column else None
+    return None if receipt is None else str(receipt)
+
+
 def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
     results = []
     for statement in statements:
@@ -507,9 +549,10 @@ _COMMIT_FIELD = {
     "data": "document",
     "updated_at": "committed_at",
     "expected": "expected_version",
+    "receipt": "token",
 }
 """The :class:`PreparedCommit` field behind each slot of the commit statements (``token``
-aside, which the narrow CAS does not name)."""
+aside, the single-request owner token, which the narrow CAS does not name)."""
 
 
 def _first_applied(casts: Iterable[Statement]) -> SqlOp[bool]:

@@ -1,15 +1,19 @@
 """The SQL family's schema: tables, indexes, the schema-version row and the upgrade path.
 
-Layout version 3 (versions 1 and 2, written by earlier releases, are upgraded in place):
+Layout version 4 (versions 1 to 3, written by earlier releases, are upgraded in place):
 
-* ``executions`` — one row per execution: the JSON document (``data``), the summary columns
-  that ``commit`` writes (``definition_id``, ``status``, ``outcome``, ``active_path``,
-  ``parent_id``, ``updated_at``), the CAS ``version``, and ``commit_token`` (the random token of
-  the last commit, written only by single-request dialects, whose side writes are guarded by
-  it; ``NULL`` elsewhere).  Listing is served by the ``executions_*`` indexes: one per filter
-  shape (definition + status, definition, status, none) and, since version 3, a roots-only
-  twin of each (partial: ``WHERE parent_id IS NULL``), so a roots-only page reads only roots
-  however many children share its status or definition.
+* ``executions`` — one row per execution: the JSON document (``data``), the summary columns that
+  ``commit`` writes (``definition_id``, ``status``, ``outcome``, ``active_path``, ``parent_id``,
+  ``updated_at``), the CAS ``version``, ``commit_token`` (the random token of the last commit,
+  written only by single-request dialects, whose side writes are guarded by it; ``NULL``
+  elsewhere) and, since version 4, the receipt ring ``r0`` .. ``r7`` (:data:`RECEIPT_COLUMNS`):
+  column ``r{version % 8}`` holds the commit token (``PreparedCommit.token``) of the commit that
+  wrote that version, set by the CAS statement itself, so the last eight versions' writers are
+  known and a re-sent commit is recognised (``NULL``: not written since the upgrade, or an
+  imported row). Listing is served by the ``executions_*`` indexes: one per filter shape
+  (definition + status, definition, status, none) and, since version 3, a roots-only twin of
+  each (partial: ``WHERE parent_id IS NULL``), so a roots-only page reads only roots however
+  many children share its status or definition.
 * ``outbox`` / ``spawns`` — relay queues keyed by an increasing ``seq`` (AUTOINCREMENT: a seq
   is never reused, even after the newest row was acknowledged).  ``outbox_target`` and
   ``spawns_parent`` serve ``purge`` and ``export_execution``.
@@ -32,11 +36,16 @@ dialects: one batch, which a concurrent opener's duplicate fails as a whole).
 
 from __future__ import annotations
 
+from harel.store.common.commit import RECEIPT_WINDOW
 from harel.store.common.schema_version import SchemaVerdict, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The layout version this release reads and writes."""
+
+RECEIPT_COLUMNS: tuple[str, ...] = tuple(f"r{slot}" for slot in range(RECEIPT_WINDOW))
+"""The receipt ring's columns, by slot (:func:`~harel.store.common.receipt_slot`): a fixed
+set, the only column names a statement ever picks at run time."""
 
 SCHEMA_TABLE = "harel_schema"
 
@@ -76,7 +85,7 @@ DDL: tuple[str, ...] = (
         version INTEGER NOT NULL,
         written_by TEXT
     )""",
-    """CREATE TABLE IF NOT EXISTS executions (
+    f"""CREATE TABLE IF NOT EXISTS executions (
         id TEXT PRIMARY KEY,
         definition_id TEXT NOT NULL,
         status TEXT NOT NULL,
@@ -86,7 +95,8 @@ DDL: tuple[str, ...] = (
         version INTEGER NOT NULL,
         data TEXT NOT NULL,
         updated_at REAL,
-        commit_token TEXT
+        commit_token TEXT,
+        {", ".join(f"{column} TEXT" for column in RECEIPT_COLUMNS)}
     )""",
     # definition + status(es): the dashboard query; ordered by id inside one status.
     "CREATE INDEX IF NOT EXISTS executions_definition_status "
@@ -152,7 +162,18 @@ _TO_3: tuple[str, ...] = (
     "WHERE singleton = 1 AND version = 2",
 )
 
-UPGRADES: dict[int, tuple[str, ...]] = {1: (*_TO_2, *_TO_3), 2: _TO_3}
+_TO_4: tuple[str, ...] = (
+    # ADD COLUMN only edits the schema: no row is rewritten, however many are stored
+    *(f"ALTER TABLE executions ADD COLUMN {column} TEXT" for column in RECEIPT_COLUMNS),
+    "UPDATE harel_schema SET version = 4, written_by = :written_by "
+    "WHERE singleton = 1 AND version = 3",
+)
+
+UPGRADES: dict[int, tuple[str, ...]] = {
+    1: (*_TO_2, *_TO_3, *_TO_4),
+    2: (*_TO_3, *_TO_4),
+    3: _TO_4,
+}
 """For each older version, the statements (run in one write transaction) that bring it to
 :data:`SCHEMA_VERSION`.  ``:now`` is bound to the upgrade's epoch seconds, ``:written_by`` to
 the upgrading release."""

@@ -25,7 +25,13 @@ from collections.abc import Sequence
 from functools import lru_cache, partial
 
 from harel.store.common.sql.dialect import Dialect, Rendered, render
-from harel.store.common.sql.schema import DDL, RECORD_VERSION, UPGRADES, VERSION_PROBE
+from harel.store.common.sql.schema import (
+    DDL,
+    RECEIPT_COLUMNS,
+    RECORD_VERSION,
+    UPGRADES,
+    VERSION_PROBE,
+)
 from harel.store.common.sql.schema import TABLES_PROBE as _TABLES_PROBE
 from harel.store.contract import FINISHED
 
@@ -79,33 +85,39 @@ class SqlStatements:
         self.record_version = r(self._upsert(RECORD_VERSION))
         self.upgrades = {old: tuple(r(text) for text in texts) for old, texts in UPGRADES.items()}
 
-        # -- commit: the CAS, the found version, the side writes
-        self.insert_execution = r(
-            self._upsert(
-                "INSERT INTO executions (id, definition_id, status, outcome, active_path, "
-                "parent_id, version, data, updated_at, commit_token) VALUES (:id, "
-                ":definition_id, :status, :outcome, :active_path, :parent_id, :version, :data, "
-                ":updated_at, :token) ON CONFLICT (id) DO NOTHING"
+        # -- commit: the CAS (one form per receipt slot), the found version, the side writes
+        self.insert_execution = r(self._upsert(_insert_execution("")))
+        """The insert of an execution row that writes no receipt (an import)."""
+        self.update_execution = r(_update_execution(""))
+        """The full CAS without a receipt (kept for raw writers outside a commit: benchmarks)."""
+        self.insert_execution_at = tuple(
+            r(self._upsert(_insert_execution(column))) for column in RECEIPT_COLUMNS
+        )
+        """A commit's insert, by the receipt slot of its new version: the row with
+        ``:receipt`` (the commit token) in that slot's column."""
+        self.update_execution_at = tuple(r(_update_execution(column)) for column in RECEIPT_COLUMNS)
+        """The full CAS, by receipt slot: every summary column, the document, ``commit_token``
+        and ``r{slot} = :receipt``, in the row's one rewrite."""
+        self.update_state_at = tuple(
+            r(
+                "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
+                f"version = :version, data = :data, updated_at = :updated_at, {column} = :receipt "
+                "WHERE id = :id AND version = :expected AND status = :status "
+                "AND definition_id = :definition_id AND parent_id IS :parent_id"
             )
+            for column in RECEIPT_COLUMNS
         )
-        self.update_execution = r(
-            "UPDATE executions SET definition_id = :definition_id, status = :status, "
-            "outcome = :outcome, active_path = :active_path, parent_id = :parent_id, "
-            "version = :version, data = :data, updated_at = :updated_at, "
-            "commit_token = :token WHERE id = :id AND version = :expected"
+        """The narrow CAS, by receipt slot: applies only when the indexed summary columns
+        already hold the new values, and names none of them in ``SET``, so SQLite rewrites no
+        index entry (it maintains every index whose column is named in ``SET``, changed or
+        not; the receipt columns are in no index).  On a miss (summary changed, or a lost CAS)
+        the plan runs :attr:`update_execution_at`.  Interactive dialects only (they never
+        write ``commit_token``, so it is not set here)."""
+        self.found_receipts = r(
+            f"SELECT version, {', '.join(RECEIPT_COLUMNS)} FROM executions WHERE id = :id"
         )
-        self.update_state = r(
-            "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
-            "version = :version, data = :data, updated_at = :updated_at "
-            "WHERE id = :id AND version = :expected AND status = :status "
-            "AND definition_id = :definition_id AND parent_id IS :parent_id"
-        )
-        """The narrow CAS: applies only when the indexed summary columns already hold the new
-        values, and names none of them in ``SET``, so SQLite rewrites no index entry (it
-        maintains every index whose column is named in ``SET``, changed or not).  On a miss
-        (summary changed, or a lost CAS) the plan runs :attr:`update_execution`.  Interactive
-        dialects only (they never write ``commit_token``, so it is not set here)."""
-        self.found_version = r("SELECT version FROM executions WHERE id = :id")
+        """What a lost CAS reads: the stored version and the receipt ring (``(version, r0,
+        .., r7)``), to tell a re-sent stored commit from a conflict in the same read."""
         self.execution_status = r("SELECT status FROM executions WHERE id = :id")
         side = partial(self._side_insert, guard)
         self.insert_outbox = side("outbox (target_id, event)", ":target, :event")
@@ -232,6 +244,29 @@ class SqlStatements:
         arm reads at most ``:probe`` rows and the cost grows with the page, not the matches.
         """
         return _listing(tuple(clauses), statuses, self.dialect)
+
+
+def _insert_execution(receipt: str) -> str:
+    """The insert of an execution row; ``receipt`` names the receipt column it also sets
+    (one of :data:`RECEIPT_COLUMNS`, or ``""``: none)."""
+    column, slot = (f"{receipt}, ", ":receipt, ") if receipt else ("", "")
+    return (  # commit_token last: single-request dialects find their owner token there
+        "INSERT INTO executions (id, definition_id, status, outcome, active_path, parent_id, "
+        f"version, data, updated_at, {column}commit_token) VALUES (:id, :definition_id, "
+        f":status, :outcome, :active_path, :parent_id, :version, :data, :updated_at, "
+        f"{slot}:token) ON CONFLICT (id) DO NOTHING"
+    )
+
+
+def _update_execution(receipt: str) -> str:
+    """The full CAS; ``receipt`` names the receipt column it also sets (or ``""``: none)."""
+    column = f", {receipt} = :receipt" if receipt else ""
+    return (
+        "UPDATE executions SET definition_id = :definition_id, status = :status, "
+        "outcome = :outcome, active_path = :active_path, parent_id = :parent_id, "
+        "version = :version, data = :data, updated_at = :updated_at, "
+        f"commit_token = :token{column} WHERE id = :id AND version = :expected"
+    )
 
 
 def _where(guard: str | None, *, upsert: bool = False) -> str:

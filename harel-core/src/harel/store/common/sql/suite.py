@@ -2,12 +2,12 @@
 
 A backend's test module collects them with ``from harel.store.common.sql.suite import *`` and
 its ``conftest.py`` provides the ``sql_backend`` fixture (a
-:class:`~harel.store.common.sql.testing.FileBackend`).  They check what the shared layout and
-the one-connection store guarantee beyond the conformance kit: the layout version and its
-writer recorded at creation, a version-2 file (written by the previous release) upgraded in
-place with its data readable, a newer layout refused before anything is written, two
-processes upgrading one file at once, threads sharing one store, and records moved between
-files.
+:class:`~harel.store.common.sql.testing.FileBackend`). They check what the shared layout and the
+one-connection store guarantee beyond the conformance kit: the layout version and its writer
+recorded at creation, version-2 and version-3 files (written by earlier releases) upgraded in
+place with their data readable and re-sent commits recognised after the upgrade, a newer layout
+refused before anything is written, two processes upgrading one file at once, threads sharing
+one store, and records moved between files.
 """
 
 from __future__ import annotations
@@ -27,14 +27,17 @@ from harel.registry import open_store
 from harel.store.common import record_digest, release_of
 from harel.store.common.sql.schema import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
+    RECEIPT_COLUMNS,
     VERSION_3_INDEXES,
     FileBackend,
+    column_names,
     full_commit_args,
     index_names,
     raw,
     schema_row,
     table_counts,
     version_2_file,
+    version_3_file,
 )
 from harel.store.errors import (
     ExecutionAlreadyExists,
@@ -46,6 +49,7 @@ from harel.store.errors import (
 __all__ = [
     "test_a_newer_layout_is_refused_before_anything_is_written",
     "test_a_version_2_file_is_upgraded_in_place",
+    "test_a_version_3_file_is_upgraded_in_place",
     "test_harness_reopens_one_file_and_destroys_it",
     "test_layout_version_and_writer_are_recorded_at_creation",
     "test_locked_database_waits_then_raises_store_unavailable",
@@ -61,7 +65,8 @@ def test_layout_version_and_writer_are_recorded_at_creation(
     path = tmp_path / "new.db"
     sql_backend.open(str(path)).close()
     assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
-    assert SCHEMA_VERSION == 3 and index_names(path) >= VERSION_3_INDEXES
+    assert SCHEMA_VERSION == 4 and index_names(path) >= VERSION_3_INDEXES
+    assert column_names(path, "executions")[-len(RECEIPT_COLUMNS) :] == list(RECEIPT_COLUMNS)
 
 
 def test_a_version_2_file_is_upgraded_in_place(sql_backend: FileBackend, tmp_path: Path) -> None:
@@ -84,8 +89,40 @@ def test_a_version_2_file_is_upgraded_in_place(sql_backend: FileBackend, tmp_pat
         assert store.list_executions(status=[Status.RUNNING], roots_only=True).items == []
     assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
     assert index_names(path) >= VERSION_3_INDEXES
+    assert set(RECEIPT_COLUMNS) <= set(column_names(path, "executions"))
     sql_backend.open(str(path)).close()  # reopening an upgraded file changes nothing
     assert schema_row(path)[1] == SCHEMA_VERSION
+
+
+def test_a_version_3_file_is_upgraded_in_place(sql_backend: FileBackend, tmp_path: Path) -> None:
+    path = tmp_path / "v3.db"
+    exe = version_3_file(path)
+    assert schema_row(path) == (1, 3, "harel-store-sqlite 0.2.0")
+    with closing(sql_backend.open(str(path))) as store:
+        assert store.load("old") == exe
+        assert [entry.event.id for entry in store.pending_outbox()] == ["out-old"]
+        assert [step["index"] for step in store.read_trace("old")] == [4, 5]
+        args = ([(None, Event(id="once", kind="K"))], "ev-new")
+        store.commit(exe, *args)
+        exe.version = 3  # as after an unknown outcome: the same commit, sent again
+        store.commit(exe, *args)  # recognised by its receipt: success, nothing written again
+        assert exe.version == 4
+        assert [entry.event.id for entry in store.pending_outbox()] == ["out-old", "once"]
+    assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
+    columns = column_names(path, "executions")
+    assert columns[-len(RECEIPT_COLUMNS) :] == list(RECEIPT_COLUMNS)
+    assert index_names(path) >= VERSION_3_INDEXES
+    layout = _layout(path)
+    sql_backend.open(str(path)).close()  # idempotent: reopening changes nothing
+    assert _layout(path) == layout and schema_row(path)[1] == SCHEMA_VERSION
+
+
+def _layout(path: Path) -> list[tuple[str, str, str]]:
+    conn = raw(path)
+    try:
+        return conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    finally:
+        conn.close()
 
 
 @pytest.mark.anyio

@@ -80,6 +80,20 @@ VERSION_3_INDEXES = frozenset(
 )
 """The indexes version 3 added (roots-only listing)."""
 
+_TO_VERSION_3 = """
+ALTER TABLE harel_schema ADD COLUMN written_by TEXT;
+CREATE INDEX executions_roots_definition_status ON executions (definition_id, status, id)
+    WHERE parent_id IS NULL;
+CREATE INDEX executions_roots_definition ON executions (definition_id, id)
+    WHERE parent_id IS NULL;
+CREATE INDEX executions_roots_status ON executions (status, id) WHERE parent_id IS NULL;
+UPDATE harel_schema SET version = 3, written_by = 'harel-store-sqlite 0.2.0';
+"""
+"""What the 0.2 releases (schema version 3) changed in a version-2 layout, as test data."""
+
+RECEIPT_COLUMNS = tuple(f"r{slot}" for slot in range(8))
+"""The receipt ring's columns version 4 added to ``executions`` (as test data)."""
+
 
 def raw(path: Path) -> sqlite3.Connection:
     """A stdlib connection of its own (autocommit) to ``path`` (no store may have it open
@@ -114,6 +128,27 @@ def index_names(path: Path) -> set[str]:
         return {str(row[0]) for row in rows}
     finally:
         conn.close()
+
+
+def column_names(path: Path, table: str) -> list[str]:
+    """The columns of ``table`` in ``path``, in order."""
+    conn = raw(path)
+    try:
+        return [str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+    finally:
+        conn.close()
+
+
+def version_3_file(path: Path) -> Execution:
+    """A version-3 database, as the 0.2 releases left it: :func:`version_2_file`'s data in the
+    version-3 layout (no receipt columns); returns the execution as stored."""
+    exe = version_2_file(path)
+    conn = raw(path)
+    try:
+        conn.executescript(_TO_VERSION_3)
+    finally:
+        conn.close()
+    return exe
 
 
 def version_2_file(path: Path) -> Execution:
