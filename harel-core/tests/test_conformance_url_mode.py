@@ -153,8 +153,8 @@ def test_url_mode_skips_or_bounds_shrinking_and_moves_the_database(tmp_path: Pat
         assert isinstance(chosen.database, DirectoryBasedExampleDatabase)
         assert Path(chosen.database.path) == tmp_path / "examples"
         assert Phase.shrink not in chosen.phases and Phase.generate in chosen.phases
-    with profiles.url_mode(None, shrink=True):
-        assert Phase.shrink in profiles.kit_settings().phases
+    with profiles.url_mode(None, shrink=True):  # the profile's own phases, shrinks bounded
+        assert profiles.kit_settings().phases == outside.phases
         assert engine.MAX_SHRINKS == profiles.URL_MAX_SHRINKS < default
     assert default == engine.MAX_SHRINKS
     restored = profiles.kit_settings()  # what this process had before URL mode, again

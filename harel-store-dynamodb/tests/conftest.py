@@ -42,15 +42,7 @@ def dynamodb_target() -> Iterator[dict[str, Any]]:
         return
     server = MotoServer()
     try:
-        # two index shards: every sweep and listing still merges across shards (test_sharding
-        # covers three), at half the requests of the default four on moto, which scans its
-        # whole index for each query
-        yield {
-            "endpoint_url": server.endpoint,
-            "local": True,
-            "region": "us-east-1",
-            "index_shards": 2,
-        }
+        yield {"endpoint_url": server.endpoint, "local": True, "region": "us-east-1"}
     finally:
         server.stop()
 
