@@ -603,12 +603,14 @@ LOST_REPLY_RESENDS = 3
 """Re-sends after ``CommitOutcomeUnknown`` before a lost-reply trial counts as unsettled."""
 
 
-def _lost_reply_rival(store: ExecutionStore, execution_id: str) -> None:
+def rival_commit(store: ExecutionStore, execution_id: str) -> None:
+    """Another writer's commit on a connection of its own (run on a fault proxy's thread while
+    a broken commit waits); losing to the broken commit, if it landed first, is legal too."""
     other = store.load(execution_id)
     if other is not None:
         other.context = {"by": "rival"}
         with contextlib.suppress(StoreConflict):
-            store.commit(other, [])
+            store.commit(other, [(None, Event(id=f"{execution_id}:rival", kind=STEP_KIND))])
 
 
 def _lost_reply_trial(
@@ -626,7 +628,7 @@ def _lost_reply_trial(
         proxy.arm(
             mode,
             marker=marker.encode(),
-            between=(lambda: _lost_reply_rival(rival, execution_id)) if with_rival else None,
+            between=(lambda: rival_commit(rival, execution_id)) if with_rival else None,
         )
         exe.context = {"n": 1}
         answer = "unknown"

@@ -17,15 +17,15 @@ Stores without a server address skip these tests.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pytest
 
+from harel.conformance.attacks import rival_commit
 from harel.conformance.proxy import FAULT_MODES, FaultMode, FaultProxy
 from harel.conformance.suite._base import Kit, KitBase, event, new_exe, stored
 from harel.model import Execution
-from harel.store.contract import AsyncExecutionStore, ExecutionStore
+from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import CommitOutcomeUnknown, StoreConflict, StoreUnavailable
 
 MARKER = "kit-lost-reply-marker"
@@ -37,17 +37,6 @@ RESENDS = 3
 FIRED_WAIT = 30.0
 """Seconds to wait for the fault (and the rival) to finish: a store whose request timed out
 may have re-sent and answered while the rival was still committing."""
-
-
-def _rival(store: ExecutionStore, execution_id: str) -> None:
-    """Another writer's commit on a connection of its own (run on the proxy's thread)."""
-    other = store.load(execution_id)
-    if other is None:
-        return
-    other.context = {"by": "rival"}
-    # the broken commit may have landed first: then the rival loses, a legal history too
-    with contextlib.suppress(StoreConflict):
-        store.commit(other, [(None, event("kit-rival-emit"))])
 
 
 async def _settle(store: AsyncExecutionStore, exe: Execution, args: dict[str, Any]) -> str:
@@ -87,7 +76,7 @@ async def _one_case(kit: Kit, address: tuple[str, int], mode: FaultMode, rival: 
             proxy.arm(
                 mode,
                 marker=f"{execution_id}:{MARKER}".encode(),
-                between=(lambda: _rival(rival_store, execution_id)) if rival else None,
+                between=(lambda: rival_commit(rival_store, execution_id)) if rival else None,
             )
             exe.context = {"n": 1}
             emit = (None, event(f"{execution_id}:{MARKER}"))

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from harel.model import Event, Execution, Status
 from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
@@ -279,6 +279,19 @@ landed, a ``StoreConflict``: reload and check the dedupe mark)."""
 _attempts_lock = threading.Lock()
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(table: dict[K, V], key: K, value: V) -> None:
+    """Set ``table[key]``, first dropping the oldest half when the table is full (callers hold
+    ``_attempts_lock``)."""
+    if len(table) >= _ATTEMPTS_MAX and key not in table:
+        for stale in list(table)[: _ATTEMPTS_MAX // 2]:
+            del table[stale]
+    table[key] = value
+
+
 def _same_commit(old: PreparedCommit, new: PreparedCommit) -> bool:
     """Whether ``new`` writes exactly what ``old`` wrote, from the same version (the clock
     reading and the token aside)."""
@@ -297,10 +310,7 @@ def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
         else:
             token = os.urandom(16).hex()
         prepared = prepared._replace(token=token)
-        if len(_attempts) >= _ATTEMPTS_MAX and key not in _attempts:
-            for stale in list(_attempts)[: _ATTEMPTS_MAX // 2]:
-                del _attempts[stale]
-        _attempts[key] = (weakref.ref(exe), prepared)
+        _remember(_attempts, key, (weakref.ref(exe), prepared))
     return prepared
 
 
@@ -319,10 +329,7 @@ def outcome_error(prepared: PreparedCommit, error: BaseException) -> BaseExcepti
         return error
     with _attempts_lock:
         if isinstance(error, CommitOutcomeUnknown):
-            if len(_unsettled) >= _ATTEMPTS_MAX and token not in _unsettled:
-                for stale in list(_unsettled)[: _ATTEMPTS_MAX // 2]:
-                    del _unsettled[stale]
-            _unsettled[token] = None
+            _remember(_unsettled, token, None)
             return error
         if isinstance(error, StoreConflict):
             _unsettled.pop(token, None)
