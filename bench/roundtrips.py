@@ -34,12 +34,18 @@ OPERATIONS = (
     "commit 10 spawns",
     "due_timers",
     "pending_outbox",
+    "claim",
+    "renew",
+    "release",
     "list_executions page",
     "purge",
 )
 COMMITS = OPERATIONS[2:5]
 COMMIT_TARGETS = {"redis": 1, "postgres": 1, "rqlite": 1, "dynamodb": 1, "mongo": 2}
 """Most round trips (driver calls on mongomock) a commit of any shape may take."""
+
+CLAIM_NOW = 1e15
+"""The ``now`` of the counted claim: every timer the script armed is due."""
 
 Step = tuple[str | None, Callable[[Any], Any]]
 """``(operation counted, or None for set-up; call on the store)``."""
@@ -88,6 +94,10 @@ def script(tag: str) -> list[Step]:
         ("commit 10 spawns", lambda s: s.commit(exe, **ten_spawns(exe, 0))),
         ("due_timers", lambda s: s.due_timers(time.time(), limit=100)),
         ("pending_outbox", lambda s: s.pending_outbox(limit=100)),
+        # the side-write commit armed a timer: exe's group is due at CLAIM_NOW
+        ("claim", lambda s: s.claim(f"rt-{tag}", CLAIM_NOW, lease=30.0, limit=100)),
+        ("renew", lambda s: s.renew(f"rt-{tag}", exe.id, CLAIM_NOW, lease=30.0)),
+        ("release", lambda s: s.release(f"rt-{tag}", exe.id)),
         ("list_executions page", lambda s: s.list_executions(limit=50)),
         ("purge", lambda s: s.purge(done.id)),
     ]

@@ -1,10 +1,11 @@
-"""``make bench``: every figure of issue 10 over every installed backend; writes RESULTS.md.
+"""``make bench``: the figures of issues 10 and 16 over every installed backend; RESULTS.md.
 
 1. round trips per operation (a counting proxy between store and server);
 2. commit throughput against the driver's raw equivalent, sync and async;
 3. cost of each operation as the stored data grows (and ``growth.png``);
 4. the durable runner's overhead over bare commits, and the engine's own speed;
-5. throughput and conflicts with many tasks and several processes.
+5. throughput and conflicts with many tasks and several processes;
+6. a fleet of ``harel worker`` processes draining due work, and timer lateness (issue 16).
 
 A backend joins by being installed: the registry lists it, its ``local_url`` (or
 ``HAREL_TEST_<NAME>_URL``) says where its data goes, and its harness gives each figure an
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 import concurrency
+import fleet
 import growth
 import overhead
 import roundtrips
@@ -44,7 +46,7 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
     """Measure the figures asked for, backend by backend, into ``results``."""
-    mode, only, figures = results.mode, args.backend or None, set(args.figure or range(1, 6))
+    mode, only, figures = results.mode, args.backend or None, set(args.figure or range(1, 7))
     plain = targets(workdir, only, every_setting=False)
     if 1 in figures:
         for target in plain:
@@ -79,6 +81,11 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
             _say(f"[5 concurrency] {target.label}")
             where = workdir / "cc" / target.label
             results.concurrency.append(concurrency.measure(target, where, mode, processes=shared))
+    if 6 in figures:
+        for target in plain:
+            if target.backend in fleet.BACKENDS:
+                _say(f"[6 fleet] {target.label}")
+                results.fleet.append(fleet.measure(target, workdir / "fl" / target.label, mode))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="long samples, up to 100k executions")
     parser.add_argument("--backend", action="append", help="only this backend (repeatable)")
-    parser.add_argument("--figure", action="append", type=int, choices=range(1, 6))
+    parser.add_argument("--figure", action="append", type=int, choices=range(1, 7))
     parser.add_argument("--budget", type=float, help="seconds of population per backend")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args(argv)

@@ -89,7 +89,11 @@ def _attacks(
             ),
             lambda h: attacks.kill_writer(h, runs=sizes.kill_runs),
             lambda h: attacks.kill_workers(
-                h, workdir / "workers", jobs=sizes.jobs, kills=sizes.worker_kills
+                h,
+                workdir / "workers",
+                jobs=sizes.jobs,
+                kills=sizes.worker_kills,
+                stalls=sizes.worker_kills,
             ),
         ]
     return plan
@@ -276,7 +280,8 @@ def render(
         "",
         f"Sizes: {sizes.writers} racing threads/processes, {sizes.writers * 2} tasks, "
         f"{sizes.wins} won commits each; {sizes.kill_runs} SIGKILLed writers; "
-        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills; "
+        f"{sizes.jobs} jobs under {sizes.worker_kills} worker kills and as many stalls past "
+        "the lease; "
         f"{sizes.lost_replies} lost-reply trials per network backend; {kit}.",
         "",
         "| backend | attack | runs | inputs | failures | data lost | seconds |",

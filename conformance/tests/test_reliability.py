@@ -73,8 +73,10 @@ def test_sigkilled_writer_loses_nothing_and_tears_nothing(shared_harness: StoreH
 def test_sigkilled_workers_fire_every_timer_once(
     shared_harness: StoreHarness, tmp_path: Path
 ) -> None:
-    result = attacks.kill_workers(shared_harness, tmp_path / "work", jobs=15, kills=1, seed=3)
-    assert result.runs == 1
+    result = attacks.kill_workers(
+        shared_harness, tmp_path / "work", jobs=15, kills=1, stalls=1, seed=3
+    )
+    assert result.runs == 2
     assert result.ok, result
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, ExecutionSummary, Status
-from harel.store.common import PreparedImport, committing, prepare_import
+from harel.store.common import PreparedImport, committing, prepare_import, relay_due
 from harel.store.contract import ExecutionRecord, OutboxEntry
 from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, StoreConflict
 from harel.store.memory._plan import (
@@ -25,6 +25,7 @@ from harel.store.memory._plan import (
     PutTraceStep,
     ReadTraceRows,
     StoredExecution,
+    TouchWork,
     Transaction,
 )
 
@@ -54,6 +55,9 @@ def test_commit_reads_the_version_then_writes_every_effect() -> None:
         assert plan.send(None) == ReadTraceRows("x")
         step = plan.send((None, []))
         assert isinstance(step, PutTraceStep) and (step.index, step.keep_from) == (0, -4)
+        touch = plan.send(None)  # the untargeted emit's work row, in the same transaction
+        assert isinstance(touch, TouchWork) and touch.change.key is None
+        assert touch.change.due == relay_due(prepared.committed_at)
         with pytest.raises(StopIteration):
             plan.send(None)
 
@@ -146,6 +150,8 @@ def test_import_keeps_the_records_version_and_times() -> None:
     assert put.row.summary.updated_at == 12.5
     assert plan.send(None) == PutMark("x", "in-1", 11.0)
     assert isinstance(plan.send(None), AddRelay)
+    touch = plan.send(None)  # the outbox entry's work row, in the same transaction
+    assert isinstance(touch, TouchWork) and touch.change.key == "x"
     with pytest.raises(StopIteration):
         plan.send(None)
 
@@ -153,6 +159,7 @@ def test_import_keeps_the_records_version_and_times() -> None:
 def test_import_of_relays_alone_reads_nothing_and_appends() -> None:
     plan = _inner(PLAN.import_execution(_prepared_import(False)))
     assert isinstance(next(plan), AddRelay)
+    assert isinstance(plan.send(None), TouchWork)
     with pytest.raises(StopIteration):
         plan.send(None)
 

@@ -415,6 +415,18 @@ def test_unreachable_endpoint_at_start_retries_then_is_unavailable() -> None:
     assert "hunter2" not in str(info.value) and "hunter2" not in repr(info.value.__cause__)
 
 
+def test_unreachable_endpoint_on_a_read_only_open_is_unavailable_not_missing() -> None:
+    from harel.registry import open_store
+
+    url = (
+        f"dynamodb://{new_table_name()}?local=true&max_attempts=1&create_table=true"
+        f"&endpoint_url=http://127.0.0.1:{_free_port()}"
+    )
+    with pytest.raises(StoreUnavailable, match="1 attempt") as info:
+        open_store(url, create=False, connect_retries=0)
+    assert "describe_table" in str(info.value)
+
+
 @pytest.mark.anyio
 async def test_unreachable_endpoint_at_start_retries_then_is_unavailable_async() -> None:
     url = (

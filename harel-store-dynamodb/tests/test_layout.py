@@ -80,7 +80,7 @@ def test_layout_1_is_upgraded_in_place_with_its_data_intact(
     upgraded = reopen(harness)
     try:
         item = meta(admin, harness.table)
-        assert item["schema"] == {"N": "3"}
+        assert item["schema"] == {"N": str(SCHEMA_VERSION)}
         assert item["written_by"] == {"S": release_of("harel-store-dynamodb")}
         stored = admin.get_item(TableName=harness.table, Key=exe_key("old-1"))["Item"]
         assert "ct" not in stored and stored["k2"] == token  # the receipt of version 2
@@ -92,7 +92,7 @@ def test_layout_1_is_upgraded_in_place_with_its_data_intact(
     finally:
         upgraded.close()
     reopen(harness).close()  # opening again is a no-op
-    assert meta(admin, harness.table)["schema"] == {"N": "3"}
+    assert meta(admin, harness.table)["schema"] == {"N": str(SCHEMA_VERSION)}
 
 
 def test_several_processes_upgrading_at_once_all_open(harness: DynamoDBHarness, admin: Any) -> None:
@@ -113,7 +113,7 @@ def test_several_processes_upgrading_at_once_all_open(harness: DynamoDBHarness, 
 
     with ThreadPoolExecutor(3) as pool:
         assert list(pool.map(open_one, range(3))) == ["opened"] * 3
-    assert meta(admin, harness.table)["schema"] == {"N": "3"}
+    assert meta(admin, harness.table)["schema"] == {"N": str(SCHEMA_VERSION)}
     for execution_id in ids:
         stored = admin.get_item(TableName=harness.table, Key=exe_key(execution_id))["Item"]
         assert "ct" not in stored and "k1" in stored
@@ -121,12 +121,17 @@ def test_several_processes_upgrading_at_once_all_open(harness: DynamoDBHarness, 
 
 def test_a_newer_layout_is_refused_before_writing(harness: DynamoDBHarness, admin: Any) -> None:
     harness.open_sync().close()
-    newer = {**META_KEY, "schema": {"N": "4"}, "written_by": {"S": "harel-store-dynamodb 9.1.0"}}
+    newer = {
+        **META_KEY,
+        "schema": {"N": str(SCHEMA_VERSION + 1)},
+        "written_by": {"S": "harel-store-dynamodb 9.1.0"},
+    }
     admin.put_item(TableName=harness.table, Item=newer)
     with pytest.raises(SchemaVersionError) as info:
         reopen(harness)
     message = str(info.value)
-    assert "layout version 4" in message and "reads version 3" in message
+    assert f"layout version {SCHEMA_VERSION + 1}" in message
+    assert f"reads version {SCHEMA_VERSION}" in message
     assert "harel-store-dynamodb 9.1.0" in message
     assert "pip install 'harel-store-dynamodb>=9.1.0'" in message
     assert meta(admin, harness.table) == newer

@@ -120,8 +120,13 @@ def test_insert_commit_is_one_transaction_with_every_effect() -> None:
     assert request == Call("transact_write_items", request.params)
     actions = request.params["TransactItems"]
     kinds = [next(iter(action)) for action in actions]
-    # execution, mark, timer put, timer delete, trace step, 2 outbox items, 1 spawn item
-    assert kinds == ["Update", "Put", "Put", "Delete", "Put", "Put", "Put", "Put"]
+    # execution, mark, timer put, timer delete, trace step, 3 work rows (its own, t-1, the
+    # untargeted group), 2 outbox items, 1 spawn item
+    assert kinds == ["Update", "Put", "Put", "Delete", "Put"] + ["Put"] * 3 + ["Put"] * 3
+    work = [actions[i]["Put"] for i in (5, 6, 7)]
+    assert [put["Item"]["pk"]["S"] for put in work] == ["x:" + exe.id, "x:t-1", "x:"]
+    assert all(put["Item"]["sk"]["S"] == "w" for put in work)
+    assert all(put["ConditionExpression"].startswith("attribute_not_exists(") for put in work)
     update = actions[0]["Update"]
     assert update["ConditionExpression"].startswith("attribute_not_exists(")
     assert update["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
@@ -238,11 +243,14 @@ def test_a_relay_base_collision_retries_with_a_fresh_base() -> None:
     exe = Execution(id="kit-1", definition_id="d", version=1)
     plan = ops().commit(prepared(exe, emits=[(None, Event(id="e", kind="K"))]), 200)
     first = first_request(plan)
-    collided = TransactionCancelled([{"Code": "None"}, {"Code": "ConditionalCheckFailed"}])
+    # actions: the execution, the untargeted group's work row, the relay item
+    collided = TransactionCancelled(
+        [{"Code": "None"}, {"Code": "None"}, {"Code": "ConditionalCheckFailed"}]
+    )
     assert isinstance(plan.throw(collided), Pause)
     second = plan.send(None)
     assert isinstance(second, Call) and second.operation == "transact_write_items"
-    key = lambda r: r.params["TransactItems"][1]["Put"]["Item"]["pk"]["S"]  # noqa: E731
+    key = lambda r: r.params["TransactItems"][2]["Put"]["Item"]["pk"]["S"]  # noqa: E731
     assert key(first) != key(second)
     assert finish(plan, {}) is None
 
@@ -493,7 +501,7 @@ def test_a_created_table_is_waited_for_until_it_and_its_indexes_are_active() -> 
     meta = plan.send(_described("ACTIVE"))
     assert meta.operation == "get_item" and meta.params["ConsistentRead"] is True
     put = plan.send({})
-    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "3"}
+    assert put.operation == "put_item" and put.params["Item"]["schema"] == {"N": "4"}
     assert put.params["Item"]["index_shards"] == {"N": str(DEFAULT_INDEX_SHARDS)}
     assert put.params["Item"]["written_by"]["S"].startswith("harel-store-dynamodb")
     assert finish(plan, {}) is None

@@ -17,6 +17,7 @@ from harel_store_dynamodb._schema import (
     DEFAULT_INDEX_SHARDS,
     INDEX_KINDS,
     META_KEY,
+    SCHEMA_VERSION,
     index_kind,
     shard_of,
 )
@@ -63,7 +64,7 @@ def test_shards_come_from_a_stable_hash_and_spread() -> None:
 def test_sweeps_and_listing_merge_the_shards_exactly(sharded: DynamoDBHarness) -> None:
     store = sharded.open_sync()
     timers = fill(store)
-    g1p = {item["g1p"]["S"] for item in sharded.scan() if "g1p" in item}
+    g1p = indexed(sharded)
     assert {index_kind(p) for p in g1p} == set(INDEX_KINDS)
     assert len(g1p) == len(INDEX_KINDS) * SHARDS, f"entries not spread over the shards: {g1p}"
 
@@ -114,8 +115,14 @@ def test_the_shard_count_is_recorded_with_the_layout(
     assert parse_dynamodb_url("dynamodb://t-1?index_shards=8")[1]["index_shards"] == 8
 
 
+def indexed(harness: DynamoDBHarness) -> set[str]:
+    """The GSI1 partitions in use, but the work rows' (layout 4, claims)."""
+    return {i["g1p"]["S"] for i in harness.scan() if "g1p" in i and i["sk"]["S"] != "w"}
+
+
 def as_layout_2(admin: Any, table: str) -> None:
-    """Rewrite the table as layout 2 left it: constant GSI1 partitions, no shard count."""
+    """Rewrite the table as layout 2 left it: constant GSI1 partitions, no shard count, no
+    work rows."""
     admin.put_item(
         TableName=table,
         Item={**META_KEY, "schema": {"N": "2"}, "written_by": {"S": "harel-store-dynamodb 0.1"}},
@@ -124,7 +131,9 @@ def as_layout_2(admin: Any, table: str) -> None:
     while True:
         reply = admin.scan(**params)
         for item in reply["Items"]:
-            if "g1p" in item:
+            if item["sk"]["S"] == "w":
+                admin.delete_item(TableName=table, Key={"pk": item["pk"], "sk": item["sk"]})
+            elif "g1p" in item:
                 admin.update_item(
                     TableName=table,
                     Key={"pk": item["pk"], "sk": item["sk"]},
@@ -148,12 +157,12 @@ def test_layout_2_is_upgraded_in_place_to_sharded_partitions(harness: DynamoDBHa
     admin = open_client(harness.options, harness.options.endpoint_url)
     try:
         as_layout_2(admin, harness.table)
-        assert {i["g1p"]["S"] for i in harness.scan() if "g1p" in i} == set(INDEX_KINDS)
+        assert indexed(harness) == set(INDEX_KINDS)
         _open._CHECKED.clear()  # a new process of this release opens the table
         upgraded = DynamoDBStore(harness.table, **{**harness.store_knobs(), "index_shards": 2})
         meta = admin.get_item(TableName=harness.table, Key=META_KEY, ConsistentRead=True)["Item"]
-        assert meta["schema"] == {"N": "3"} and meta["index_shards"] == {"N": "2"}
-        partitions = {i["g1p"]["S"] for i in harness.scan() if "g1p" in i}
+        assert meta["schema"] == {"N": str(SCHEMA_VERSION)} and meta["index_shards"] == {"N": "2"}
+        partitions = indexed(harness)
         assert partitions == {f"{kind}.{n}" for kind in INDEX_KINDS for n in range(2)}
         assert upgraded._plan.shards == 2
         after = (

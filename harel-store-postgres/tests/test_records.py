@@ -219,7 +219,7 @@ def test_state_only_commit_calls_no_function(
     signature = (
         "harel_commit(text, text, text, text, text, text, text, bigint, double precision, text, "
         "text[], text[], text[], text[], text[], text[], double precision[], text[], text, bigint, "
-        "text, integer)"
+        "text, integer, text[], double precision[], integer[], boolean[])"
     )
     schema = _quoted(harel_harness.schema)
     with harel_harness.connect(autocommit=True) as conn:

@@ -1,19 +1,21 @@
-"""Layout versions on a real server: a version-1 and a version-2 schema (built by hand, with
-rows) upgraded in place on open, concurrent openers of an old schema, and a newer layout
-refused before anything is written."""
+"""Layout versions on a real server: a version-1, a version-2 and a version-3 schema (built by
+hand, with rows) upgraded in place on open (version 4 writing the work rows of what they hold),
+concurrent openers of an old schema, and a newer layout refused before anything is written."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from harel.store.common import record_digest, release_of
+from harel.store.common import record_digest, relay_due, release_of
+from harel.store.contract import TimerOp
 from harel.store.errors import SchemaVersionError, StoreConflict
 from harel_store_postgres import PostgresStore
 from harel_store_postgres._conn import Renderer
-from harel_store_postgres._schema import SCHEMA_VERSION, UPGRADE_TO_2, V1_DDL
+from harel_store_postgres._schema import SCHEMA_VERSION, UPGRADE_TO_2, UPGRADE_TO_3, V1_DDL
 from harel_store_postgres.testing import PostgresHarness
 
 _DOCUMENT = '{"id":"old","definition_id":"d","status":"RUNNING","active_path":"/a","version":4}'
@@ -32,6 +34,9 @@ _V1_ROWS: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("INSERT INTO {schema}.trace VALUES ('old', 7, %s)", ('{"event_kind":"Go"}',)),
 )
 """Rows of every table, written as the previous release stored them."""
+
+_CLAIM_FUNCTIONS = ("harel_claim", "harel_release", "harel_renew")
+"""What version 4 adds (harel_commit, harel_import and harel_purge are replaced)."""
 
 
 @pytest.fixture
@@ -84,7 +89,7 @@ def test_version_1_is_upgraded_in_place_with_its_data(version_1: PostgresHarness
         "version": SCHEMA_VERSION,
         "written_by": release_of("harel-store-postgres"),
     }
-    assert after["functions"] == sorted([*before["functions"], "harel_import"])
+    assert after["functions"] == sorted([*before["functions"], "harel_import", *_CLAIM_FUNCTIONS])
     assert after["counts"] == before["counts"]
     loaded = store.load("old")
     assert loaded is not None and (loaded.version, loaded.active_path) == (4, "/a")
@@ -188,10 +193,12 @@ def test_version_2_is_upgraded_in_place_to_receipts(version_2: PostgresHarness) 
     store = version_2.open_sync()
     try:
         after = _layout(version_2)
-        assert after["row"]["version"] == SCHEMA_VERSION == 3
-        assert after["functions"] == before["functions"] and after["counts"] == before["counts"]
+        assert after["row"]["version"] == SCHEMA_VERSION == 4
+        assert after["functions"] == sorted([*before["functions"], *_CLAIM_FUNCTIONS])
+        assert after["counts"] == before["counts"]
         (signature,) = _commit_signatures(version_2)  # the old one is gone, not overloaded
         assert "p_token text" in signature and "p_slot integer" in signature
+        assert "p_work_keys text[]" in signature
         loaded = store.load("old")
         assert loaded is not None and loaded.version == 4
         # a row written before the upgrade has no receipts: a commit of it stores them
@@ -236,3 +243,89 @@ def test_a_foreign_schema_is_refused_before_anything_is_written(pg_url: str) -> 
         assert tables == [("executions",)]
     finally:
         harness.destroy()
+
+
+@pytest.fixture
+def version_3(pg_url: str) -> Iterator[PostgresHarness]:
+    """A fresh schema holding layout version 3 (the previous release's: no work table), with
+    timers, outbox entries (targeted and not) and spawn intents waiting."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    render = Renderer(harness.schema)
+    rows: tuple[tuple[str, tuple[Any, ...]], ...] = (
+        (
+            "INSERT INTO {schema}.harel_schema (singleton, version, written_by) "
+            "VALUES (true, 3, 'harel-store-postgres 0.1.0')",
+            (),
+        ),
+        (
+            "INSERT INTO {schema}.executions VALUES (%s, 'd', 'RUNNING', NULL, '/a', NULL, 1, "
+            "1.0, %s, NULL)",
+            ("t2", '{"id":"t2","definition_id":"d","status":"RUNNING","version":1}'),
+        ),
+        ("INSERT INTO {schema}.timers VALUES ('t1', '/a', 100.0), ('t1', '/b', 50.0)", ()),
+        ("INSERT INTO {schema}.timers VALUES ('t2', '/x', 1e12)", ()),
+        (
+            "INSERT INTO {schema}.outbox (target_id, event) "
+            "VALUES ('b', %s), (NULL, %s), ('b', %s)",
+            ('{"id":"e1","kind":"K"}', '{"id":"e2","kind":"K"}', '{"id":"e3","kind":"K"}'),
+        ),
+        (
+            "INSERT INTO {schema}.spawns (parent_id, child_id, root_path, context) "
+            "VALUES ('p', 'c1', '/r', '{{}}'), ('p', 'c2', '/r', '{{}}')",
+            (),
+        ),
+    )
+    with harness.connect() as conn, conn.transaction():
+        steps = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3
+        for statement, params in (*[(ddl, ()) for ddl in steps], *rows):
+            conn.execute(render(statement), params)
+    yield harness
+    harness.destroy()
+
+
+def _work(harness: PostgresHarness) -> list[tuple[Any, ...]]:
+    with harness.connect() as conn:
+        query = psycopg.sql.SQL("SELECT key, priority, ready_at, owner FROM {}.work ORDER BY key")
+        return conn.execute(query.format(psycopg.sql.Identifier(harness.schema))).fetchall()
+
+
+def test_version_3_is_upgraded_with_work_rows_for_what_it_holds(version_3: PostgresHarness) -> None:
+    before = _layout(version_3)
+    assert before["row"]["version"] == 3 and "harel_claim" not in before["functions"]
+    opened_at = time.time()
+    store = version_3.open_sync()
+    try:
+        after = _layout(version_3)
+        assert after["row"]["version"] == SCHEMA_VERSION == 4
+        assert after["counts"] == before["counts"]
+        work = _work(version_3)
+        relay = [row for row in work if row[0] in ("", "b", "p")]
+        assert [(key, priority, owner) for key, priority, _, owner in relay] == [
+            ("", 0, None),
+            ("b", 0, None),
+            ("p", 0, None),
+        ]
+        (upgraded_at,) = {ready_at for _, _, ready_at, _ in relay}  # one upgrade time
+        assert relay_due(opened_at) <= upgraded_at <= relay_due(time.time())
+        assert [row for row in work if row[0] not in ("", "b", "p")] == [
+            ("t1", 0, 50.0, None),  # the earliest timer of each execution
+            ("t2", 0, 1e12, None),
+        ]
+        claims = store.claim("w", 1000.0, lease=30.0, limit=100)
+        # relay groups first (due at once), by key; then t1's due timers; t2 is not due
+        assert [claim.execution_id for claim in claims] == [None, "b", "p", "t1"]
+        untargeted, targeted, parent, timers = claims
+        assert [entry.event.id for entry in untargeted.outbox] == ["e2"]
+        assert [entry.event.id for entry in targeted.outbox] == ["e1", "e3"]
+        assert [entry.child_id for entry in parent.spawns] == ["c1", "c2"]
+        assert timers.timers == (("/b", 50.0), ("/a", 100.0))
+        assert store.claim("w2", 1000.0, lease=30.0, limit=100) == []  # all leased
+        # the upgraded commit keeps the rows: an own commit sets the priority and the due time
+        exe = store.load("t2")
+        assert exe is not None
+        exe.priority = 3
+        store.commit(exe, [], timers=(TimerOp.schedule("/y", 10.0),))
+        (claim,) = store.claim("w3", 1000.0, lease=30.0, limit=100)
+        assert (claim.execution_id, claim.priority, claim.timers) == ("t2", 3, (("/y", 10.0),))
+    finally:
+        store.close()

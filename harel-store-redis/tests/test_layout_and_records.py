@@ -1,9 +1,10 @@
-"""The Redis layout version (create, upgrade 1 or 2 -> 3, refuse newer) and export/import of
+"""The Redis layout version (create, upgrade 1, 2 or 3 -> 4, refuse newer) and export/import of
 execution records, against the shared server under random prefixes."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 from harel.model import Event, Execution, Status
-from harel.store.common import record_digest
+from harel.store.common import record_digest, relay_due
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
     ExecutionAlreadyExists,
@@ -24,6 +25,7 @@ from harel.store.errors import (
 )
 from harel_store_redis import RedisStore, _plan, _records, _scripts
 from harel_store_redis._errors import translate
+from harel_store_redis._keys import UNTARGETED, owner_prefix
 from harel_store_redis._requests import Command
 from harel_store_redis._schema import written_by
 from harel_store_redis.testing import RedisHarness
@@ -102,10 +104,39 @@ def layout_of(harness: RedisHarness) -> tuple[dict[bytes, bytes], bytes | None]:
         return client.hgetall(harness.keys.layout), client.get(harness.keys.schema)
 
 
+def untargeted_members(client: redis.Redis, harness: RedisHarness) -> list[bytes]:
+    """The ``P own`` members of the untargeted outbox entries (layout 4 indexes them)."""
+    found = client.zrangebylex(
+        harness.keys.owned, b"[" + UNTARGETED, b"(" + UNTARGETED[:-1] + b"\x02"
+    )
+    return list(found)
+
+
+def as_layout_3(harness: RedisHarness) -> None:
+    """Turn a namespace into what layout 3 wrote: no work rows (``P work``, ``P ready:<p>``),
+    the untargeted outbox entries not in ``P own``; ``P layout`` and ``P schema`` say 3."""
+    with client_of(harness) as client:
+        client.delete(*harness.keys.work_keys)
+        if stale := untargeted_members(client, harness):
+            client.zrem(harness.keys.owned, *stale)
+        client.hset(harness.keys.layout, mapping={"v": "3", "by": "harel-store-redis 0.1.0"})
+        client.set(harness.keys.schema, b"3")
+
+
+def without_claims(data: dict[bytes, Any], harness: RedisHarness) -> dict[bytes, Any]:
+    """``data`` without what layout 4 added (the work keys, the untargeted ``P own`` members)."""
+    kept = {key: value for key, value in data.items() if key not in harness.keys.work_keys}
+    owned = harness.keys.owned
+    if owned in kept:
+        kept[owned] = [(m, score) for m, score in kept[owned] if not m.startswith(UNTARGETED)]
+    return kept
+
+
 def as_layout_2(harness: RedisHarness) -> None:
-    """Turn a namespace into what layout 2 wrote: each execution hash holds ``c`` (the token of
-    its last commit) instead of the receipts ``k0`` .. ``k7``; ``P layout`` and ``P schema``
-    say version 2."""
+    """Turn a namespace into what layout 2 wrote: layout 3's keys, and each execution hash
+    holds ``c`` (the token of its last commit) instead of the receipts ``k0`` .. ``k7``;
+    ``P layout`` and ``P schema`` say version 2."""
+    as_layout_3(harness)
     with client_of(harness) as client:
         for key in client.scan_iter(match=harness.keys.prefix + b"x:*"):
             receipts = [field for field in client.hkeys(key) if field.startswith(b"k")]
@@ -128,7 +159,7 @@ def as_layout_1(harness: RedisHarness) -> None:
 def test_a_new_namespace_records_the_version_and_the_release(harel_harness: RedisHarness) -> None:
     harel_harness.open_sync().close()
     layout, schema = layout_of(harel_harness)
-    assert layout == {b"v": b"3", b"by": written_by()} and schema == b"3"
+    assert layout == {b"v": b"4", b"by": written_by()} and schema == b"4"
     assert written_by().startswith(b"harel-store-redis")
 
 
@@ -142,11 +173,13 @@ def test_a_layout_1_namespace_is_upgraded_in_place_and_keeps_its_data(
     as_layout_1(harel_harness)
     data_before = dataset(harel_harness)
     store = harel_harness.open_sync()
-    assert layout_of(harel_harness) == ({b"v": b"3", b"by": written_by()}, b"3")
-    after = dataset(harel_harness)
+    assert layout_of(harel_harness) == ({b"v": b"4", b"by": written_by()}, b"4")
+    after = without_claims(dataset(harel_harness), harel_harness)
     del after[harel_harness.keys.layout], data_before[harel_harness.keys.schema]
     del after[harel_harness.keys.schema]
-    assert after == data_before  # the upgrade touched the version record only
+    assert after == data_before  # the version record and layout 4's work rows only
+    claimed = {c.execution_id for c in store.claim("w", 4e9, limit=1000)}
+    assert claimed == {exe.id, "ghost", None}  # the backfilled work rows
     exported = store.export_execution(exe.id)
     assert before is not None and exported is not None
     assert record_digest(exported) == record_digest(before)
@@ -173,7 +206,7 @@ def test_two_openers_racing_on_a_layout_1_namespace_both_succeed(
     while request.wire[:2] != ("EVALSHA", _scripts.UPGRADE.sha):
         request = slow.send(execute(request))
     harel_harness.open_sync().close()
-    assert layout_of(harel_harness)[0][b"v"] == b"3"
+    assert layout_of(harel_harness)[0][b"v"] == b"4"
     with pytest.raises(StopIteration):
         slow.send(execute(request))  # A finds the upgrade done and opens
     client.close()
@@ -183,7 +216,7 @@ def test_two_openers_racing_on_a_layout_1_namespace_both_succeed(
     assert all(isinstance(store, RedisStore) for store in opened), opened
     for store in opened:
         store.close()
-    assert layout_of(harel_harness)[0][b"v"] == b"3"
+    assert layout_of(harel_harness)[0][b"v"] == b"4"
 
 
 def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_written(
@@ -193,13 +226,13 @@ def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_writt
     store.save(new_exe("e1"))
     store.close()
     with client_of(harel_harness) as client:
-        client.hset(harel_harness.keys.layout, mapping={"v": "4", "by": "harel-store-redis 9.1.0"})
-        client.set(harel_harness.keys.schema, b"4")
+        client.hset(harel_harness.keys.layout, mapping={"v": "5", "by": "harel-store-redis 9.1.0"})
+        client.set(harel_harness.keys.schema, b"5")
     before = dataset(harel_harness)
     with pytest.raises(SchemaVersionError) as info:
         harel_harness.open_sync()
     message = str(info.value)
-    assert "layout version 4" in message and "reads version 3" in message
+    assert "layout version 5" in message and "reads version 4" in message
     assert "harel-store-redis 9.1.0" in message
     assert "pip install 'harel-store-redis>=9.1.0'" in message
     assert dataset(harel_harness) == before
@@ -210,7 +243,7 @@ def test_a_release_reading_only_the_version_1_record_sees_the_new_version(
 ) -> None:
     # layout 1's reader did GET <P>schema and refused anything but "1", naming what it found
     harel_harness.open_sync().close()
-    assert layout_of(harel_harness)[1] == b"3"
+    assert layout_of(harel_harness)[1] == b"4"
 
 
 def test_a_layout_2_namespace_is_upgraded_in_place_and_gets_receipts_from_its_next_commit(
@@ -223,8 +256,8 @@ def test_a_layout_2_namespace_is_upgraded_in_place_and_gets_receipts_from_its_ne
     as_layout_2(harel_harness)
     data_before = dataset(harel_harness)
     store = harel_harness.open_sync()
-    assert layout_of(harel_harness) == ({b"v": b"3", b"by": written_by()}, b"3")
-    after = dataset(harel_harness)
+    assert layout_of(harel_harness) == ({b"v": b"4", b"by": written_by()}, b"4")
+    after = without_claims(dataset(harel_harness), harel_harness)
     for key in (harel_harness.keys.layout, harel_harness.keys.schema):
         del after[key], data_before[key]
     assert after == data_before  # no execution rewritten: the version records only
@@ -252,6 +285,45 @@ def test_a_layout_2_namespace_is_upgraded_in_place_and_gets_receipts_from_its_ne
     mine, rivals = record[b"k%d" % ((version + 1) % 8)], record[b"k%d" % ((version + 2) % 8)]
     assert len(mine) == len(rivals) == 32 and mine != rivals  # one receipt per version
     assert b"c" in record  # layout 2's field stays, unused
+    store.close()
+
+
+def test_a_layout_3_namespace_gets_work_rows_for_its_timers_outbox_and_spawns(
+    harel_harness: RedisHarness,
+) -> None:
+    store = harel_harness.open_sync()
+    exe = populate(store)  # timer /a at 7.5; outbox to itself, to "ghost", untargeted; 2 spawns
+    store.commit(new_exe("late", priority=4), [], timers=(TimerOp.schedule("/x", 3e9),))
+    store.close()
+    as_layout_3(harel_harness)
+    started = time.time()
+    store = harel_harness.open_sync()
+    assert layout_of(harel_harness) == ({b"v": b"4", b"by": written_by()}, b"4")
+    keys = harel_harness.keys
+    with client_of(harel_harness) as client:
+        work = client.hgetall(keys.work)
+        assert client.zrange(keys.ready_0, 0, -1, withscores=True)[-1] == (
+            owner_prefix("late"),
+            3e9,
+        )
+        assert len(untargeted_members(client, harel_harness)) == 1  # indexed by the upgrade
+    assert work[owner_prefix("late")] == b"0 3000000000.0 "  # earliest timer, priority 0
+    relay_at = float(work[owner_prefix(exe.id)].split()[1])  # relays: due at once
+    assert relay_due(started) <= relay_at <= relay_due(time.time())
+    claims = {c.execution_id: c for c in store.claim("w", 10.0, limit=1000)}
+    assert set(claims) == {exe.id, "ghost", None}  # "late" is not due yet
+    mine = claims[exe.id]
+    assert [e.event.id for e in mine.outbox] == ["self-1", "self-2"]
+    assert [s.child_id for s in mine.spawns] == ["kid-1", "kid-2"]
+    assert mine.timers == (("/a", 7.5),)
+    assert [e.event.id for e in claims["ghost"].outbox] == ["g1"]
+    [untargeted] = claims[None].outbox
+    assert untargeted.event.id == "u" and untargeted.target_id is None
+    store.ack_outbox(untargeted.seq)  # the ack drops the member the upgrade added
+    with client_of(harel_harness) as client:
+        assert untargeted_members(client, harel_harness) == []
+    later = {c.execution_id for c in store.claim("w", 3e9, limit=1000)}
+    assert later == {exe.id, "ghost", "late"}  # leases expired; the acked group is gone
     store.close()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.exceptions as rex
 from harel.model import Event, Execution, Status
-from harel.store.common import committing, encode_cursor, listing_query
+from harel.store.common import committing, encode_cursor, listing_query, relay_due
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     CommitOutcomeUnknown,
@@ -107,6 +107,21 @@ def test_malformed_owned_members_are_corruption(member: bytes) -> None:
         _keys.split_owned(member)
 
 
+@given(st.none() | st.text(min_size=1, max_size=30), st.none() | st.text(min_size=1, max_size=30))
+def test_work_group_members_round_trip_and_sort_like_claim_order(
+    a: str | None, b: str | None
+) -> None:
+    ma, mb = _keys.group_member(a), _keys.group_member(b)
+    assert _keys.group_key(ma) == a and (ma == mb) == (a == b)
+    assert (ma < mb) == (_keys.text(a or "") < _keys.text(b or ""))  # None ("") first
+
+
+@pytest.mark.parametrize("member", [b"", b"a", b"a\x00\x00\x01", b"\xff\x00\x01"])
+def test_malformed_work_group_members_are_corruption(member: bytes) -> None:
+    with pytest.raises(StoreCorrupted):
+        _keys.group_key(member)
+
+
 @given(st.integers(0, 2**43 - 1), st.integers(0, 2**20 - 1))
 def test_seq_round_trips_through_stream_ids(ms: int, n: int) -> None:
     entry = f"{ms}-{n}".encode()
@@ -171,17 +186,20 @@ def test_scripts_are_named_once_and_hashed_like_redis() -> None:
         (_scripts.PURGE, "wrong_type("),
         (_scripts.APPEND_TRACE, "wrong_type("),
         (_scripts.PRUNE, "wrong_type("),
+        (_scripts.UPGRADE, "wrong_type("),
+        (_scripts.CLAIM, "wrong_type("),
+        (_scripts.RENEW, "wrong_type("),
+        (_scripts.RELEASE, "wrong_type("),
     ],
 )
 def test_write_scripts_guard_types_before_writing(script: _scripts.LuaScript, guard: str) -> None:
-    body = script.source.removeprefix(_scripts._RELAY_WRITES)  # helpers: defined, not run
-    body = body.removeprefix(_scripts._TYPE_GUARD)
-    first_write = min(
-        body.find(f"'{cmd}'")
-        for cmd in ("XADD", "HSET", "ZREM", "XDEL", "ZADD", "RPUSH", "HINCRBY")
-        if f"'{cmd}'" in body
-    )
-    first_write = min(first_write, body.find("relay(") if "relay(" in body else first_write)
+    body = script.source  # helpers first: defined, not run
+    for helpers in (_scripts._TYPE_GUARD, _scripts._WORK, _scripts._RELAY_WRITES):
+        body = body.removeprefix(helpers)
+    commands = ("XADD", "HSET", "ZREM", "XDEL", "ZADD", "RPUSH", "HINCRBY")
+    first_write = min([len(body), *(body.find(f"'{c}'") for c in commands if f"'{c}'" in body)])
+    writers = ("relay(", "work_put(", "work_drop(", "HSETNX")  # helpers that write
+    first_write = min([first_write, *(body.find(w) for w in writers if w in body)])
     assert 0 <= body.find(guard) < first_write
 
 
@@ -241,7 +259,8 @@ def test_open_pings_loads_missing_scripts_and_checks_the_layout() -> None:
     scripts = _scripts.SCRIPTS
     present = [1] * len(scripts)
     present[0] = 0
-    replies: list[Any] = [True, present, scripts[0].sha.encode(), [b"3", b"harel-store-redis 9", 0]]
+    current = [str(_schema.SCHEMA_VERSION).encode(), b"harel-store-redis 9", 0]
+    replies: list[Any] = [True, present, scripts[0].sha.encode(), current]
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     assert requests[0].wire == ("PING",)
     assert requests[1].wire[:2] == ("SCRIPT", "EXISTS")
@@ -255,25 +274,30 @@ def test_open_creates_the_layout_of_an_empty_namespace_in_the_same_call() -> Non
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     layout = requests[2].wire
     assert layout[3 : 3 + layout[2]] == KEYS.global_keys
-    assert layout[3 + layout[2] :] == (b"3", _schema.written_by())
+    assert layout[3 + layout[2] :] == (b"4", _schema.written_by())
+    assert KEYS.work_keys[0] in KEYS.global_keys  # claims' keys count as harel's too
 
 
-@pytest.mark.parametrize("old", [b"1", b"2"])
+@pytest.mark.parametrize("old", [b"1", b"2", b"3"])
 def test_open_upgrades_older_layouts_with_one_script_and_accepts_a_concurrent_upgrade(
     old: bytes,
 ) -> None:
     replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [old, None, 0]]
-    replies.append([b"3", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
+    replies.append([b"4", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     upgrade = requests[3].wire
     assert upgrade[1] == _scripts.UPGRADE.sha
-    assert upgrade[3:5] == (KEYS.layout, KEYS.schema) and upgrade[5:7] == (old, b"3")
+    assert upgrade[3:5] == (KEYS.layout, KEYS.schema) and upgrade[3 + upgrade[2] :][:2] == (
+        old,
+        b"4",
+    )
+    assert upgrade[3 + upgrade[2] - 6 : 3 + upgrade[2]] == KEYS.work_keys  # it backfills them
 
 
 @pytest.mark.parametrize(
     ("found", "message"),
     [
-        ([b"4", b"harel-store-redis 0.9.0", 0], "version 4 .*harel-store-redis>=0.9.0"),
+        ([b"5", b"harel-store-redis 0.9.0", 0], "version 5 .*harel-store-redis>=0.9.0"),
         ([b"0", None, 0], "older than any"),
         ([b"x", None, 0], "not a version number"),
         ([None, None, 0], "no layout version"),
@@ -314,18 +338,23 @@ def test_commit_is_one_script_call_with_every_effect() -> None:
         KEYS.outbox,
         KEYS.spawns,
     )
-    assert set(keys[9:]) == set(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    assert set(keys[9:-6]) == set(KEYS.indexes_of(Status.RUNNING, True, "d"))
     assert args[:2] == (b"3", b"4") and args[3] == b"tok"
     assert args[13:16] == (b"2", b"1", b"2")
     assert args[16] == b"k4"  # the receipt field of version 4 (ARGV[17])
-    assert args[17:21] == (
+    assert args[18:22] == (
         b"t",
         b"t{1}",
         _keys.owner_prefix("t{1}"),
         p.emits[0].event_json.encode(),
     )
-    assert args[21] == b"u"
+    assert args[22:24] == (b"u", b"")  # untargeted: owned under the untargeted prefix
+    assert args[24] == _keys.UNTARGETED
     assert b"5e-324" in args  # the exact repr, as a string for Redis to parse
+    assert keys[-6:] == KEYS.work_keys and args[17] == b"3"  # 3 work rows touched (ARGV[18])
+    relay_at = repr(relay_due(p.committed_at)).encode()  # it writes a spawn: due at once
+    assert args[-13:-9] == (_keys.owner_prefix("e:1"), relay_at, b"0", b"1")  # its own row
+    assert args[-1] == KEYS.prefix + b"wake"  # the wake-up channel the script publishes on
     assert b'"index"' not in args[11]  # a caller-supplied index is dropped
     requests, result = step_through(
         _commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.APPLIED]]
@@ -457,7 +486,13 @@ def test_delete_timer_sends_the_exact_fire_at() -> None:
 
 def test_ack_names_the_stream_entry_of_its_seq() -> None:
     requests, result = step_through(_plan.ack_plan(KEYS, 2**62, spawns=True, where=WHERE), [0])
-    assert requests[0].wire[3:] == (KEYS.spawns, KEYS.owned, b"4398046511104-0", b"s")
+    assert requests[0].wire[3:] == (
+        KEYS.spawns,
+        KEYS.owned,
+        b"4398046511104-0",
+        b"s",
+        _keys.UNTARGETED,
+    )
     assert result is None
     with pytest.raises(ValueError):
         next(_plan.ack_plan(KEYS, -5, spawns=False, where=WHERE))

@@ -35,13 +35,15 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_redis import AsyncRedisStore, RedisStore, _commit, aio
-from harel_store_redis._keys import owned
+from harel_store_redis._keys import UNTARGETED, owned, owner_prefix
 from harel_store_redis._scripts import COMMIT
 from harel_store_redis.testing import RedisHarness, RedisServerProcess, free_port
 
 pytestmark = pytest.mark.anyio
 
 FAR = 1e18
+CLAIM_NOW = 4e9
+"""A claim's ``now`` after every commit of these tests (their relay units are due)."""
 
 
 def new_exe(execution_id: str, definition_id: str = "flow", **fields: Any) -> Execution:
@@ -106,6 +108,9 @@ EXPECTED_ROUND_TRIPS = {
     "export_execution": 1,
     "purge": 1,
     "import_execution": 1,
+    "claim": 1,
+    "renew": 1,
+    "release": 1,
 }
 """The figures README.md quotes; every commit shape must stay at exactly 1."""
 
@@ -139,6 +144,10 @@ def operations(tag: str) -> list[tuple[str, Step]]:
 
     async def import_(store: Any) -> None:
         await store.import_execution(seen["record"])
+
+    async def claim(store: Any) -> None:
+        seen["claims"] = await store.claim("rt-worker", CLAIM_NOW, limit=1000)
+        assert exe.id in {claim.execution_id for claim in seen["claims"]}
 
     return [
         ("commit: insert, state only", lambda s: s.save(exe)),
@@ -198,6 +207,9 @@ def operations(tag: str) -> list[tuple[str, Step]]:
         ("export_execution", export),
         ("purge", lambda s: s.purge(exe.id, force=True)),
         ("import_execution", import_),
+        ("claim", claim),
+        ("renew", lambda s: s.renew("rt-worker", exe.id, CLAIM_NOW, lease=60.0)),
+        ("release", lambda s: s.release("rt-worker", exe.id)),
     ]
 
 
@@ -658,6 +670,8 @@ def test_key_layout_of_one_execution(harel_harness: RedisHarness) -> None:
         b"ix:RUNNING:root:*",
         b"ix:RUNNING:*:=flow",
         b"ix:RUNNING:root:=flow",
+        b"work",  # claims: its own row and the untargeted group's, both priority 0
+        b"ready:0",
     }
     data = dataset(harel_harness)
     record = data[prefix + b"x:o%3A1"]
@@ -665,7 +679,9 @@ def test_key_layout_of_one_execution(harel_harness: RedisHarness) -> None:
     member = owned("o:1", b"t", "/t")
     assert data[prefix + b"timers"] == [(member, 0.1)]
     assert data[prefix + b"timer-at"] == {member: b"0.1"}
-    assert len(data[prefix + b"own"]) == 4  # mark, timer, targeted outbox entry, spawn
+    # mark, timer, targeted outbox entry, spawn, and the untargeted entry (under its prefix)
+    assert len(data[prefix + b"own"]) == 5
+    assert set(data[prefix + b"work"]) == {owner_prefix("o:1"), UNTARGETED}
     # a status change moves the execution between indexes inside the commit
     exe.status = Status.DONE
     store.save(exe)

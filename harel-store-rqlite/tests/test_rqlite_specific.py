@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +33,19 @@ from harel.store.common import encode_execution, release_of
 from harel.store.common.sql import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
     VERSION_3_INDEXES,
+    VERSION_5_INDEXES,
     index_names,
     schema_row,
     table_counts,
     version_2_file,
+    version_4_file,
 )
 from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import (
     CommitOutcomeUnknown,
     InvalidIdentifier,
     InvalidStoreURL,
+    LeaseLost,
     SchemaVersionError,
     StoreConfigError,
     StoreConflict,
@@ -154,6 +158,10 @@ EXPECTED_REQUESTS = {
     "purge": 1,
     "purge (refused: active)": 1,
     "prune_processed (5 marks, batch 2)": 3,
+    "claim (nothing due)": 1,
+    "claim": 2,
+    "renew": 1,
+    "release": 1,
 }
 """What the README's table says; the test below measures it."""
 
@@ -171,8 +179,13 @@ async def test_requests_per_operation(
         return value
 
     store = await count("open (schema ready)", lambda: opener(node.url))
+    assert await count("claim (nothing due)", lambda: store.claim("w", time.time())) == []
     exe = new_exe()
     await count("commit (any shape)", lambda: store.commit(exe, **EVERYTHING))
+    claims = await count("claim", lambda: store.claim("w", time.time()))
+    assert {claim.execution_id for claim in claims} == {"e1", "other", None}
+    await count("renew", lambda: store.renew("w", "e1", time.time()))
+    await count("release", lambda: store.release("w", "e1"))
     with pytest.raises(StoreConflict):
         await count("commit (lost CAS)", lambda: store.commit(new_exe(version=5), []))
     counts["commit (lost CAS)"] = len(node.take_requests())
@@ -228,6 +241,24 @@ async def test_without_the_unified_endpoint_commits_use_execute(
         await store.commit(new_exe(version=5), **EVERYTHING)
     assert lost.value.found == 1
     assert paths(node) == ["POST /db/execute?transaction", "POST /db/query?level=strong"]
+
+
+async def test_without_the_unified_endpoint_claims_are_refused_with_advice(
+    node: FakeRqlite, opener: Callable[..., Any]
+) -> None:
+    store = await opener(node.url, unified=False)
+    await store.commit(new_exe(), **EVERYTHING)
+    paths(node)
+    with pytest.raises(StoreConfigError, match="unified=true"):
+        await store.claim("w", time.time())
+    assert paths(node) == []  # refused before anything is sent
+    with pytest.raises(LeaseLost):  # renew and release need no read in the write
+        await store.renew("w", "e1", time.time())
+    with pytest.raises(LeaseLost):
+        await store.release("w", "e1")
+    renew, release = ["POST /db/execute"], ["POST /db/execute?transaction"]
+    read = ["POST /db/query?level=strong"]  # the row, read for the error only
+    assert paths(node) == [*renew, *read, *release, *read]
 
 
 async def test_sweeps_can_read_at_a_weaker_level(
@@ -646,6 +677,21 @@ def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None:
         assert index_names(path) >= VERSION_3_INDEXES
         RqliteStore(fake.url).close()  # a second opener finds it ready
     assert schema_row(path)[1] == SCHEMA_VERSION
+
+
+def test_a_version_4_database_is_upgraded_with_its_work_claimable(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    version_4_file(path)
+    with FakeRqlite(path) as fake, closing(RqliteStore(fake.url)) as store:
+        assert schema_row(path) == (1, SCHEMA_VERSION, release_of("harel-store-rqlite"))
+        fake.take_requests()
+        claims = store.claim("w", 1000.0)
+        assert len(fake.take_requests()) == 2  # the probe, then one transaction
+        assert [claim.execution_id for claim in claims] == [None, "old", "t2"]
+        assert claims[1].timers == (("a.b", 99.5),) and len(claims[1].spawns) == 1
+        assert claims[2].timers == (("y", 5.0), ("x", 7.0))
+        assert store.claim("w2", 1000.0) == []
+    assert index_names(path) >= VERSION_5_INDEXES
 
 
 def test_a_newer_layout_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from harel.store.common.sql import (
     SCHEMA_VERSION,
     SQLITE,
     UPGRADES,
-    Batch,
     Dialect,
     Result,
     SqlPlan,
@@ -27,6 +26,7 @@ from harel.store.common.sql import (
     render,
 )
 from harel.store.common.sql.errors import RequestOutcomeUnknown
+from harel.store.common.sql.testing import execute
 from harel.store.errors import (
     CommitOutcomeUnknown,
     ExecutionActive,
@@ -227,14 +227,14 @@ def test_append_trace_guard_raises_not_found_when_no_row_was_inserted() -> None:
 
 def test_purge_refuses_an_active_execution_and_reports_absence() -> None:
     plan = sqlite_plan(make_options("x.db"))
-    deletes = [Result(rowcount=0)] * 6
+    deletes = [Result(rowcount=0)] * 7  # the six tables and the work row
     seen = step(plan.purge("e", False), Result(), *deletes, Result(), Result(rows=[("RUNNING",)]))
-    assert sql_of(seen[:-1]) == ["BEGIN", *["DELETE"] * 6, "COMMIT", "SELECT"]
+    assert sql_of(seen[:-1]) == ["BEGIN", *["DELETE"] * 7, "COMMIT", "SELECT"]
     kind, error = seen[-1]
     assert kind == "raised" and isinstance(error, ExecutionActive) and error.status == "RUNNING"
     absent = step(plan.purge("e", True), Result(), *deletes, Result(), Result(rows=[]))
     assert absent[-1] == ("returned", False)
-    gone = step(plan.purge("e", True), Result(), *deletes[:5], Result(rowcount=1), Result())
+    gone = step(plan.purge("e", True), Result(), *deletes[:6], Result(rowcount=1), Result())
     assert gone[-1] == ("returned", True)
 
 
@@ -295,21 +295,6 @@ def test_open_schema_decisions() -> None:
 
 
 # -- the whole description, in every dialect variant, over sqlite3 -------------------------------
-
-
-def execute(conn: sqlite3.Connection, request: Statement | Batch) -> Any:
-    """A driver: statements one by one; a Batch in one transaction (as rqlite runs it)."""
-    if isinstance(request, Statement):
-        cursor = conn.execute(request.sql, request.params)
-        return Result(cursor.fetchall(), cursor.rowcount)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        results = [execute(conn, statement) for statement in request.statements]
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return results
 
 
 VARIANTS = {

@@ -257,6 +257,7 @@ def test_every_purge_delete_is_index_served(populated: SqliteStore) -> None:
         "outbox": "outbox_target",
         "spawns": "spawns_parent",
         "trace": "PRIMARY KEY",
+        "work": "PRIMARY KEY",
         "executions": "sqlite_autoindex_executions_1",
     }
     for table, index in expected.items():
@@ -321,8 +322,9 @@ def test_a_commit_is_one_transaction_of_one_statement_per_row(store: SqliteStore
     exe = Execution(id="e", definition_id="d")
     store.commit(*full_commit_args(exe, "a"))
     verbs = [sql.split()[0] for sql in executed]
-    # BEGIN, the CAS, 2 outbox rows, the mark, the spawn, the timer, trace append + trim, COMMIT
-    assert verbs == ["BEGIN", *["INSERT"] * 7, "DELETE", "COMMIT"]
+    # BEGIN, the CAS, 2 outbox rows, the mark, the spawn, the timer, trace append + trim, the
+    # three work rows it touches (its own, the target's, the untargeted group's), COMMIT
+    assert verbs == ["BEGIN", *["INSERT"] * 7, "DELETE", *["INSERT"] * 3, "COMMIT"]
     executed.clear()
     store.load("e")
     store.ack_outbox(1)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from harel import Event, Execution, Status, StoreConflict, TimerOp
-from harel.store.common import ListingQuery, committing, drive, listing_query
-from harel.store.errors import ExecutionActive, StoreCorrupted
+from harel.store.common import ListingQuery, committing, drive, listing_query, relay_due
+from harel.store.errors import ExecutionActive, LeaseLost, StoreCorrupted
 from harel_example_jsondir import _schema
 from harel_example_jsondir._plan import PLAN, Plan, Read, Request, Write
 
@@ -244,6 +244,56 @@ def test_a_damaged_spawn_intent_is_quarantined_and_the_sweep_goes_on(files: File
     assert [entry.child_id for entry in files.run(PLAN.pending_spawns(None))] == ["c2"]
     with pytest.raises(StoreCorrupted, match="spawns entry 1 of execution 'a'"):
         files.run(PLAN.export_execution("a"))
+
+
+def _work(files: Files) -> list[list[Any]]:
+    return list(json.loads(files.texts[_schema.STATE])["work"])
+
+
+def test_work_rows_ride_in_the_commits_own_state_write(files: Files) -> None:
+    files.commit(Execution(id="a", definition_id="d"), [])  # state only: no work row
+    assert _work(files) == []
+    files.log.clear()
+    exe = Execution(id="b", definition_id="d", priority=3)
+    files.commit(exe, [("a", Event(id="e", kind="k"))], timers=[TimerOp.schedule("t", 50.0)])
+    [write] = files.writes()  # the same single write: document + state.json, nothing added
+    assert [path for path, _ in write.files] == [_schema.document_path("b"), _schema.STATE]
+    committed_at = json.loads(files.texts[_schema.STATE])["executions"]["b"]["updated_at"]
+    assert {row[0]: row[1:3] for row in _work(files)} == {
+        "a": [3, relay_due(committed_at)],  # the emit target's row: the emitter's priority
+        "b": [3, 50.0],
+    }
+
+
+def test_claim_renew_release_are_one_read_and_one_write_each(files: Files) -> None:
+    files.commit(Execution(id="a", definition_id="d"), [], timers=[TimerOp.schedule("t", 5.0)])
+    files.log.clear()
+    assert files.run(PLAN.claim("w", 1.0, 30.0, 10)) == []  # nothing ready: nothing written
+    assert [type(request) for request in files.log] == [Read]
+    files.log.clear()
+    [claim] = files.run(PLAN.claim("w", 10.0, 30.0, 10))
+    assert (claim.execution_id, claim.timers, claim.expires_at) == ("a", (("t", 5.0),), 40.0)
+    assert files.run(PLAN.renew("w", "a", 20.0, 30.0)) == 50.0
+    files.run(PLAN.release("w", "a", 60.0, 21.0))
+    assert [type(request) for request in files.log] == [Read, Write] * 3
+    assert _work(files) == [["a", 0, 60.0, None]]  # free again, not before retry_at
+    with pytest.raises(LeaseLost):
+        files.run(PLAN.renew("w", "a", 22.0, 30.0))
+
+
+def test_claim_quarantines_a_damaged_entry_and_claims_the_rest(
+    files: Files, caplog: pytest.LogCaptureFixture
+) -> None:
+    _three_events(files)
+    _damage(files, "outbox", 0)
+    with caplog.at_level(logging.WARNING, logger="harel_example_jsondir"):
+        claims = files.run(PLAN.claim("w", 1e12, 30.0, 10))
+    assert {c.execution_id: [e.event.id for e in c.outbox] for c in claims} == {
+        "a": ["e3"],
+        "b": ["e2"],
+    }
+    assert "outbox entry 1" in caplog.text
+    assert [entry[0] for entry in json.loads(files.texts[_schema.STATE])["quarantine"]] == [1]
 
 
 def test_file_names_are_bounded_for_any_id() -> None:

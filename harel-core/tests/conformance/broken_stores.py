@@ -7,7 +7,6 @@ a harness that claims what the store cannot do.  ``BrokenHarness.named(name)`` b
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import fnmatch
 import json
@@ -18,8 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import anyio
+import anyio.lowlevel
 import pydantic_core
 import pytest
+from broken_claims import CLAIM_PLANS
 from harel.conformance.harness import StoreHarness
 from harel.model import ChildState, Event, Execution, ExecutionPage
 from harel.store.common import (
@@ -320,6 +322,7 @@ BROKEN: dict[str, Bug] = {
     "claims_persistence": Bug(capabilities=CLAIMS_EVERYTHING, url=None),
     "claims_persistence_falsely": Bug(capabilities=CLAIMS_EVERYTHING, url="memory://kit-claims"),
 }
+BROKEN.update({name: Bug(plan) for name, plan in CLAIM_PLANS.items()})
 
 
 class UnsortedTables(MemoryData):
@@ -433,6 +436,7 @@ __all__ = [
 
 # -- hardening (issue 7): cancellation, poison payloads, raw errors ---------------------------
 # Appended by the hardening work; each bug below is caught by test_kit_strength_hardening.py.
+# The async ones suspend and lock through anyio, so they carry their bug under asyncio and trio.
 
 
 class LandsButRestores(AsyncDictStore):
@@ -450,7 +454,7 @@ class LandsButRestores(AsyncDictStore):
     ) -> None:
         with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
             await self._run(self._plan.commit(prepared, self.trace_max))
-            await asyncio.sleep(0)  # the bug: a cancellation point after the write
+            await anyio.lowlevel.checkpoint()  # the bug: a cancellation point after the write
 
 
 class LeaksLockOnCancel(AsyncDictStore):
@@ -465,15 +469,15 @@ class LeaksLockOnCancel(AsyncDictStore):
         spawns: Any = (),
         trace: Any = None,
     ) -> None:
-        lock: asyncio.Lock | None = getattr(self.data, "kit_lock", None)
+        lock: anyio.Lock | None = getattr(self.data, "kit_lock", None)
         if lock is None:
-            lock = asyncio.Lock()
+            lock = anyio.Lock()
             self.data.kit_lock = lock  # type: ignore[attr-defined]
         await lock.acquire()
         try:
-            await asyncio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             await super().commit(exe, emits, processed_event_id, timers, spawns, trace)
-        except asyncio.CancelledError:
+        except anyio.get_cancelled_exc_class():
             raise  # the bug: a cancelled commit keeps the lock
         except BaseException:
             lock.release()

@@ -1,8 +1,8 @@
 """The kit's normal-form and cursor checks (issue 17 §6) are strong: each fails on its bug.
 
 Each broken store of :mod:`broken_forms` runs the two concerns (``NormalFormTests``,
-``ListingTests``) in a nested pytest session; the targeted tests must fail, in both flavours,
-and no other test of those concerns may.
+``ListingTests``) in a nested pytest session; the targeted tests must fail, in every flavour
+(sync, async under asyncio, async under trio), and no other test of those concerns may.
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ REFS = "test_event_ids_timer_paths_and_targets_keep_their_code_points"
 PAYLOADS = "test_payload_keys_and_values_keep_their_code_points"
 CURSOR = "test_next_page_after_the_cursor_row_is_removed"
 CURSOR_CASES = ("purged-all", "purged-done", "left-done", "left-done-or-failed-roots")
+FLAVOURS = ("sync", "async", "async-trio")
+"""The kit's flavour ids: the async store runs under asyncio and under trio."""
 
 MUST_FAIL: dict[str, set[str]] = {
-    "normalised_ids": {f"{IDS}[{flavour}]" for flavour in ("sync", "async")},
-    "normalised_payloads": {f"{PAYLOADS}[{flavour}]" for flavour in ("sync", "async")},
+    "normalised_ids": {f"{IDS}[{flavour}]" for flavour in FLAVOURS},
+    "normalised_payloads": {f"{PAYLOADS}[{flavour}]" for flavour in FLAVOURS},
     "lost_cursor_row": {
-        f"{CURSOR}[{flavour}-{case}]" for flavour in ("sync", "async") for case in CURSOR_CASES
+        f"{CURSOR}[{flavour}-{case}]" for flavour in FLAVOURS for case in CURSOR_CASES
     },
 }
 """The kit items that must catch each bug."""

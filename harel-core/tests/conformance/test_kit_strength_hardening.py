@@ -4,12 +4,13 @@ Issue 7's bugs, each in a deliberately broken memory store of :mod:`broken_store
 commit that lands but restores ``exe.version`` when cancelled (a retry duplicates it), one that
 leaks a lock when cancelled, a store that accepts payloads it cannot read back, and one that
 lets raw driver-like exceptions out.  Each runs the whole kit in a nested pytest session and
-asserts that the targeted tests fail and nothing unrelated does.
+asserts that the targeted tests fail (under trio too) and nothing unrelated does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -89,11 +90,25 @@ def _name(nodeid: str) -> str:
     return nodeid.split("::")[-1].split("[")[0]
 
 
-def run_kit(
-    pytester: pytest.Pytester, name: str, suite: str = SUITE
-) -> tuple[set[str], set[str], set[str]]:
+def _under_trio(nodeid: str) -> bool:
+    """Whether the item is a kit run under trio (``[trio]`` or ``[async-trio...]``)."""
+    item = nodeid.split("::")[-1]
+    return "[trio]" in item or "[async-trio" in item
+
+
+class KitRun(NamedTuple):
+    """One nested kit session's outcomes, by test function name."""
+
+    failed: set[str]
+    passed: set[str]
+    skipped: set[str]
+    ran_under_trio: set[str]
+    failed_under_trio: set[str]
+
+
+def run_kit(pytester: pytest.Pytester, name: str, suite: str = SUITE) -> KitRun:
     """Run the kit (the whole of it by default), strict, against the store ``name``: the
-    names of the failed, passed and skipped tests."""
+    names of the failed, passed and skipped tests, and of those run (and failed) under trio."""
     pytester._monkeypatch.setenv("HYPOTHESIS_PROFILE", "kit-proof")
     pytester.syspathinsert(HERE)
     pytester.makeconftest(CONFTEST.format(name=name))
@@ -102,24 +117,30 @@ def run_kit(
         "-p", "harel.conformance.plugin", "-p", "no:cacheprovider", "--harel-strict"
     )
     passed, skipped, failed = reprec.listoutcomes()
-    return (
+    return KitRun(
         {_name(r.nodeid) for r in failed},
         {_name(r.nodeid) for r in passed},
         {_name(r.nodeid) for r in skipped},
+        {_name(r.nodeid) for r in (*passed, *skipped, *failed) if _under_trio(r.nodeid)},
+        {_name(r.nodeid) for r in failed if _under_trio(r.nodeid)},
     )
 
 
 @pytest.mark.parametrize("bug", sorted(MUST_FAIL))
 def test_kit_fails_on_hardening_bug(pytester: pytest.Pytester, bug: str) -> None:
-    failed, passed, _ = run_kit(pytester, bug)
+    failed, passed, _, ran_under_trio, failed_under_trio = run_kit(pytester, bug)
     assert MUST_FAIL[bug] <= failed, f"the kit missed {bug}: failed only {sorted(failed)}"
+    # the async ones run under trio as well (the round-trip property is sync only)
+    assert MUST_FAIL[bug] & ran_under_trio
+    missed = (MUST_FAIL[bug] & ran_under_trio) - failed_under_trio
+    assert not missed, f"under trio the kit missed {bug} in {sorted(missed)}"
     assert failed <= MUST_FAIL[bug] | MAY_ALSO_FAIL[bug], sorted(failed)
     assert passed
 
 
 def test_hardening_checks_pass_on_the_correct_store(pytester: pytest.Pytester) -> None:
     """(The whole kit on the correct store runs in test_kit_strength.py.)"""
-    failed, passed, skipped = run_kit(pytester, "correct", HARDENING_SUITE)
+    failed, passed, skipped, *_ = run_kit(pytester, "correct", HARDENING_SUITE)
     assert failed == set() and skipped == set()
     assert {
         "test_hostile_input_round_trips_or_is_refused",

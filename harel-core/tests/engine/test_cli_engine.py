@@ -122,6 +122,42 @@ def test_worker_once_fires_due_timers(
     store.close()
 
 
+@pytest.mark.parametrize("knobs", [["--concurrency", "4"], ["--lease", "5", "--batch", "1"]])
+def test_worker_knobs_drain_the_same_work(
+    capsys: pytest.CaptureFixture[str], defs: Path, url: str, knobs: list[str]
+) -> None:
+    from harel import DurableRunner
+    from harel.engine.dsl import definitions_from_dir
+    from harel.registry import open_store
+
+    store = open_store(url)
+    runner = DurableRunner(store, definitions_from_dir(defs), clock=lambda: 0.0)
+    for name in ("late-1", "late-2", "late-3"):
+        runner.create("order", execution_id=name)
+    args = ["worker", "--store", url, "--definitions", str(defs), "--once", *knobs]
+    code, out, err = run(capsys, *args)
+    assert (code, err) == (0, "")
+    assert "3 timer(s) fired" in out
+    assert all(store.load(n).outcome == "expired" for n in ("late-1", "late-2", "late-3"))
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        (["--lease", "0"], "lease must be > 0"),
+        (["--batch", "0"], "batch must be >= 1"),
+        (["--concurrency", "0"], "--concurrency must be >= 1"),
+    ],
+)
+def test_worker_refuses_bad_knobs(
+    capsys: pytest.CaptureFixture[str], defs: Path, url: str, knobs: list[str], message: str
+) -> None:
+    args = ["worker", "--store", url, "--definitions", str(defs), "--once", *knobs]
+    code, _, err = run(capsys, *args)
+    assert code == 2 and message in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -82,7 +82,8 @@ def _letters(store: ExecutionStore) -> list[DeadLetter]:
 def test_a_poisoned_outbox_entry_is_quarantined_and_the_rest_delivered(
     store: ExecutionStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    runner = DurableRunner(store, DEFS, clock=lambda: 0.0)
+    clock = [0.0]  # each round one second later: a group left for later waits a second
+    runner = DurableRunner(store, DEFS, clock=lambda: clock[0])
     for name in ("s1", "s2", "s3"):
         runner.create("sink", execution_id=name)
     _emit(
@@ -98,7 +99,9 @@ def test_a_poisoned_outbox_entry_is_quarantined_and_the_rest_delivered(
         assert store.load("s3").active_path == "Poked"
         assert [entry.target_id for entry in store.pending_outbox()] == ["s2"]  # attempt 1
         assert worker.stats.quarantined == 0
+        clock[0] += 1.0
         worker.run_round()
+        clock[0] += 1.0
         worker.run_round()  # attempt 3: quarantined
     assert store.pending_outbox() == []
     assert worker.stats.quarantined == 1 and worker.stats.errors == 0
@@ -135,7 +138,7 @@ def test_a_poisoned_timer_is_quarantined_and_healthy_timers_fire(store: Executio
     seeding = DurableRunner(store, DEFS, clock=lambda: 0.0)
     seeding.create("sink", execution_id="healthy")
     seeding.create("sink", execution_id="doomed")
-    late = DurableRunner(store, defs, clock=lambda: 100.0)
+    late = DurableRunner(store, defs, clock=lambda: 100.0, retry_after=0)
     healthy = DurableRunner(store, DEFS, clock=lambda: 100.0)
     # "doomed" times out under the poisoned definition; the healthy runner fires the other
     worker = Worker(late, poll=0)
@@ -207,21 +210,28 @@ def test_unloadable_execution_and_undecodable_outbox_record(tmp_path: Path) -> N
         runner.create("sink", execution_id=name)
     _emit(store, ("broken", Event(id="e1", kind="Poke")), ("fine", Event(id="e2", kind="Poke")))
     _damage(path, "UPDATE executions SET data = ? WHERE id = ?", '{"half', "broken")
-    worker = Worker(DurableRunner(store, DEFS, clock=lambda: 100.0), poll=0)
+    clock = [100.0]  # a group left for later is claimable a second later
+    worker = Worker(DurableRunner(store, DEFS, clock=lambda: clock[0]), poll=0)
     for _ in range(3):
         worker.run_round()
+        clock[0] += 1.0
     assert store.load("fine").status is Status.DONE  # its Poke, then its timer
     assert [letter.target_id for letter in _letters(store)] == ["broken", "broken"]
     assert {letter.ref.split(":")[0] for letter in _letters(store)} == {"outbox", "timer"}
     assert store.pending_outbox() == [] and store.due_timers(1e18) == []
 
-    # an outbox record that cannot be decoded: the outbox pass is skipped, timers still fire
+    # an outbox record that cannot be decoded: a claim still serves every other group (the
+    # timer fires) and the damaged entry fails like poison until it is quarantined
     runner.create("sink", execution_id="later")
     _emit(store, ("fine", Event(id="e3", kind="Poke")))
     _damage(path, "UPDATE outbox SET event = ? WHERE target_id = ?", "not json", "fine")
-    stats = Worker(DurableRunner(store, DEFS, clock=lambda: 200.0), poll=0).run(once=True)
-    assert stats.fired == 1 and stats.errors >= 1  # the outbox read, logged and counted
+    later = Worker(DurableRunner(store, DEFS, clock=lambda: 200.0, retry_after=0), poll=0)
+    stats = later.run(once=True)
+    assert stats.fired == 1 and stats.quarantined == 1
     assert store.load("later").status is Status.DONE
+    damaged = [letter for letter in _letters(store) if letter.target_id == "fine"]
+    assert len(damaged) == 1 and "StoreCorrupted" in damaged[0].error
+    assert store.pending_outbox() == []
     store.close()
 
 

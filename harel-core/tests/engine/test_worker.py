@@ -67,13 +67,13 @@ def test_worker_stops_when_asked_and_survives_busy_store() -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-        def pending_spawns(self, **kwargs: Any) -> Any:
+        def claim(self, *args: Any, **kwargs: Any) -> Any:
             self.calls += 1
             if self.calls == 1:
                 raise StoreUnavailable("database is locked")
             if self.calls == 3:
                 worker.stop()
-            return self.inner.pending_spawns(**kwargs)
+            return self.inner.claim(*args, **kwargs)
 
     store = Busy(DictStore())
     worker = Worker(DurableRunner(store, _defs()), poll=0)  # type: ignore[arg-type]
@@ -81,6 +81,48 @@ def test_worker_stops_when_asked_and_survives_busy_store() -> None:
     assert worker.stopping and stats.unavailable == 1 and stats.rounds >= 2
     with pytest.raises(ValueError, match="poll"):
         Worker(DurableRunner(DictStore(), {}), poll=-1)
+
+
+def test_a_store_that_cannot_claim_is_swept() -> None:
+    """A server that refuses claims (``StoreConfigError``, e.g. rqlite before 8) is swept."""
+    from harel.store.errors import StoreConfigError
+
+    class Refusing:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def claim(self, *args: Any, **kwargs: Any) -> Any:
+            raise StoreConfigError("this node has no /db/request: claims need rqlite 8")
+
+    store = DictStore()
+    _seed(DurableRunner(store, _defs(), clock=lambda: 0.0), 2)
+    worker = Worker(DurableRunner(Refusing(store), _defs(), clock=lambda: 100.0), poll=0)  # type: ignore[arg-type]
+    assert worker.claiming and worker.run_round() == 0 and not worker.claiming
+    assert worker.run(once=True).fired == 2
+
+
+def test_a_store_without_claims_is_swept() -> None:
+    """A third-party store written before claims (no ``claim``) gets the sweeping rounds."""
+
+    class Sweeping:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            if name in ("claim", "renew", "release"):
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    store = DictStore()
+    _seed(DurableRunner(store, _defs(), clock=lambda: 0.0), 3)
+    worker = Worker(DurableRunner(Sweeping(store), _defs(), clock=lambda: 100.0), poll=0)  # type: ignore[arg-type]
+    assert not worker.claiming
+    worker.run_round()
+    assert worker.run(once=True).fired == 3
+    assert store.load("counter").context["n"] == 3
 
 
 def test_engine_config_from_env(tmp_path: Path) -> None:

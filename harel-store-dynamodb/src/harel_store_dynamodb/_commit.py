@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common import PreparedCommit
+from harel.store.common import PreparedCommit, WorkTouch
 from harel.store.errors import PayloadTooLarge
 
 from harel_store_dynamodb._cursor import TraceCursor
@@ -61,6 +61,7 @@ from harel_store_dynamodb._seq import (
     unpacked_seq,
 )
 from harel_store_dynamodb._values import ITEM_BUDGET, Expr, Item, item_size, s, value_size
+from harel_store_dynamodb._work import bundle_items
 
 MAX_ACTIONS = 100
 """DynamoDB's cap on actions per ``TransactWriteItems``."""
@@ -86,6 +87,8 @@ class CommitWrite:
     params: dict[str, Any]
     relay_actions: frozenset[int]
     """Indexes of the relay ``Put`` actions (a failed condition there is a base collision)."""
+    work_actions: dict[int, str | None]
+    """Index -> group of the work-row ``Put`` actions (a failed condition: the row moved)."""
     after: TraceCursor | None
     """The trace cursor once applied (``None``: unknown, the commit wrote no step blind)."""
     deferred_trims: tuple[Item, ...]
@@ -205,6 +208,8 @@ def build_commit(
     trace_max: int | None,
     request_token: str | None = None,
     shards: int = 1,
+    work: Sequence[tuple[str | None, Action]] = (),
+    bundled: Sequence[WorkTouch] = (),
 ) -> CommitWrite:
     """The transaction of one commit attempt.
 
@@ -212,7 +217,10 @@ def build_commit(
     transaction's ``ClientRequestToken`` (default: ``token``), unique per distinct request.
     ``cursor`` is the trace cursor at ``commit.expected_version`` (required when the commit
     writes a trace step; used only to remember the cursor otherwise).  Index entries go to the
-    execution's shard among ``shards``.
+    execution's shard among ``shards``.  ``work`` holds the action of each work row the
+    commit touches (:func:`._work.touch_action`, by group), placed before the relay items so
+    the relay packing leaves room for them; ``bundled`` the touches it writes as touch
+    bundles instead (:func:`._work.bundle_items`, guarded like relay items).
     """
     execution_id = commit.execution_id
     shard = shard_of(execution_id, shards)
@@ -247,14 +255,26 @@ def build_commit(
         actions.append({"Put": {"TableName": table, "Item": item}})
         total += item_size(item)
         trims = [step_key(execution_id, index) for index in range(before.low, after.low)]
+    work_indexes: dict[int, str | None] = {}
+    for group, action in work:
+        work_indexes[len(actions)] = group
+        actions.append(action)
+        total += item_size(action.get("Put", {}).get("Item", {}))
+    relay_indexes = set()
+    if bundled:
+        bundles = bundle_items(base, list(bundled), commit.priority, execution_id, shards)
+        for item in bundles:
+            relay_indexes.add(len(actions))
+            actions.append(guarded_put(table, item))
+            total += item_size(item)
     if len(actions) > MAX_ACTIONS:
         raise PayloadTooLarge(
             f"commit of execution {execution_id!r} needs {len(actions)} DynamoDB actions for its "
-            f"execution, dedupe mark, timers and trace step; one transaction holds at most "
-            f"{MAX_ACTIONS}: arm fewer timers in one step"
+            f"execution, dedupe mark, timers, trace step and the work rows of its emit targets; "
+            f"one transaction holds at most {MAX_ACTIONS}: arm fewer timers or emit to fewer "
+            "executions in one step"
         )
     relays = relay_items(commit, base, MAX_ACTIONS - len(actions), shard)
-    relay_indexes = set()
     for item in relays:
         if item_size(item) > ITEM_BUDGET:
             raise PayloadTooLarge(
@@ -283,6 +303,7 @@ def build_commit(
             operation="update_item",
             params=dict(update["Update"]),
             relay_actions=frozenset(),
+            work_actions={},
             after=after,
             deferred_trims=deferred,
             token=token,
@@ -291,6 +312,7 @@ def build_commit(
         operation="transact_write_items",
         params={"TransactItems": actions, "ClientRequestToken": request_token or token},
         relay_actions=frozenset(relay_indexes),
+        work_actions=work_indexes,
         after=after,
         deferred_trims=deferred,
         token=token,

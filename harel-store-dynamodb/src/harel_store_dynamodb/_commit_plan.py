@@ -37,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import PreparedCommit, conflict
+from harel.store.common import PreparedCommit, conflict, work_touches
 from harel.store.errors import CommitOutcomeUnknown, StoreError, StoreUnavailable
 
 from harel_store_dynamodb._commit import CommitWrite, build_commit
@@ -53,9 +53,12 @@ from harel_store_dynamodb._schema import RECEIPTS, exe_key, receipt_attribute
 from harel_store_dynamodb._seq import BaseClock
 from harel_store_dynamodb._support import ATTEMPTS, BUSY_CODES, Plan, backoff, cancellation_error
 from harel_store_dynamodb._values import Expr, Item, opt_str
+from harel_store_dynamodb._work import StoredWork, WorkHints, split_touches, touch_action
 
 RESENDS = 8
 """How many times one unanswered attempt is sent again before its outcome is declared unknown."""
+WORK_MOVED = "work moved"
+"""What a refused attempt returns when only work rows had moved since this store saw them."""
 
 
 def new_token() -> str:
@@ -87,6 +90,8 @@ class CommitPlan:
     trace_max: int | None
     shards: int = 1
     """The table's index shard count (:func:`._schema.shard_of`)."""
+    work: WorkHints = field(default_factory=WorkHints)
+    """The work rows this store last saw (the commit's touches are built from them)."""
     tokens: list[str] = field(default_factory=list)
     """The receipt tokens this commit may have written (any of them in the receipt: it landed)."""
     doubt: bool = False
@@ -102,7 +107,15 @@ class CommitPlan:
         cursor: TraceCursor | None = yield from self._cursor()
         if self.stored is not None:
             return  # the cursor read showed this very commit stored (a caller's re-send)
+        changes, bundled = split_touches(work_touches(commit), commit.execution_id)
         for attempt in range(ATTEMPTS):
+            touched = [
+                (
+                    change.key,
+                    touch_action(self.table, change, self.work.get(change.key), self.shards),
+                )
+                for change in changes
+            ]
             write = build_commit(
                 self.table,
                 commit,
@@ -112,6 +125,8 @@ class CommitPlan:
                 cursor=cursor,
                 trace_max=self.trace_max,
                 shards=self.shards,
+                work=[(key, action) for key, (action, _after) in touched],
+                bundled=bundled,
             )
             outcome = yield from self._settle(write)
             if outcome is True:
@@ -119,6 +134,8 @@ class CommitPlan:
             if isinstance(outcome, TraceCursor):
                 cursor = outcome  # only the trace cursor moved (append_trace): retry
                 continue
+            if outcome == WORK_MOVED:
+                continue  # a work row moved since this store saw it: rebuild from the truth
             yield backoff(attempt)  # a relay base collision or a busy item: a fresh attempt
         else:
             raise (
@@ -129,6 +146,7 @@ class CommitPlan:
                     f"colliding after {ATTEMPTS} attempts; nothing was written; retry"
                 )
             )
+        self._remember_work([(key, after) for key, (_put, after) in touched])
         if self.stored is not None:
             self.cache.put(commit.execution_id, self.stored)
         elif write.after is not None and not self.doubt:
@@ -137,13 +155,23 @@ class CommitPlan:
             self.cache.drop(commit.execution_id)
         yield from delete_quietly(self.table, write.deferred_trims)
 
+    def _remember_work(self, touched: list[tuple[str | None, StoredWork]]) -> None:
+        """The touched rows as this commit wrote them (forgotten when that is not certain:
+        an earlier send may have landed, and rows moved on since)."""
+        for key, after in touched:
+            if self.doubt or self.stored is not None:
+                self.work.drop(key)
+            else:
+                self.work.put(key, after)
+
     def _unknown(self, detail: str) -> CommitOutcomeUnknown:
         commit = self.commit
         return CommitOutcomeUnknown(commit.execution_id, commit.expected_version, detail)
 
     def _settle(self, write: CommitWrite) -> Plan:
-        """Send ``write`` until answered: ``True`` (landed), a cursor to retry with, ``False``
-        (not applied: retry with a fresh attempt), or the typed error."""
+        """Send ``write`` until answered: ``True`` (landed), a cursor to retry with,
+        :data:`WORK_MOVED` (a work row moved: rebuild), ``False`` (not applied: retry with a
+        fresh attempt), or the typed error."""
         for resend in range(RESENDS):
             try:
                 yield Call(write.operation, write.params)
@@ -171,7 +199,7 @@ class CommitPlan:
 
     def _refused(
         self, write: CommitWrite, codes: list[str], old: Item | None, exc: StoreError
-    ) -> bool | TraceCursor:
+    ) -> bool | TraceCursor | str:
         commit = self.commit
         if codes and codes[0] == "ConditionalCheckFailed":
             found: TraceCursor | None = None
@@ -193,6 +221,11 @@ class CommitPlan:
                 ):
                     return found
             raise conflict(commit, None if found is None else found.version) from None
+        moved = [i for i in write.work_actions if codes[i : i + 1] == ["ConditionalCheckFailed"]]
+        if moved and isinstance(exc, TransactionCancelled):
+            for i in moved:
+                self.work.seen_item(write.work_actions[i], exc.reasons[i].get("Item"))
+            return WORK_MOVED
         if any(codes[i : i + 1] == ["ConditionalCheckFailed"] for i in write.relay_actions):
             return False  # another process drew the same relay base: draw again
         if isinstance(exc, TransactionCancelled) and set(codes) & BUSY_CODES:

@@ -8,7 +8,8 @@ drift.  Requests per operation (counted by the tests): ``load``, ``load_for_even
 object has not loaded or committed; +1 ``BatchWriteItem`` after lowering ``trace_max`` trims
 more steps than the transaction holds); ``pending_*``/``due_timers``/``list_executions``: 1 GSI
 query per index shard and page (fanned out and merged exactly, see :data:`._schema.shard_of`);
-``ack_*``: 1 (+1 when the last slot of a packed item goes).
+``ack_*``: 1 (+1 when the last slot of a packed item goes).  ``claim``/``renew``/``release``:
+see :mod:`._claims`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
+from harel_store_dynamodb import _claims
 from harel_store_dynamodb._commit import MAX_ACTIONS
 from harel_store_dynamodb._commit_plan import CommitPlan, delete_quietly
 from harel_store_dynamodb._cursor import CursorCache, cursor_of
@@ -93,12 +95,14 @@ from harel_store_dynamodb._support import (
     Plan,
     backoff,
     cancellation_error,
+    first_up_to,
     gsi1_query,
     page,
     query_all,
     send_retrying_busy,
 )
 from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
+from harel_store_dynamodb._work import WorkHints
 
 
 class Operations:
@@ -113,6 +117,8 @@ class Operations:
         self.table = table
         self.cache = cache if cache is not None else CursorCache()
         self.clock = clock
+        self.work = WorkHints()
+        """The work rows this store last saw (commits build their touches from them)."""
         self.shards = 1
         """The table's index shard count (set by :meth:`open` from the meta item)."""
 
@@ -315,39 +321,10 @@ class Operations:
         limit = check_limit(limit)
         timers: list[DueTimer] = []
         for partition in index_partitions(TIMERS, self.shards):
-            timers.extend((yield from self._due_shard(partition, cut, limit)))
+            items = yield from first_up_to(self.table, partition, cut, limit)
+            timers.extend(read_timer(item) for item in items)
         timers.sort(key=lambda t: (t[2], t[0], t[1]))
         return timers if limit is None else timers[:limit]
-
-    def _due_shard(self, partition: str, cut: str, limit: int | None) -> Plan:
-        """One shard's due timers: its first ``limit`` by ``fire_at`` and every timer tied
-        with the last of them (ties sort by id and path, which the index does not)."""
-        e = Expr()
-        params = gsi1_query(
-            self.table, partition, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}"
-        )
-        timers: list[DueTimer] = []
-        last: str | None = None
-        while True:
-            reply = yield Call("query", params)
-            items = reply.get("Items", [])
-            timers.extend(read_timer(item) for item in items)
-            if items:
-                last = str(items[-1][G1S]["S"])
-            start = reply.get("LastEvaluatedKey")
-            if not start:
-                return timers
-            if limit is not None and len(timers) >= limit and last is not None:
-                # finish the group of timers sharing the last fire_at: ties sort by id, path
-                t = Expr()
-                tie = gsi1_query(
-                    self.table, partition, None, t, f" AND {t.name(G1S)} = {t.value(s(last))}"
-                )
-                tie["ExclusiveStartKey"] = start
-                rest = yield from query_all(tie)
-                timers.extend(read_timer(item) for item in rest)
-                return timers
-            params = {**params, "ExclusiveStartKey": start}
 
     def delete_timer(self, execution_id: str, path: str, fire_at: object) -> Plan:
         """Remove the timer only while it still holds exactly ``fire_at``."""
@@ -374,7 +351,23 @@ class Operations:
     def commit(self, commit: PreparedCommit, trace_max: int | None) -> Plan:
         """Write one prepared commit (see :mod:`._commit_plan`): stored once when it returns,
         not stored when it raises."""
-        return CommitPlan(self.table, self.cache, self.clock, commit, trace_max, self.shards).run()
+        return CommitPlan(
+            self.table, self.cache, self.clock, commit, trace_max, self.shards, self.work
+        ).run()
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan:
+        """Lease up to ``limit`` due units, grouped (see :mod:`._claims`)."""
+        return _claims.claim(self.table, self.work, self.shards, owner, now, lease, limit)
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan:
+        """Extend ``owner``'s unexpired lease of ``key`` (one ``UpdateItem``)."""
+        return _claims.renew(self.table, self.work, owner, key, now, lease)
+
+    def release(self, owner: str, key: str | None, retry_at: float | None, now: float) -> Plan:
+        """Give ``owner``'s lease of ``key`` back; the row is re-dated from what is left."""
+        return _claims.release(self.table, self.work, self.shards, owner, key, retry_at, now)
 
     # -- trace outside commits ---------------------------------------------------------------
 
@@ -518,7 +511,7 @@ class Operations:
     def import_execution(self, prepared: PreparedImport) -> Plan:
         """See :func:`._records.import_execution` (the cursor hint is dropped first)."""
         self.cache.drop(prepared.execution_id)
-        return import_execution(self.table, self.clock, prepared, self.shards)
+        return import_execution(self.table, self.clock, prepared, self.shards, self.work)
 
     # -- retention ---------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution=DISTRIBUTION,
             harness="harel_store_dynamodb.testing:harness_from_url",
             local_url="dynamodb://harel-kit?local=moto",
+            exists="harel_store_dynamodb._exists:store_exists",
             legacy_env="harel_store_dynamodb._env:url_from_env",
             legacy_vars=("STM_DYNAMODB_ENDPOINT", "STM_AWS_REGION", "STM_DYNAMODB_TABLE"),
             description="Amazon DynamoDB, one table (boto3; async over aioboto3)",

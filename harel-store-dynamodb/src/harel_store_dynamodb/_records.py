@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import PreparedCommit
+from harel.store.common import PreparedCommit, import_touches
 from harel.store.common.records import PreparedImport
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreUnavailable
@@ -71,6 +71,7 @@ from harel_store_dynamodb._values import (
     float_from_key,
     item_size,
 )
+from harel_store_dynamodb._work import WorkHints, bundle_items, split_touches, touch_action
 
 # -- export --------------------------------------------------------------------------------
 
@@ -204,9 +205,16 @@ def _side_items(
 
 
 def _transaction(
-    table: str, prepared: PreparedImport, base: int, token: str, shards: int = 1
-) -> tuple[list[Action], frozenset[int], list[Item]]:
-    """The import's transaction, its relay action indexes, and the items written before it."""
+    table: str,
+    prepared: PreparedImport,
+    base: int,
+    token: str,
+    shards: int = 1,
+    work: WorkHints | None = None,
+) -> tuple[list[Action], frozenset[int], list[Item], dict[int, str | None]]:
+    """The import's transaction, its relay action indexes, the items written before it, and
+    its work-row actions by index (the touches of :func:`harel.store.common.import_touches`,
+    built from the rows ``work`` last saw)."""
     commit = _as_commit(prepared)
     shard = shard_of(prepared.execution_id, shards)
     actions: list[Action] = []
@@ -219,13 +227,24 @@ def _transaction(
         actions.append(update)
     timers, rest = _side_items(table, prepared, shard)
     actions += timers
+    hints = work if work is not None else WorkHints()
+    work_indexes: dict[int, str | None] = {}
+    inline, bundled = split_touches(import_touches(prepared), prepared.execution_id)
+    for change in inline:
+        action, _after = touch_action(table, change, hints.get(change.key), shards)
+        work_indexes[len(actions)] = change.key
+        actions.append(action)
+    bundles = bundle_items(base, bundled, prepared.priority, prepared.execution_id, shards)
+    first_bundle = len(actions)
+    actions += [guarded_put(table, item) for item in bundles]
     if len(actions) > MAX_ACTIONS:
         raise PayloadTooLarge(
-            f"record {prepared.execution_id!r} arms {len(timers)} timers; one DynamoDB "
-            f"transaction holds at most {MAX_ACTIONS} actions"
+            f"record {prepared.execution_id!r} arms {len(timers)} timers and targets "
+            f"{len(work_indexes)} work rows; one DynamoDB transaction holds at most "
+            f"{MAX_ACTIONS} actions"
         )
     relays = relay_items(commit, base, MAX_ACTIONS - len(actions), shard)
-    indexes = frozenset(range(len(actions), len(actions) + len(relays)))
+    indexes = frozenset(range(first_bundle, len(actions) + len(relays)))
     actions += [guarded_put(table, item) for item in relays]
     if len(actions) > MAX_ACTIONS:
         raise PayloadTooLarge(
@@ -240,21 +259,28 @@ def _transaction(
             size += item_size(item)
         else:
             early.append(item)
-    return actions, indexes, early
+    return actions, indexes, early, work_indexes
 
 
 def import_execution(
-    table: str, clock: BaseClock, prepared: PreparedImport, shards: int = 1
+    table: str,
+    clock: BaseClock,
+    prepared: PreparedImport,
+    shards: int = 1,
+    work: WorkHints | None = None,
 ) -> Plan:
     """Write ``prepared`` atomically (module doc); ``ExecutionAlreadyExists`` when stored."""
     execution_id = prepared.execution_id
     tokens: list[str] = []
     doubt = False
     checked = False
+    hints = work if work is not None else WorkHints()
     for attempt in range(ATTEMPTS):
         token = new_token()
         tokens.append(token)
-        actions, relays, early = _transaction(table, prepared, clock.next(), token, shards)
+        actions, relays, early, rows = _transaction(
+            table, prepared, clock.next(), token, shards, hints
+        )
         if not actions:
             return  # an empty record: nothing to write
         if early and not checked:
@@ -270,6 +296,8 @@ def import_execution(
         for resend in range(ATTEMPTS):
             try:
                 yield Call("transact_write_items", params)
+                for key in rows.values():
+                    hints.drop(key)
                 return
             except TransactionCancelled as exc:
                 codes = exc.codes()
@@ -279,6 +307,11 @@ def import_execution(
                     if doubt and old is not None and landed(old, _as_commit(prepared), tokens):
                         return
                     raise ExecutionAlreadyExists(execution_id) from None
+                moved = [i for i in rows if codes[i : i + 1] == ["ConditionalCheckFailed"]]
+                if moved:
+                    for i in moved:  # a work row moved since this store saw it: rebuild
+                        hints.seen_item(rows[i], exc.reasons[i].get("Item"))
+                    break
                 if any(codes[i : i + 1] == ["ConditionalCheckFailed"] for i in relays):
                     if doubt and prepared.execution is None:
                         return  # our own earlier send landed (bases are unique per process)

@@ -37,6 +37,7 @@ from harel_store_dynamodb._schema import (
 )
 from harel_store_dynamodb._support import Plan
 from harel_store_dynamodb._values import Expr, Item, as_str, float_key, opt_str, s
+from harel_store_dynamodb._work import WORK_SK
 
 
 def purge(table: str, cache: CursorCache, execution_id: str, force: bool, shards: int = 1) -> Plan:
@@ -74,9 +75,9 @@ def purge(table: str, cache: CursorCache, execution_id: str, force: bool, shards
                     }
                 }
             )
-        actions.extend(
+        actions.extend(  # the work row first: it goes in the same transaction as the execution
             {"Delete": {"TableName": table, "Key": {PK: i[PK], SK: i[SK]}}}
-            for i in owned
+            for i in sorted(owned, key=lambda i: i[SK]["S"] != WORK_SK)
             if i[SK]["S"] != EXE_SK
         )
         actions.extend(relay_actions)

@@ -9,10 +9,13 @@ One table (``pk`` S, ``sk`` S), on-demand billing, two sparse overloaded GSIs::
     x:<execution id>   t:<path>           an armed timer (T:<sha256> when the path is long)
     q:<base, 12 hex>   o:<j> | O:<c>      outbox entries of one commit (one each, or packed)
     q:<base, 12 hex>   s:<j> | S:<c>      spawn intents of one commit (one each, or packed)
+    x:<execution id>   w                  its work row (claims; x: / w: the untargeted group)
+    b:<base, 12 hex>   W:<n>              a touch bundle of one fan-out commit (claims)
     meta               schema             the layout version of this table and its writer
 
     GSI harel-g1 (g1p, g1s)   L.<n>/<id>: listing   T.<n>/<fire_at key>: due timers
                               O.<n>/<seq>: outbox   S.<n>/<seq>: spawns   P.<n>/<at>: marks
+                              W<priority>.<n>/<ready_at key>: work rows (claims)
                               (n = the shard, 0 <= n < index_shards, see shard_of)
     GSI harel-g2 (g2p, g2s)   d:<sha256(definition_id)>/<id>: listing by definition
 
@@ -29,7 +32,7 @@ from typing import Any
 
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bump (with an upgrade step in :mod:`._upgrade`) whenever the layout above changes.
 
 * 1 — the execution item carries the token of the commit that wrote it in ``ct``;
@@ -41,8 +44,11 @@ SCHEMA_VERSION = 3
   the constant ``L``, ``T``, ``O``, ``S``, ``P`` (``n`` = :func:`shard_of` the execution id,
   among ``index_shards`` shards recorded on the meta item).  Upgrade from 2 (and 1): the shard
   count is recorded first, then every index item moves to its shard, then the version.
+* 4 — claims: one work row per group of due work (``x:<id>``/``w``; the untargeted group
+  ``x:``/``w``), indexed in GSI1 under ``W<priority>.<n>`` by ready time (:mod:`._work`).
+  Upgrade from 3 (and older): the work rows are backfilled from the ``T``/``O``/``S`` shards.
 """
-UPGRADES = frozenset({1, 2})
+UPGRADES = frozenset({1, 2, 3})
 """Layout versions this release upgrades in place on open."""
 DISTRIBUTION = "harel-store-dynamodb"
 

@@ -11,6 +11,7 @@ from harel.store.errors import InvalidPayload, PayloadTooLarge, StoreError, Stor
 from harel_store_dynamodb._requests import Call, ItemBusy, Pause, Request, TransactionCancelled
 from harel_store_dynamodb._schema import (
     G1P,
+    G1S,
     GSI1,
     OUTBOX,
     SPAWNS,
@@ -129,3 +130,26 @@ def written_spawn_items(table: str, execution_id: str, shards: int) -> Plan:
     params["FilterExpression"] = f"{e.name('pa')} = {e.value(s(execution_id))}"
     params.update(e.args())
     return (yield from query_all(params))
+
+
+def first_up_to(table: str, partition: str, cut: str, limit: int | None) -> Plan:
+    """The GSI1 entries of one partition with ``g1s <= cut``: its first ``limit`` by ``g1s``
+    and every entry tied with the last of them (the index orders ties by table key, which is
+    not the order callers merge by), so a merge over partitions cut to ``limit`` is exact."""
+    e = Expr()
+    params = gsi1_query(table, partition, limit, e, f" AND {e.name(G1S)} <= {e.value(s(cut))}")
+    items: list[Item] = []
+    while True:
+        reply = yield Call("query", params)
+        items.extend(reply.get("Items", []))
+        start = reply.get("LastEvaluatedKey")
+        if not start:
+            return items
+        if limit is not None and len(items) >= limit and items:
+            t = Expr()
+            last = s(str(items[-1][G1S]["S"]))
+            tie = gsi1_query(table, partition, None, t, f" AND {t.name(G1S)} = {t.value(last)}")
+            tie["ExclusiveStartKey"] = start
+            items.extend((yield from query_all(tie)))
+            return items
+        params = {**params, "ExclusiveStartKey": start}

@@ -18,8 +18,9 @@ The meta item (``pk=meta, sk=schema``) records ``schema`` (the layout version) a
   (``L``, ``T``, ``O``, ``S``, ``P``) and moves it to its shard (``SET g1p = <kind>.<n>``
   under ``g1p = <kind>``; ``n`` from the execution id: the item's own for an execution, a mark
   or a timer, the parent's for a spawn intent; an outbox item, whose writer is not stored,
-  hashes its own key — any stable choice works, the sweeps read every shard).  Last, the
-  meta item goes to 3 under ``schema = <found>``.  Each step is idempotent, so
+  hashes its own key — any stable choice works, the sweeps read every shard).  Then (3 → 4)
+  the work rows of claims are backfilled (:func:`backfill_work`).  Last, the meta item goes
+  to 4 under ``schema = <found>``.  Each step is idempotent, so
   several processes may upgrade at once, and an interrupted upgrade is finished by the next
   open;
 * a newer layout raises :class:`~harel.store.errors.SchemaVersionError` (both versions, the
@@ -29,10 +30,13 @@ The meta item (``pk=meta, sk=schema``) records ``schema`` (the layout version) a
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 
-from harel.store.common import release_of, schema_verdict
+from harel.store.common import WorkTouch, relay_due, release_of, schema_verdict
 from harel.store.errors import SchemaVersionError, StoreConfigError
 
+from harel_store_dynamodb._items import read_outbox_entry, read_relay_entries
 from harel_store_dynamodb._requests import Call, ConditionFailed
 from harel_store_dynamodb._schema import (
     DEFAULT_INDEX_SHARDS,
@@ -41,19 +45,23 @@ from harel_store_dynamodb._schema import (
     G1P,
     INDEX_KINDS,
     META_KEY,
+    OUTBOX,
     PK,
     SCHEMA_VERSION,
     SK,
     SPAWNS,
+    TIMERS,
     UPGRADES,
     index_partition,
+    index_partitions,
     receipt_attribute,
     shard_of,
     stored_layout,
     stored_shards,
 )
-from harel_store_dynamodb._support import Plan
-from harel_store_dynamodb._values import Expr, Item, n, s
+from harel_store_dynamodb._support import Plan, gsi1_query, query_all
+from harel_store_dynamodb._values import Expr, Item, as_str, exact_float, n, s
+from harel_store_dynamodb._work import WorkHints, apply_touch
 
 ROUNDS = 3
 """How many times a lost race on the meta item is read back and judged again."""
@@ -105,7 +113,9 @@ def settle_layout(table: str, requested: int | None = None) -> Plan:
                 shards = requested or DEFAULT_INDEX_SHARDS
             if found == 1:
                 yield from move_commit_tokens(table)
-            yield from move_index_entries(table, shards)
+            if found in (1, 2):
+                yield from move_index_entries(table, shards)
+            yield from backfill_work(table, shards, time.time())
             condition = (
                 f"{e.name('schema')} = {e.value(n(found or 0))} AND "
                 f"{e.name('index_shards')} = {e.value(n(shards))}"
@@ -204,6 +214,34 @@ def _move_entry(table: str, item: Item, shards: int) -> Plan:
                 **e.args(),
             },
         )
+
+
+def backfill_work(table: str, shards: int, now: float) -> Plan:
+    """Layout 3 → 4: a work row for every group with work — the executions with armed timers
+    (ready at their earliest ``fire_at``), the targets of pending outbox entries (the
+    untargeted group too) and the writers of pending spawn intents (relay work, dated
+    ``relay_due(now)``) — at priority 0 (their next commit sets theirs).  Read from the GSI1
+    ``T``, ``O`` and ``S`` shards (no table scan); each row is written with the commit's touch
+    rule under its ``wv`` guard, so rerunning the step, or racing a 4-layout writer, stays
+    exact."""
+    due: dict[str | None, float] = {}
+    for partition in index_partitions(TIMERS, shards):
+        for item in (yield from query_all(gsi1_query(table, partition, None))):
+            what = "a timer being backfilled"
+            key = as_str(item, "xi", what)
+            due[key] = min(due.get(key, math.inf), exact_float(as_str(item, "fa", what), what))
+    for partition in index_partitions(OUTBOX, shards):
+        for item in (yield from query_all(gsi1_query(table, partition, None))):
+            for seq, _slot, entry in read_relay_entries(item):
+                target = read_outbox_entry(seq, entry).target_id
+                due[target] = min(due.get(target, math.inf), relay_due(now))
+    for partition in index_partitions(SPAWNS, shards):
+        for item in (yield from query_all(gsi1_query(table, partition, None))):
+            parent = as_str(item, "pa", "a spawn item being backfilled")
+            due[parent] = min(due.get(parent, math.inf), relay_due(now))
+    hints = WorkHints()
+    for group, at in due.items():  # a 4-layout writer's row is merged with, not overwritten
+        yield from apply_touch(table, WorkTouch(group, at, 0, False), hints, shards)
 
 
 def move_commit_tokens(table: str) -> Plan:

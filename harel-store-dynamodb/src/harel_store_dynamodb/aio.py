@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from contextlib import AsyncExitStack
+from functools import partial
 from typing import Any, Self, Unpack
 
 import aioboto3  # type: ignore[import-untyped, unused-ignore]
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
+from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, current_library
+from harel.store.errors import UnsupportedEventLoop
 
 from harel_store_dynamodb._base import DynamoStoreBase
 from harel_store_dynamodb._client import client_arguments, endpoint_of
@@ -65,7 +67,19 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
 
     @classmethod
     async def open(cls, table: str, *, client: Any = None, **knobs: Unpack[StoreKnobs]) -> Self:
-        """Open the store (creating the table first when ``create_table=True``)."""
+        """Open the store (creating the table first when ``create_table=True``).
+
+        Under trio (aioboto3 runs on asyncio only) the store is :meth:`in_threads` over a
+        ``DynamoDBStore(table, **knobs)``; an injected ``client`` is asyncio only."""
+        if current_library() != "asyncio":
+            if client is not None:
+                raise UnsupportedEventLoop(
+                    "an aiobotocore client runs on asyncio only; under trio open the store "
+                    "without client= (it then uses boto3 in worker threads)"
+                )
+            from harel_store_dynamodb.sync import DynamoDBStore
+
+            return await cls.in_threads(partial(DynamoDBStore, table, **knobs))
         options = make_options(table, **knobs)
         owner: AsyncExitStack | None = None
         endpoint: str | None = None

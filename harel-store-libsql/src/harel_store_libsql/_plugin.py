@@ -36,6 +36,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution=DISTRIBUTION,
             harness="harel_store_libsql.testing:harness_from_url",
             local_url="libsql+file:///{workdir}/harel-libsql.db",
+            exists="harel_store_libsql._exists:store_exists",
             legacy_env="harel_store_libsql._legacy:url_from_env",
             legacy_vars=("STM_LIBSQL_DB", "STM_LIBSQL_SYNC_URL", "STM_LIBSQL_AUTH_TOKEN"),
             description=(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymongo import IndexModel
+from pymongo import IndexModel, UpdateOne
 
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import IndexSpec
@@ -33,4 +33,6 @@ def issue(database: Any, request: Request) -> Any:
     args = request.args
     if request.method == "create_indexes":
         args = (index_models(args[0]),)
+    elif request.method == "bulk_write":  # (filter, update) pairs: upserting UpdateOnes
+        args = ([UpdateOne(query, update, upsert=True) for query, update in args[0]],)
     return getattr(target, request.method)(*args, **request.kwargs)

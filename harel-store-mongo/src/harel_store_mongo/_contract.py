@@ -1,5 +1,5 @@
-"""``MongoPlan``: the plans of :mod:`harel_store_mongo._plan` and
-:mod:`harel_store_mongo._records` under the contract's method names
+"""``MongoPlan``: the plans of :mod:`harel_store_mongo._plan`, :mod:`harel_store_mongo._records`
+and :mod:`harel_store_mongo._claims` under the contract's method names
 (:class:`harel.store.common.ContractPlan`), for ``PlanStore`` / ``AsyncPlanStore`` to drive.
 Imports no driver."""
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from harel.model import Execution, ExecutionPage
 from harel.store.common import ListingQuery, PreparedCommit, PreparedImport, release_of
-from harel.store.contract import DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import Claim, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
 
+from harel_store_mongo import _claims as claims
 from harel_store_mongo import _plan as plan
 from harel_store_mongo import _records as records
 from harel_store_mongo._plan import Plan
@@ -71,6 +72,20 @@ class MongoPlan:
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
         """See :func:`harel_store_mongo._plan.delete_timer_plan`."""
         return plan.delete_timer_plan(execution_id, path, fire_at)
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        """See :func:`harel_store_mongo._claims.claim_plan`."""
+        return claims.claim_plan(owner, now, lease, limit)
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        """See :func:`harel_store_mongo._claims.renew_plan`."""
+        return claims.renew_plan(owner, key, now, lease)
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        """See :func:`harel_store_mongo._claims.release_plan`."""
+        return claims.release_plan(owner, key, retry_at, now)
 
     def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
         """See :func:`harel_store_mongo._plan.read_trace_plan`."""

@@ -15,8 +15,12 @@ Round trips (each request is one server call; a cursor holding more than one bat
   one document; a commit writing a dedupe mark is a ``find_one_and_update`` returning the
   document's mark count), which also writes the commit token as the receipt of the new
   version; a commit that emits events or spawns children first reserves its seqs with one
-  ``find_one_and_update`` on the counter: <= 2.  Once every 64 marks, a marked commit moves
-  its document's oldest marks out: + 3 (read them, copy them to ``marks``, drop them);
+  ``find_one_and_update`` on the counter: <= 2.  Each work row the commit touches (arming a
+  timer or writing a spawn intent: its own; each emit target's) is upserted before the write
+  and again after it, one request each time (an ``update_one``, a ``bulk_write`` for several
+  rows: + 2; see :mod:`harel_store_mongo._claims`); a state-only commit touches none.
+  Once every 64 marks, a marked commit moves its document's oldest marks out: + 3 (read them,
+  copy them to ``marks``, drop them);
 * load, read_trace, append_trace, delete_timer, ack: 1 (an ack that empties a purged
   execution's relay-only document: 2); load_for_event, is_processed: 1, + 1 on ``marks`` when
   the mark is not in the document and the document has moved marks out;
@@ -25,15 +29,19 @@ Round trips (each request is one server call; a cursor holding more than one bat
   more: the commit's own token there means it was already stored (success), else
   ``StoreConflict`` naming the stored version;
 * export_execution: 1 ``aggregate``; import_execution: 1 upsert (+1 seq reservation when the
-  record carries relays) — see :mod:`harel_store_mongo._records`.
+  record carries relays, + 2 with work rows to touch) — see :mod:`harel_store_mongo._records`;
+* claim: 5 ``find`` + 2 per row taken or repaired; renew: 1; release: 3 — see
+  :mod:`harel_store_mongo._claims`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import time
 import uuid
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -41,6 +49,7 @@ from harel.store.common import (
     MAX_INT,
     ListingQuery,
     PreparedCommit,
+    WorkTouch,
     check_event_ref,
     check_flag,
     check_id,
@@ -55,9 +64,11 @@ from harel.store.common import (
     decode_trace_step,
     encode_trace_step,
     page_from_probe,
+    relay_due,
     resent_and_stored,
     sweep_limit,
     trace_keep_from,
+    work_touches,
 )
 from harel.store.common.validate import show
 from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
@@ -83,6 +94,7 @@ from harel_store_mongo._schema import (
     MARKS_KEPT,
     META,
     SCHEMA_VERSION,
+    WORK,
     receipt_field,
     schema_decision,
 )
@@ -149,7 +161,9 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
     :mod:`harel_store_mongo._schema`); a newer layout is refused before anything is written.
 
     Reading a ready layout is one round trip.  Creating and upgrading create the indexes first
-    and write the schema record last, so the record never names indexes that do not exist.
+    and write the schema record last, so the record never names indexes that do not exist;
+    upgrading also backfills the work rows of the stored work (:func:`backfill_plan`) before
+    it records the version.
     """
     check_server((yield rq.build_info()), where)
     found = yield rq.read_schema()
@@ -163,7 +177,7 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
             "or by the reference implementation, which this store cannot read (see "
             "docs/porting.md); use another ?db= or move the data with an export script"
         )
-    for collection in (EXECUTIONS, MARKS):
+    for collection in (EXECUTIONS, MARKS, WORK):
         check_index_names((yield rq.list_indexes(collection)), collection, where)
         yield rq.create_indexes(collection)
     if verdict == "create":
@@ -174,7 +188,17 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
         verdict = schema_decision(found if found is not None else {}, where)
         if verdict != "upgrade":  # ours, or a racing opener's of this layout
             return
+    yield from backfill_plan(time.time())  # every layout before 4 lacks the work rows
     yield rq.upgrade_schema(found["version"], SCHEMA_VERSION, written_by)
+
+
+def exists_plan() -> Plan[bool]:
+    """Whether the database holds a harel store: its schema record, or else documents in
+    ``executions`` (a foreign or reference layout, which opening then reports); reads only,
+    so nothing is created (``open_store(url, create=False)``)."""
+    if (yield rq.read_schema()) is not None:
+        return True
+    return (yield rq.any_document(EXECUTIONS)) is not None
 
 
 def check_server(info: Any, where: str) -> None:
@@ -298,7 +322,9 @@ def seq_block(reply: Any, count: int, where: str) -> list[int]:
 
 def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> Plan[None]:
     """Write ``prepared`` with one write (after one seq reservation when it emits or spawns),
-    its token stored as the receipt of the new version.
+    its token stored as the receipt of the new version.  The work rows it touches are
+    upserted before the write and again after it is stored (one request each time; none for
+    a state-only commit): see :mod:`harel_store_mongo._claims`.
 
     Outcomes: success (stored, once); ``StoreConflict`` (another commit holds the version,
     nothing written); ``StoreUnavailable`` (the request never reached the server or was
@@ -314,6 +340,8 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     seqs: list[int] = []
     if count:
         seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
+    touches = work_touches(prepared)
+    yield from touch_plan(touches)  # before the write: a row is never missing (see _claims)
     p = prepared
     token = p.token or new_token()
     write = write_of(p, seqs) if p.has_side_writes else None
@@ -345,6 +373,7 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
             raise  # the request never reached the server (or was refused whole)
         break
     if _applied(reply):
+        yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
         if write is not None and write.mark is not None:
             yield from move_marks_out(p.execution_id, reply)
         return
@@ -355,7 +384,9 @@ def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> 
     found = stored_version(stored)
     receipt = stored.get(receipt_field(p.new_version)) if found is not None else None
     if resent_and_stored(p, found, receipt if isinstance(receipt, str) else None):
-        return  # stored by an earlier attempt of this very commit (a lost reply, a re-send)
+        # stored by an earlier attempt of this very commit (a lost reply, a re-send)
+        yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
+        return
     raise conflict(p, found)
 
 
@@ -396,6 +427,75 @@ def move_marks_out(execution_id: str, reply: Any) -> Plan[None]:
         log.warning("moving old marks of %r out failed (retried later): %s", execution_id, exc)
 
 
+# -- work rows: the touches of commits and imports, the layout-4 backfill ----------------------
+
+
+def touch_plan(changes: Sequence[WorkTouch]) -> Plan[None]:
+    """Apply ``changes`` in one request (none when empty).  A failure is
+    ``StoreUnavailable`` (or the driver's typed error): rows touched so far are early, which
+    is harmless."""
+    if not changes:
+        return
+    try:
+        try:
+            yield rq.touch_request(changes)
+        except DuplicateKey:  # racing upserts inserted a row first: it exists now; touches
+            yield rq.touch_request(changes)  # only lower, so applying them again is harmless
+    except (DuplicateKey, WriteUnconfirmed) as exc:
+        keys = [change.key for change in changes]
+        raise StoreUnavailable(
+            f"the work rows of {keys!r:.200} could not be written ({exc}); nothing of the "
+            "write that needed them was stored: retry"
+        ) from None
+
+
+def retouch_plan(changes: Sequence[WorkTouch], what: str) -> Plan[None]:
+    """The touches once more after a stored write (see :mod:`harel_store_mongo._claims`); a
+    failure is logged, never raised: the write is stored and its rows were touched before it."""
+    try:
+        yield from touch_plan(changes)
+    except StoreError as exc:
+        log.warning("re-touching the work rows of %s failed (touched before): %s", what, exc)
+
+
+def backfill_touches(docs: Iterable[dict[str, Any]], now: float) -> list[WorkTouch]:
+    """The work rows the stored work needs (upgrading to layout 4): per execution its
+    earliest timer (relay work, spawn intents and outbox entries by target, is due at once:
+    ``relay_due(now)``); priority 0 (its execution's next commit sets its own)."""
+    relay = relay_due(now)
+    due: dict[str | None, float] = {}
+    for doc in docs:
+        if not isinstance(doc.get("_id"), str):
+            continue
+        mine = math.inf
+        timers_next = doc.get("timers_next")
+        if isinstance(timers_next, (int, float)) and not isinstance(timers_next, bool):
+            mine = float(timers_next)
+        if doc.get("spawns_next") is not None:
+            mine = min(mine, relay)
+        if mine != math.inf and (doc.get("version") or 0) >= 1:
+            due[doc["_id"]] = min(due.get(doc["_id"], math.inf), mine)
+        for entry in doc.get("outbox") or []:
+            target = entry.get("target") if isinstance(entry, dict) else None
+            if target is None or isinstance(target, str):
+                due[target] = min(due.get(target, math.inf), relay)
+    return [WorkTouch(key, at, 0, False) for key, at in due.items()]
+
+
+BACKFILL_BATCH = 500
+"""Work rows per ``bulk_write`` of the layout-4 backfill."""
+
+
+def backfill_plan(now: float) -> Plan[int]:
+    """Write a work row for every group with stored work (one read, then one ``bulk_write``
+    per :data:`BACKFILL_BATCH` groups); idempotent, so racing upgraders are harmless.
+    Returns how many rows it touched."""
+    changes = backfill_touches((yield rq.stored_work()), now)
+    for start in range(0, len(changes), BACKFILL_BATCH):
+        yield from touch_plan(changes[start : start + BACKFILL_BATCH])
+    return len(changes)
+
+
 # -- single-document writes -----------------------------------------------------------------------
 
 
@@ -428,7 +528,8 @@ def ack_plan(seq: int, *, spawns: bool) -> Plan[None]:
 
 def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
     """Remove the execution with everything in its document in one update, then the outbox
-    entries other executions emitted to it; returns whether the execution was stored."""
+    entries other executions emitted to it, then its work row (and so its lease); returns
+    whether the execution was stored."""
     execution_id = check_id(execution_id)
     force = check_flag(force, "force")
     existed = False
@@ -459,6 +560,7 @@ def purge_plan(execution_id: str, force: bool) -> Plan[bool]:
         relay_only = [doc["_id"] for doc in holders if stored_version(doc) is None]
         if relay_only:
             yield rq.drop_empty_relay(relay_only)
+    yield rq.drop_work(execution_id)  # last: until here its units may still be stored
     return existed
 
 
@@ -573,7 +675,7 @@ def spawn_entry(doc: dict[str, Any], raw: dict[str, Any]) -> SpawnEntry:
     return SpawnEntry(seq, doc["_id"], raw["child"], raw["root"], context)
 
 
-def _relay_entries(
+def relay_entries(
     docs: list[dict[str, Any]], array: str, entry: Callable[[dict[str, Any], dict[str, Any]], E]
 ) -> list[E]:
     """The entries of ``array`` of every document; an unreadable one is logged and skipped
@@ -592,7 +694,7 @@ def pending_outbox_plan(limit: int | None) -> Plan[list[OutboxEntry]]:
     """Undelivered events, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(False, limit)
-    entries = sorted(_relay_entries(docs, "outbox", outbox_entry), key=lambda e: e.seq)
+    entries = sorted(relay_entries(docs, "outbox", outbox_entry), key=lambda e: e.seq)
     return entries[:limit]
 
 
@@ -600,8 +702,23 @@ def pending_spawns_plan(limit: int | None) -> Plan[list[SpawnEntry]]:
     """Uncreated children, oldest first (at most ``limit``)."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(True, limit)
-    entries = sorted(_relay_entries(docs, "spawns", spawn_entry), key=lambda e: e.seq)
+    entries = sorted(relay_entries(docs, "spawns", spawn_entry), key=lambda e: e.seq)
     return entries[:limit]
+
+
+def timer_pairs(doc: dict[str, Any]) -> list[tuple[str, float]]:
+    """The ``(path, fire_at)`` timers of a document; an unreadable one is logged and skipped
+    (one damaged timer never stops the sweep or a claim)."""
+    pairs = []
+    for raw in doc.get("timers") or []:
+        try:
+            at = raw["at"]
+            if isinstance(at, bool) or not isinstance(at, (int, float)):
+                raise TypeError(f"fire_at {at!r} is not a number")
+            pairs.append((raw["path"], float(at)))
+        except (KeyError, TypeError) as exc:
+            log.warning("skipping an unreadable timer of %r: %s", doc.get("_id"), exc)
+    return pairs
 
 
 def due_timers_plan(now: float, limit: int | None) -> Plan[list[DueTimer]]:
@@ -609,17 +726,9 @@ def due_timers_plan(now: float, limit: int | None) -> Plan[list[DueTimer]]:
     now = check_now(now)
     limit = sweep_limit(limit)
     docs = yield rq.due_request(now, limit)
-    due: list[DueTimer] = []
-    for doc in docs:
-        for raw in doc.get("timers") or []:
-            try:
-                at = raw["at"]
-                if isinstance(at, bool) or not isinstance(at, (int, float)):
-                    raise TypeError(f"fire_at {at!r} is not a number")
-                if at <= now:
-                    due.append((doc["_id"], raw["path"], float(at)))
-            except (KeyError, TypeError) as exc:
-                log.warning("skipping an unreadable timer of %r: %s", doc.get("_id"), exc)
+    due: list[DueTimer] = [
+        (doc["_id"], path, at) for doc in docs for path, at in timer_pairs(doc) if at <= now
+    ]
     due.sort(key=lambda timer: (timer[2], timer[0], timer[1]))
     return due if limit is None else due[:limit]
 

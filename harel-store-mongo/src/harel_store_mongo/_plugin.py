@@ -31,6 +31,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             local_url="mongodb://mongomock.invalid/",
             description="MongoDB (PyMongo; async over AsyncMongoClient or motor): one "
             "update_one per commit",
+            exists="harel_store_mongo._exists:store_exists",
             legacy_env="harel_store_mongo._legacy:url_from_env",
             legacy_vars=LEGACY_VARIABLES,
         )

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from harel.store.common import PreparedImport, check_id
+from harel.store.common import PreparedImport, check_id, import_touches
 from harel.store.common.validate import show
 from harel.store.contract import ExecutionRecord, OutboxEntry
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreCorrupted
@@ -38,9 +38,11 @@ from harel_store_mongo._plan import (
     execution_of,
     new_token,
     outbox_entry,
+    retouch_plan,
     ring_steps,
     seq_block,
     spawn_entry,
+    touch_plan,
     utf8_size,
 )
 from harel_store_mongo._requests import Request, lit, minimum, or_empty
@@ -146,7 +148,9 @@ def check_import_size(prepared: PreparedImport, limit: int = MAX_DOCUMENT_BYTES)
 
 def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
     """Write ``prepared`` with one upsert (after one seq reservation when it carries relays);
-    ``ExecutionAlreadyExists`` with nothing written when the execution is already stored."""
+    ``ExecutionAlreadyExists`` with nothing written when the execution is already stored.
+    Its work rows are upserted before the write and again after it (one request each time;
+    the rows of a refused import are merely early)."""
     check_import_size(prepared)
     if prepared.execution is None and not prepared.emits:
         return  # an empty relays-only record: nothing to write
@@ -161,10 +165,13 @@ def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
         {"seq": seq, "child": s.child_id, "root": s.root_path, "context": s.context_json}
         for seq, s in zip(spawn_seqs, prepared.spawns, strict=True)
     ]
+    touches = import_touches(prepared)
+    yield from touch_plan(touches)  # before the write, again after it: see _claims
     try:
         yield import_request(prepared, outbox, spawns, new_token())
     except DuplicateKey:
         raise ExecutionAlreadyExists(prepared.execution_id) from None
+    yield from retouch_plan(touches, f"the import of {show(prepared.execution_id)}")
 
 
 def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:

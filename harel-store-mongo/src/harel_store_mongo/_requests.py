@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from harel.store.common import WorkRow, WorkTouch
 from harel.store.contract import FINISHED
 
 from harel_store_mongo._schema import (
@@ -24,6 +25,8 @@ from harel_store_mongo._schema import (
     PRESENT,
     SCHEMA_ID,
     SEQ_ID,
+    UNTARGETED,
+    WORK,
     receipt_field,
 )
 
@@ -40,6 +43,7 @@ Method = Literal[
     "create_indexes",
     "list_indexes",
     "insert_many",
+    "bulk_write",
 ]
 CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes"})
 
@@ -544,3 +548,117 @@ def listing_request(
 def _cap(limit: int | None) -> int:
     """A find ``limit`` (0 = none); anything beyond 32 bits is as good as none."""
     return 0 if limit is None or limit > INT32_MAX else limit
+
+
+# -- work rows (claims) ---------------------------------------------------------------------------
+
+WORK_FIELDS = {"priority": 1, "ready_at": 1, "owner": 1, "tn": 1}
+
+
+def work_id(key: str | None) -> str:
+    """The ``_id`` of a group's work row (the untargeted group: ``""``)."""
+    return UNTARGETED if key is None else key
+
+
+def touch_request(changes: Sequence[WorkTouch]) -> Request:
+    """Apply :func:`harel.store.common.touch` to rows (one request): an upsert per row, an
+    unordered ``bulk_write`` of them for several rows (``args[0]``: ``(filter, pipeline)``
+    pairs, which the drivers turn into upserting ``UpdateOne`` operations)."""
+    updates = tuple(_touch(change) for change in changes)
+    if len(updates) == 1:
+        return Request(WORK, "update_one", updates[0], {"upsert": True})
+    return Request(WORK, "bulk_write", (updates,), {"ordered": False})
+
+
+def _touch(change: WorkTouch) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One row's touch as a filter and an update pipeline: inserted when absent, a free
+    row's ``ready_at`` drops to ``due`` (a leased row's stays), ``priority`` is set when
+    ``own``, and ``tn`` counts the touch (a repair only applies to the row it read)."""
+    due = lit(change.due)
+    current = {"$ifNull": ["$ready_at", due]}
+    free = {"$eq": [{"$ifNull": ["$owner", None]}, None]}
+    lower = {"$and": [free, {"$lt": [due, current]}]}
+    priority = lit(change.priority)
+    stage = {
+        "priority": priority if change.own else {"$ifNull": ["$priority", priority]},
+        "ready_at": {"$cond": [lower, due, current]},
+        "owner": {"$ifNull": ["$owner", None]},
+        "tn": {"$add": [{"$ifNull": ["$tn", 0]}, 1]},
+    }
+    return {"_id": work_id(change.key)}, [{"$set": stage}]
+
+
+def ready_request(priority: int, now: float, limit: int) -> Request:
+    """Up to ``limit`` ready rows (``ready_at <= now``) of one priority by ``(ready_at, _id)``
+    (index ``work_ready``)."""
+    query = {"priority": priority, "ready_at": {"$lte": now}}
+    return Request(
+        WORK,
+        "find",
+        (query, WORK_FIELDS),
+        {"sort": [("priority", 1), ("ready_at", 1), ("_id", 1)], "limit": _cap(limit)},
+    )
+
+
+def units_request(key: str | None) -> Request:
+    """The units of one group in one ``aggregate``: the timers and spawn intents of the
+    execution's own document, and the outbox entries targeted at it from every document
+    (``outbox_target`` index; the untargeted group: entries with a null target)."""
+    targeted = {"$eq": ["$$this.target", lit(key)]}
+    projection: dict[str, Any] = {
+        "outbox": {"$filter": {"input": or_empty("outbox"), "cond": targeted}}
+    }
+    holders = {"outbox.target": {**PRESENT, "$eq": key}}
+    if key is None:
+        query: dict[str, Any] = holders
+    else:
+        mine = {"$eq": ["$_id", lit(key)]}
+        for name in ("version", "timers", "spawns"):
+            projection[name] = {"$cond": [mine, f"${name}", None]}
+        query = {"$or": [{"_id": key}, holders]}
+    return Request(EXECUTIONS, "aggregate", ([{"$match": query}, {"$project": projection}],))
+
+
+def read_work(key: str | None) -> Request:
+    """One group's work row (``None``: absent)."""
+    return Request(WORK, "find_one", ({"_id": work_id(key)}, WORK_FIELDS))
+
+
+def lease_request(row: WorkRow, expires_at: float, owner: str) -> Request:
+    """Lease a ready row while it is as it was read (its ``ready_at``, ``<= now``, and
+    ``owner``): atomic on the document, so of racing claimers one wins and the reply of the
+    others is ``None``; so is the reply when the row was leased, released and written anew
+    meanwhile (the units read may be gone)."""
+    query = {"_id": work_id(row.key), "ready_at": row.ready_at, "owner": row.owner}
+    update = {"$set": {"ready_at": expires_at, "owner": owner}}
+    return Request(WORK, "find_one_and_update", (query, update), {"projection": {"_id": 1}})
+
+
+def renew_request(key: str | None, owner: str, now: float, expires_at: float) -> Request:
+    """Extend ``owner``'s unexpired lease (``None``: not held by ``owner``, or expired)."""
+    query = {"_id": work_id(key), "owner": owner, "ready_at": {"$gt": now}}
+    update = {"$set": {"ready_at": expires_at}}
+    return Request(WORK, "find_one_and_update", (query, update), {"projection": {"_id": 1}})
+
+
+def settle_request(row: WorkRow, tn: Any, ready_at: float | None) -> Request:
+    """Re-date a row as a free row at ``ready_at`` (``None``: delete it), only while it is
+    exactly the row that was read (same ``ready_at``, ``owner`` and touch count)."""
+    query = {"_id": work_id(row.key), "ready_at": row.ready_at, "owner": row.owner, "tn": tn}
+    if ready_at is None:
+        return Request(WORK, "delete_one", (query,))
+    update = {"$set": {"ready_at": ready_at, "owner": None}}
+    return Request(WORK, "update_one", (query, update))
+
+
+def drop_work(key: str) -> Request:
+    """Delete one group's work row (a purge)."""
+    return Request(WORK, "delete_one", ({"_id": key},))
+
+
+def stored_work() -> Request:
+    """Every document holding timers, spawn intents or pending outbox entries, with only what
+    the layout-4 upgrade needs to backfill work rows."""
+    query = {"$or": [{"timers_next": NUMBER}, {"spawns_next": NUMBER}, {"outbox_next": NUMBER}]}
+    projection = {"version": 1, "timers_next": 1, "spawns_next": 1, "outbox.target": 1}
+    return Request(EXECUTIONS, "find", (query, projection))

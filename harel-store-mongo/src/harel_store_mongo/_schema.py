@@ -1,6 +1,6 @@
-"""The document layout (schema version 3), its indexes, and the pure schema decision.
+"""The document layout (schema version 4), its indexes, and the pure schema decision.
 
-One database (``?db=``, default ``harel``) holds three collections.
+One database (``?db=``, default ``harel``) holds four collections.
 
 ``executions`` — one document per execution; everything one commit writes is in it, so a
 commit is ONE single-document update (atomic on a standalone server, no replica set)::
@@ -42,6 +42,12 @@ copies its oldest marks here (idempotent inserts) and only then drops them from 
 plus the few a concurrent writer adds meanwhile, and a mark is always in at least one of
 the two places until ``prune_processed`` or ``purge`` removes it.
 
+``work`` — one *work row* per group of due work (claims, see :mod:`harel_store_mongo._claims`):
+``{_id: group, priority, ready_at, owner, tn}``, ``_id`` the execution id or ``""`` for the
+untargeted outbox entries (no execution id is empty), ``owner`` null on a free row, ``tn`` a
+counter every touch increments (a claim's repair only applies to the row it read).  Index
+``{priority: 1, ready_at: 1, _id: 1}``: "ready rows of one priority, oldest first".
+
 ``meta`` — ``{_id: "schema", version, written_by}`` (the layout version and the release that
 wrote it, e.g. ``"harel-store-mongo 0.1.0"``) and ``{_id: "seq", n}``, the one counter outbox
 and spawn seqs are allocated from (one block per emitting commit).
@@ -53,8 +59,10 @@ and every dedupe mark inside the document.  Opening either creates the missing i
 found (idempotent; several processes opening at once all create the same indexes, one records
 the version).  Documents need no rewrite: a layout-2 document simply has no receipts yet (its
 first commit under layout 3 writes one) and no ``marks_n`` (counted as 0 until its next marked
-commit recomputes it).  The schema record is written last, after the indexes, so a store that
-says version 3 has every index of version 3.
+commit recomputes it).  Layout 3 lacked the ``work`` collection: opening creates its index and
+backfills a row per group with work stored (timers, spawn intents, pending outbox entries) before
+recording version 4.  The schema record is written last, after the indexes (and the backfill),
+so a store that says version 4 has every index and work row of version 4.
 """
 
 from __future__ import annotations
@@ -65,18 +73,22 @@ from typing import Any
 from harel.store.common import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The layout version this release reads and writes."""
-UPGRADES = frozenset({1, 2})
+UPGRADES = frozenset({1, 2, 3})
 """The older layout versions opening upgrades in place (-> 2: the ``list_definition_id``
-index; -> 3: receipts and the ``marks`` collection with its indexes)."""
+index; -> 3: receipts and the ``marks`` collection with its indexes; -> 4: the ``work``
+collection, its index and the backfilled work rows)."""
 DISTRIBUTION = "harel-store-mongo"
 
 EXECUTIONS = "executions"
 MARKS = "marks"
+WORK = "work"
 META = "meta"
 SCHEMA_ID = "schema"
 SEQ_ID = "seq"
+UNTARGETED = ""
+"""The ``_id`` of the untargeted group's work row (``check_id`` refuses the empty id)."""
 
 RECEIPT_FIELDS = tuple(f"r{slot}" for slot in range(RECEIPT_WINDOW))
 """The receipt ring's fields: ``r<receipt_slot(version)>`` holds the token of ``version``."""
@@ -139,8 +151,11 @@ INDEXES: tuple[IndexSpec, ...] = (
     # since layout 3: the marks moved out of their documents, by execution and by age
     IndexSpec("marks_execution", (("e", 1),), collection=MARKS),
     IndexSpec("marks_at", (("at", 1),), collection=MARKS),
+    # since layout 4: claims read the ready work rows of one priority, oldest first (ties by
+    # id, so a bounded read takes the same rows as the reference store's)
+    IndexSpec("work_ready", (("priority", 1), ("ready_at", 1), ("_id", 1)), collection=WORK),
 )
-"""Every secondary index of ``executions`` and ``marks`` (created when opening creates or
+"""Every secondary index of ``executions``, ``marks`` and ``work`` (created when opening creates or
 upgrades the layout; creating an existing one is a no-op).  The partial ones hold only
 documents with something pending, so an idle execution costs them nothing."""
 

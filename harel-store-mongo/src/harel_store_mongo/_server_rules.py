@@ -33,6 +33,7 @@ EXPRESSION_OPERATORS = frozenset(
     {
         "$literal",
         "$ifNull",
+        "$and",
         "$concatArrays",
         "$filter",
         "$min",
@@ -83,6 +84,10 @@ FIELDS = frozenset(
         "marks_out",
         "e",
         "at",
+        "priority",
+        "ready_at",
+        "owner",
+        "tn",
         *(f"r{slot}" for slot in range(8)),
     }
 )
@@ -237,6 +242,12 @@ def _condition(value: Any, where: str) -> list[str]:
 def violations(request: Request) -> list[str]:
     """Everything a real server would refuse or read differently in ``request``."""
     method, args = request.method, request.args
+    if method == "bulk_write":  # (filter, update) pairs, each an update_one
+        return [
+            problem
+            for pair in args[0]
+            for problem in violations(Request(request.collection, "update_one", tuple(pair)))
+        ]
     if method in ("update_one", "update_many", "find_one_and_update"):
         query, update = args
         found = filter_violations(query)

@@ -23,7 +23,14 @@ import inspect
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, in_settled_write
+from harel.store.common import (
+    AsyncPlanStore,
+    aconnect_with_retry,
+    adrive,
+    current_library,
+    in_settled_write,
+)
+from harel.store.errors import UnsupportedEventLoop
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
@@ -91,7 +98,16 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
     async def open(cls, client: Any, **knobs: Unpack[StoreKnobs]) -> Self:
         """Wrap ``client`` (knobs: :class:`~harel_store_mongo._options.StoreKnobs`; the
         constructor does no IO), reach the server and check the layout version (creating or
-        upgrading the layout); a failure closes a client the store was to own."""
+        upgrading the layout); a failure closes a client the store was to own.
+
+        asyncio only (PyMongo's and motor's async clients); under trio use :meth:`from_url`,
+        or :meth:`in_threads` over a ``MongoStore``."""
+        if current_library() != "asyncio":
+            raise UnsupportedEventLoop(
+                "PyMongo's async client and motor run on asyncio only; under trio open the "
+                "store with `await AsyncMongoStore.from_url(url)` or `await AsyncMongoStore."
+                "in_threads(lambda: MongoStore(pymongo.MongoClient(...)))`"
+            )
         try:
             store = cls(client, **knobs)
             await store._run(store._plan.open())
@@ -105,7 +121,12 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open ``mongodb://host:27017/?db=harel`` or ``mongodb+srv://cluster/?db=harel``
         over a PyMongo ``AsyncMongoClient``; knobs and the bounded retry as for
-        ``MongoStore.from_url``."""
+        ``MongoStore.from_url``.  Under trio the store is :meth:`in_threads` over a
+        ``MongoStore.from_url(url, **knobs)``."""
+        if current_library() != "asyncio":
+            from harel_store_mongo.sync import MongoStore
+
+            return await cls.in_threads(partial(MongoStore.from_url, url, **knobs))
         options, retry = from_url_args(url, knobs)
         return await aconnect_with_retry(partial(cls._connect, options), **retry)
 

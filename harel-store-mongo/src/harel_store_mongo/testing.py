@@ -32,12 +32,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import quote
 
 import bson
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
+from harel.store.common import current_library
 from harel.store.contract import Capabilities
 from pymongo import monitoring
 from pymongo.errors import AutoReconnect, OperationFailure
@@ -245,8 +247,23 @@ class _LockedCollection:
             fault.rival()
         raise fault.error(f"connection closed ({fault.kind} injected by the test harness)")
 
+    def _bulk_write(self, requests: list[Any], ordered: bool = True) -> Any:
+        """``bulk_write`` of upserting ``UpdateOne`` operations, one ``update_one`` each
+        (mongomock's own fails on PyMongo's ``UpdateOne``, which carries a ``sort``); a
+        server's bulk write is not atomic across documents either."""
+        done = [self._inner.update_one(op._filter, op._doc, upsert=op._upsert) for op in requests]
+        if not self._async:
+            return None
+
+        async def settle() -> None:
+            for result in done:
+                if inspect.isawaitable(result):
+                    await result
+
+        return settle()
+
     def __getattr__(self, method: str) -> Any:
-        call = getattr(self._inner, method)
+        call = self._bulk_write if method == "bulk_write" else getattr(self._inner, method)
         if not callable(call):
             return call
         drain = method in CURSOR_METHODS
@@ -401,7 +418,10 @@ class MongomockHarness(StoreHarness):
         return MongoStore(self.sync_client(), db=self.db, where=self.describe())
 
     async def open_async(self) -> AsyncMongoStore:
-        """A new ``AsyncMongoStore`` over the harness dataset."""
+        """A new ``AsyncMongoStore`` over the harness dataset (under trio: over a
+        ``MongoStore``, in worker threads)."""
+        if current_library() != "asyncio":
+            return await AsyncMongoStore.in_threads(self.open_sync)
         return await AsyncMongoStore.open(self.async_client(), db=self.db, where=self.describe())
 
     def database(self) -> Any:
@@ -488,8 +508,12 @@ class MongoServerHarness(StoreHarness):
         return MongoStore(client, db=self.db, owns_client=True, where=self.options.where)
 
     async def open_async(self) -> AsyncMongoStore:
-        """A new ``AsyncMongoStore`` (its own ``AsyncMongoClient``) over the harness database."""
+        """A new ``AsyncMongoStore`` (its own ``AsyncMongoClient``) over the harness database
+        (under trio: over a ``MongoStore``, in worker threads)."""
         from pymongo import AsyncMongoClient
+
+        if current_library() != "asyncio":
+            return await AsyncMongoStore.in_threads(self.open_sync)
 
         client = AsyncMongoClient(self.options.driver_uri, **self._client_kwargs())
         return await AsyncMongoStore.open(
@@ -531,6 +555,9 @@ class MongoServerHarness(StoreHarness):
     async def open_async_at(self, host: str, port: int) -> AsyncMongoStore:
         """The async twin of :meth:`open_sync_at`."""
         from pymongo import AsyncMongoClient
+
+        if current_library() != "asyncio":
+            return await AsyncMongoStore.in_threads(partial(self.open_sync_at, host, port))
 
         client = AsyncMongoClient(self._uri_at(host, port), **self._at_kwargs())
         return await AsyncMongoStore.open(

@@ -7,6 +7,7 @@ this for ``open_store(url, create=False)`` (the CLI's read-only commands).
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from harel.store.common import connect_with_retry
 
@@ -16,12 +17,12 @@ from harel_store_postgres._options import options_from_url
 _QUERY = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s"
 
 
-def store_exists(url: str) -> bool:
+def store_exists(url: str, **knobs: Any) -> bool:
     """Whether ``url``'s schema holds a harel store (its ``executions`` table); one
     connection, read only.  Errors: InvalidStoreURL, StoreUnavailable (after the retries)."""
     from harel_store_postgres.sync import _connect
 
-    options = options_from_url(url)
+    options = options_from_url(url, **knobs)
     conn = connect_with_retry(partial(_connect, options), **options.retry_arguments())
     with conn:
         try:

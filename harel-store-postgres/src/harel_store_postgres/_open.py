@@ -5,15 +5,18 @@ costs two probes and writes nothing; so does a refused one (a newer layout, one 
 upgrade, or a foreign one: an ``executions`` table without the version table), before anything
 is written.  Creating or upgrading runs in one transaction that
 holds the schema's advisory lock: openers arriving together wait there, the first does the
-work, the others probe again under the lock, find the current version and write nothing.
+work, the others probe again under the lock, find the current version and write nothing.  An
+upgrade ends with :data:`~harel_store_postgres._schema.BACKFILL_TO_4` in the same transaction:
+the work rows of the timers, outbox entries and spawn intents the older layout holds.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from typing import Any
 
-from harel.store.common import schema_verdict
+from harel.store.common import relay_due, schema_verdict
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.errors import SchemaVersionError, StoreCorrupted
 
@@ -23,8 +26,10 @@ from harel_store_postgres._rows import first_row
 Plan = Generator[Statement, Result, Any]
 
 
-def open_schema(schema: str, where: str) -> Plan:
-    """Make sure ``schema`` holds the current layout (see the module's docstring)."""
+def open_schema(schema: str, where: str, now: float | None = None) -> Plan:
+    """Make sure ``schema`` holds the current layout (see the module's docstring); an
+    upgrade also writes the work rows of what the older layout holds (``now``: the upgrade
+    time, default this process's clock)."""
     verdict, found = yield from _verdict(schema, where)
     if verdict == "ready":
         return
@@ -35,6 +40,9 @@ def open_schema(schema: str, where: str) -> Plan:
         steps = _schema.DDL if verdict == "create" else _schema.UPGRADES[int(found or 0)]
         for ddl in steps:
             yield Statement(ddl)
+        if verdict == "upgrade":  # every upgrade ends with version 4's step
+            at = relay_due(time.time() if now is None else now)
+            yield Statement(_schema.BACKFILL_TO_4, (at, at))
         yield Statement(_schema.RECORD_VERSION, (_schema.SCHEMA_VERSION, _schema.written_by()))
     yield Statement(_schema.COMMIT)
 

@@ -9,7 +9,8 @@ driver.
 Statement texts are templates: ``{schema}`` is filled by the driver with the schema name
 quoted by ``psycopg.sql.Identifier``; every value travels as a bound parameter (``%s``).
 
-Round trips: every contract method is ONE statement, except ``prune_processed`` (one
+Round trips: every contract method (``claim``, ``renew`` and ``release`` too:
+:mod:`harel_store_postgres._claims`) is ONE statement, except ``prune_processed`` (one
 statement per batch) and a state-only commit that lost its CAS (a second statement reads the
 found version and receipt).  A commit with side writes (and every first commit) calls
 ``harel_commit``; a state-only commit of a stored execution is a plain CAS ``UPDATE``, which
@@ -47,10 +48,18 @@ from harel.store.common import (
     receipt_slot,
     resent_and_stored,
     trace_keep_from,
+    work_touches,
 )
 from harel.store.common.limits import MAX_INT
 from harel.store.common.sql.requests import Result, Statement
-from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import (
+    FINISHED,
+    Claim,
+    DueTimer,
+    ExecutionRecord,
+    OutboxEntry,
+    SpawnEntry,
+)
 from harel.store.errors import (
     CommitOutcomeUnknown,
     ExecutionActive,
@@ -58,7 +67,8 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
-from harel_store_postgres import _records
+from harel_store_postgres import _claims, _records
+from harel_store_postgres._claims import work_arrays
 from harel_store_postgres._listing import listing_statement, summary
 from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._rows import first_row, spawn_context
@@ -74,7 +84,8 @@ _COMMIT = (
     "SELECT o_applied, o_found, o_receipt FROM {schema}.harel_commit("
     "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, "
     "%s::float8, %s::text, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::text[], %s::float8[], %s::text[], %s::text, %s::bigint, %s::text, %s::int)"
+    "%s::text[], %s::float8[], %s::text[], %s::text, %s::bigint, %s::text, %s::int, "
+    "%s::text[], %s::float8[], %s::int[], %s::boolean[])"
 )
 
 # The state-only commit: the CAS UPDATE alone, one statement with no PL/pgSQL call, which also
@@ -194,7 +205,9 @@ class PostgresPlan:
 
     @staticmethod
     def _commit_call(p: PreparedCommit, ring: int, slot: int) -> Statement:
-        """One call of ``harel_commit``: CAS, outbox, dedupe mark, spawns, timers, trace."""
+        """One call of ``harel_commit``: CAS, outbox, dedupe mark, spawns, timers, trace, and
+        the work rows the commit touches (empty arrays, and no work statement run, when it
+        touches none)."""
         schedules, cancels = p.schedules, p.cancels
         params = (
             p.execution_id,
@@ -219,6 +232,7 @@ class PostgresPlan:
             ring,
             p.token or None,
             slot,
+            *work_arrays(work_touches(p)),
         )
         return Statement(_COMMIT, params)
 
@@ -374,6 +388,33 @@ class PostgresPlan:
         """Write a record in one call of ``harel_import``; ``ExecutionAlreadyExists``
         (nothing written) when its execution is already stored."""
         _records.check_imported(prepared, (yield _records.import_statement(prepared)))
+
+    # -- claims ---------------------------------------------------------------------------------
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        """Lease up to ``limit`` due units, grouped, in one call of ``harel_claim`` (one
+        statement: racing claimers skip each other's rows, never wait for them).  A request
+        lost on the wire raises ``StoreUnavailable``: the leases it may have taken expire."""
+        expires = now + lease
+        result = yield _claims.claim_statement(owner, now, expires, limit)
+        return _claims.claims_from(result, owner, now, expires)
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        """Extend ``owner``'s unexpired lease to ``now + lease`` in one call of
+        ``harel_renew``; ``LeaseLost`` (nothing written) otherwise."""
+        expires = now + lease
+        result = yield _claims.renew_statement(owner, key, now, expires)
+        _claims.check_lease(result, owner, key, now)
+        return expires
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        """Free ``owner``'s lease (expired or not) in one call of ``harel_release``, re-dating
+        the row from what is left; ``LeaseLost`` (nothing written) when another holds it or
+        nobody does."""
+        result = yield _claims.release_statement(owner, key, retry_at, now)
+        _claims.check_lease(result, owner, key, None)
 
 
 PLAN = PostgresPlan()

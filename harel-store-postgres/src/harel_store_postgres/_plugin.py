@@ -43,5 +43,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             description="PostgreSQL (psycopg 3 + connection pool); one round trip per commit",
             legacy_env="harel_store_postgres._legacy:url_from_env",
             legacy_vars=("STM_POSTGRES_DSN",),
+            exists="harel_store_postgres._exists:store_exists",
         )
     )

@@ -4,10 +4,12 @@ Export is ONE statement: PostgreSQL gives a statement one snapshot, so the execu
 every array of its marks, timers, relays and trace steps come from the same instant.  Each
 array is ordered by its table's key; the arrays of one table share that order, so they zip.
 
-Import is ONE call of ``harel_import`` (layout version 2): the execution is inserted only if
-absent, and when it is present the function returns false having written nothing, which
-becomes :class:`ExecutionAlreadyExists` (two importers racing: the insert of one waits for
-the other's, then sees it).  A record without an execution only appends its outbox entries.
+Import is ONE call of ``harel_import`` (layout version 2; version 4 adds the work rows the
+record's timers, relays and spawns touch, written by the same call): the execution is
+inserted only if absent, and when it is present the function returns false having written
+nothing, which becomes :class:`ExecutionAlreadyExists` (two importers racing: the insert of
+one waits for the other's, then sees it).  A record without an execution only appends its
+outbox entries.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from harel.store.common import (
     decode_event,
     decode_execution,
     decode_trace_step,
+    import_touches,
 )
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import ExecutionAlreadyExists
 
+from harel_store_postgres._claims import work_arrays
 from harel_store_postgres._rows import first_row, spawn_context
 
 _EXPORT = (
@@ -89,7 +93,7 @@ _IMPORT = (
     "SELECT {schema}.harel_import(%s::text, %s::boolean, %s::text, %s::text, %s::text, "
     "%s::text, %s::text, %s::bigint, %s::float8, %s::text, %s::text[], %s::float8[], "
     "%s::text[], %s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::bigint[], %s::text[])"
+    "%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::int[], %s::boolean[])"
 )
 
 
@@ -127,6 +131,7 @@ def import_statement(prepared: PreparedImport) -> Statement:
             [spawn.context_json for spawn in prepared.spawns],
             [index for index, _ in prepared.trace],
             [step for _, step in prepared.trace],
+            *work_arrays(import_touches(prepared)),
         ),
     )
 

@@ -5,7 +5,7 @@ name quoted by ``psycopg.sql.Identifier``; values always travel as bound paramet
 Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
 the quoted name never appears inside a dollar-quoted body.
 
-Layout version 3, in the configured schema:
+Layout version 4, in the configured schema:
 
 * ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
   would reorder keys, turn ``-0.0`` into ``0`` and refuse ``NaN``), the summary columns
@@ -19,6 +19,8 @@ Layout version 3, in the configured schema:
 * ``timers`` — one armed timer per ``(execution_id, path)``; ``fire_at`` is ``double
   precision``, which holds every float bit-exactly (``-0.0`` and subnormals included).
 * ``trace`` — the ring of steps per execution, keyed by ``(execution_id, idx)``.
+* ``work`` — one row per group of due work (claims): ``key`` (the execution id, or
+  :data:`UNTARGETED` for the untargeted outbox entries), ``priority``, ``ready_at``, ``owner``.
 * ``harel_schema`` — one row holding the layout version and ``written_by``, the release that
   wrote it (``harel-store-postgres 0.1.0``).
 
@@ -26,24 +28,32 @@ Version 2 is version 1 plus :data:`UPGRADE_TO_2`: the ``written_by`` column and 
 ``harel_import`` function (``import_execution``).  Version 3 is version 2 plus
 :data:`UPGRADE_TO_3`: the ``receipts`` column (``NULL`` in rows written before: no receipt,
 which only means an older commit re-sent gets ``StoreConflict`` as it did) and ``harel_commit``
-taking the commit token and returning the receipt a lost CAS found.  Creating a schema runs
-:data:`V1_DDL` then every upgrade step; opening an older schema runs the steps from its version
-alone (each is idempotent).
+taking the commit token and returning the receipt a lost CAS found.  Version 4 is version 3
+plus :data:`UPGRADE_TO_4`: the ``work`` table, ordered relay indexes, ``harel_commit`` /
+``harel_import`` taking the work touches of their write (their older texts extended, not
+copied), ``harel_purge`` deleting the work row, and ``harel_claim`` / ``harel_renew`` /
+``harel_release`` (the writes that touch work rows also ``pg_notify`` the schema's
+wake-up channel, :data:`WAKE_CHANNEL_SQL`); an upgrade to it ends with
+:data:`BACKFILL_TO_4`.  Creating a schema runs :data:`V1_DDL` then every upgrade step; opening
+an older schema runs the steps from its version alone (each is idempotent).
 
 Indexes: one per sweep (``timers_due`` on ``(fire_at, execution_id, path)``; the ``seq``
 primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions_definition``,
 ``executions_definition_status``, ``executions_status``, ``executions_roots``,
 ``executions_roots_status``, all ending in ``id`` for keyset order), ``processed_age`` for
-``prune_processed``, and hash indexes ``outbox_target`` / ``spawns_parent`` for ``purge``.
+``prune_processed``, ``work_ready`` on ``(priority, ready_at, key)`` for the claim's tier
+reads, and ``outbox_target_seq`` / ``spawns_parent_seq`` (version 4's ordered replacements of
+version 1's hash indexes) for a claim's group in ``seq`` order, ``purge`` and export.
 """
 
 from __future__ import annotations
 
+# ruff: noqa: S608 - version 4's texts are composed of fixed fragments; values are slots only
 from harel.store.common import RECEIPT_WINDOW, release_of
 
 DISTRIBUTION = "harel-store-postgres"
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The layout version this release reads and writes."""
 
 ADVISORY_LOCK_CLASS = 7723019
@@ -399,11 +409,302 @@ UPGRADE_TO_3: tuple[str, ...] = (
 )
 """From version 2 to 3 (commit receipts); idempotent, run under the schema's advisory lock."""
 
-UPGRADES: dict[int, tuple[str, ...]] = {1: UPGRADE_TO_2 + UPGRADE_TO_3, 2: UPGRADE_TO_3}
-"""The steps that bring each older version to :data:`SCHEMA_VERSION`."""
+# -- version 4: claims ------------------------------------------------------------------------
 
-DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3
+
+def _created(steps: tuple[str, ...], name: str) -> str:
+    """The one statement of ``steps`` that creates the function ``name``."""
+    head = "CREATE OR REPLACE FUNCTION {schema}." + name + "("
+    (found,) = [step for step in steps if step.startswith(head)]
+    return found
+
+
+def _extended(function: str, *edits: tuple[str, str]) -> str:
+    """``function`` with each ``(anchor, replacement)`` applied; every anchor must occur
+    exactly once (so an edit of the older text fails here, at import, not on a server)."""
+    for anchor, replacement in edits:
+        if function.count(anchor) != 1:
+            raise RuntimeError(f"layout text: anchor {anchor!r} is not unique")
+        function = function.replace(anchor, replacement)
+    return function
+
+
+WORK_PARAMS = (
+    "p_work_keys text[], p_work_due double precision[], p_work_priority integer[], "
+    "p_work_own boolean[]"
+)
+"""The four parallel arrays of work touches ``harel_commit`` and ``harel_import`` take."""
+
+WAKE_CHANNEL_SQL = (
+    "'harel_wake_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 32)"
+)
+"""The schema's wake-up channel as the functions compute it (their ``search_path`` starts with
+the schema, so ``current_schema()`` is its name): :func:`harel_store_postgres._wake.channel`
+computes the same name in Python.  Each write that touches work rows (a commit or import with
+work touches, a release that leaves work) sends ``pg_notify`` on it; delivered at commit."""
+
+# The touch rule (harel.store.common.touch) for each work row of the write, in the order given
+# (the plan sorts them by key, so two writes lock shared rows in one order: no deadlock).
+_TOUCH_WORK = (
+    """        FOR i IN 1 .. coalesce(array_length(p_work_keys, 1), 0) LOOP
+            INSERT INTO work AS w (key, priority, ready_at)
+            VALUES (p_work_keys[i], p_work_priority[i], p_work_due[i])
+            ON CONFLICT (key) DO UPDATE
+            SET priority = CASE WHEN p_work_own[i] THEN excluded.priority ELSE w.priority END,
+                ready_at = CASE WHEN w.owner IS NULL THEN least(w.ready_at, excluded.ready_at)
+                                ELSE w.ready_at END;
+        END LOOP;
+        IF coalesce(array_length(p_work_keys, 1), 0) > 0 THEN
+            PERFORM pg_notify("""
+    + WAKE_CHANNEL_SQL
+    + """, '');
+        END IF;
+"""
+)
+
+UNTARGETED = ""
+"""The work row key of the untargeted outbox entries (no execution id is empty)."""
+
+CLAIM_SETTINGS = "SET enable_bitmapscan = off"
+"""What ``harel_claim`` runs under: without statistics (a fresh or bulk-loaded table) the
+planner would read a whole tier through a bitmap and sort it; this leaves it the ordered
+index scan that stops after ``limit`` rows (the other choice, a Seq Scan, costs more)."""
+
+
+def claim_read(tiers: str, now: str, limit: str, aging: str) -> str:
+    """The claim's read of the work rows (the five tier reads, merged in claim order, each
+    tier's rows locked ``FOR UPDATE SKIP LOCKED``): SQL over the unqualified ``work`` table
+    with the given expressions for its inputs (``harel_claim``'s parameters, or placeholders
+    for ``EXPLAIN``)."""
+    return (
+        "SELECT c.key, c.priority FROM unnest(" + tiers + ") AS t (tier) CROSS JOIN LATERAL ("
+        "SELECT w.key, w.priority, w.ready_at FROM work AS w "
+        "WHERE w.priority = t.tier AND w.ready_at <= " + now + " "
+        "ORDER BY w.ready_at, w.key LIMIT " + limit + " FOR UPDATE SKIP LOCKED) AS c "
+        "ORDER BY c.ready_at - " + aging + " * c.priority, c.key"
+    )
+
+
+def _lease_function(name: str, params: str, check: str, body: str, declare: str = "") -> str:
+    """``renew``'s or ``release``'s function: lock the group's row, decide (``o_done``: held by
+    ``p_owner``, and ``check``) and run ``body``; the row as found is returned either way
+    (what ``LeaseLost`` says)."""
+    return (
+        "CREATE OR REPLACE FUNCTION {schema}." + name + "(\n"
+        "        p_owner text, p_key text, " + params + ",\n"
+        "        OUT o_done boolean, OUT o_priority integer, OUT o_ready_at double precision,\n"
+        "        OUT o_owner text\n"
+        "    )\n"
+        "    LANGUAGE plpgsql SET search_path = {schema}, pg_temp AS $harel$\n"
+        + declare
+        + "    BEGIN\n"
+        "        SELECT w.priority, w.ready_at, w.owner INTO o_priority, o_ready_at, o_owner\n"
+        "        FROM work AS w WHERE w.key = p_key FOR UPDATE;\n"
+        "        o_done := FOUND AND o_owner IS NOT DISTINCT FROM p_owner"
+        + check
+        + ";\n"
+        + body
+        + "    END\n"
+        "    $harel$"
+    )
+
+
+UPGRADE_TO_4: tuple[str, ...] = (
+    # One row per group of due work: the execution id, or UNTARGETED.  Free: ready_at is a
+    # lower bound of the group's earliest due unit; leased: the lease's expiry, owner set.
+    """CREATE TABLE IF NOT EXISTS {schema}.work (
+        key text COLLATE "C" PRIMARY KEY,
+        priority integer NOT NULL,
+        ready_at double precision NOT NULL,
+        owner text
+    )""",
+    "CREATE INDEX IF NOT EXISTS work_ready ON {schema}.work (priority, ready_at, key)",
+    # The relays by owner in seq order (a claim reads a group's first units in order; purge
+    # and export find an id's rows): ordered btrees replace version 1's hash indexes.
+    "DROP INDEX IF EXISTS {schema}.outbox_target",
+    "DROP INDEX IF EXISTS {schema}.spawns_parent",
+    "CREATE INDEX IF NOT EXISTS outbox_target_seq ON {schema}.outbox (target_id, seq)",
+    "CREATE INDEX IF NOT EXISTS spawns_parent_seq ON {schema}.spawns (parent_id, seq)",
+    # harel_commit and harel_import take the work touches of their write (one signature each).
+    "DROP FUNCTION IF EXISTS {schema}.harel_commit(text, text, text, text, text, text, text, "
+    "bigint, double precision, text, text[], text[], text[], text[], text[], text[], "
+    "double precision[], text[], text, bigint, text, integer)",
+    "DROP FUNCTION IF EXISTS {schema}.harel_import(text, boolean, text, text, text, text, "
+    "text, bigint, double precision, text, text[], double precision[], text[], "
+    "double precision[], text[], text[], text[], text[], text[], bigint[], text[])",
+    # Version 3's commit, then the touches (only when the CAS won: a lost one returned).
+    _extended(
+        _created(UPGRADE_TO_3, "harel_commit"),
+        ("p_token text, p_slot integer,\n", "p_token text, p_slot integer, " + WORK_PARAMS + ",\n"),
+        ("        END IF;\n    END\n", "        END IF;\n" + _TOUCH_WORK + "    END\n"),
+    ),
+    # Version 2's import, then the touches (only when it wrote: a refused one returned).
+    _extended(
+        _created(UPGRADE_TO_2, "harel_import"),
+        ("p_trace_entries text[]\n", "p_trace_entries text[], " + WORK_PARAMS + "\n"),
+        ("        RETURN true;\n", _TOUCH_WORK + "        RETURN true;\n"),
+    ),
+    # purge forgets the id's work row too (and with it any lease on it).
+    _extended(
+        _created(_FUNCTIONS, "harel_purge"),
+        (
+            "        DELETE FROM executions AS e",
+            "        DELETE FROM work AS w WHERE w.key = p_id;\n"
+            "        DELETE FROM executions AS e",
+        ),
+    ),
+    # claim: one statement.  The tier reads lock up to p_limit ready rows per priority (SKIP
+    # LOCKED: rows another claimer holds are passed over, never waited for); then, in claim
+    # order while the budget lasts, each group's first units: spawns and outbox entries in
+    # seq order (an ordered index range cut at the budget), due timers by (fire_at, path).
+    # A group with no due unit is re-dated from its timers (or dropped); the others are
+    # leased to p_owner until p_expires and returned.
+    """CREATE OR REPLACE FUNCTION {schema}.harel_claim(
+        p_owner text, p_now double precision, p_expires double precision, p_limit integer,
+        p_aging double precision, p_tiers integer[]
+    ) RETURNS TABLE (
+        o_key text, o_priority integer, o_timer_paths text[], o_timer_fire_at double precision[],
+        o_outbox_seqs bigint[], o_outbox_events text[], o_spawn_seqs bigint[],
+        o_spawn_children text[], o_spawn_roots text[], o_spawn_contexts text[]
+    )
+    LANGUAGE plpgsql SET search_path = {schema}, pg_temp """
+    + CLAIM_SETTINGS
+    + """ AS $harel$
+    DECLARE
+        v_row record;
+        v_budget integer := p_limit;
+        v_left integer;
+        v_next double precision;
+        v_units integer;
+    BEGIN
+        FOR v_row IN """
+    + claim_read("p_tiers", "p_now", "p_limit", "p_aging")
+    + """ LOOP
+            EXIT WHEN v_budget <= 0;
+            o_key := v_row.key;
+            o_priority := v_row.priority;
+            SELECT coalesce(array_agg(s.seq ORDER BY s.seq), ARRAY[]::bigint[]),
+                   coalesce(array_agg(s.child_id ORDER BY s.seq), ARRAY[]::text[]),
+                   coalesce(array_agg(s.root_path ORDER BY s.seq), ARRAY[]::text[]),
+                   coalesce(array_agg(s.context ORDER BY s.seq), ARRAY[]::text[])
+            INTO o_spawn_seqs, o_spawn_children, o_spawn_roots, o_spawn_contexts
+            FROM (SELECT x.seq, x.child_id, x.root_path, x.context FROM spawns AS x
+                  WHERE x.parent_id = v_row.key ORDER BY x.seq LIMIT v_budget) AS s;
+            v_left := v_budget - cardinality(o_spawn_seqs);
+            IF v_row.key = '' THEN  -- the untargeted entries
+                SELECT coalesce(array_agg(o.seq ORDER BY o.seq), ARRAY[]::bigint[]),
+                       coalesce(array_agg(o.event ORDER BY o.seq), ARRAY[]::text[])
+                INTO o_outbox_seqs, o_outbox_events
+                FROM (SELECT x.seq, x.event FROM outbox AS x
+                      WHERE x.target_id IS NULL ORDER BY x.seq LIMIT v_left) AS o;
+            ELSE
+                SELECT coalesce(array_agg(o.seq ORDER BY o.seq), ARRAY[]::bigint[]),
+                       coalesce(array_agg(o.event ORDER BY o.seq), ARRAY[]::text[])
+                INTO o_outbox_seqs, o_outbox_events
+                FROM (SELECT x.seq, x.event FROM outbox AS x
+                      WHERE x.target_id = v_row.key ORDER BY x.seq LIMIT v_left) AS o;
+            END IF;
+            v_left := v_left - cardinality(o_outbox_seqs);
+            SELECT coalesce(array_agg(t.path ORDER BY t.fire_at, t.path)
+                            FILTER (WHERE t.fire_at <= p_now), ARRAY[]::text[]),
+                   coalesce(array_agg(t.fire_at ORDER BY t.fire_at, t.path)
+                            FILTER (WHERE t.fire_at <= p_now), ARRAY[]::double precision[]),
+                   min(t.fire_at)
+            INTO o_timer_paths, o_timer_fire_at, v_next
+            FROM timers AS t WHERE t.execution_id = v_row.key;
+            o_timer_paths := o_timer_paths[1:v_left];
+            o_timer_fire_at := o_timer_fire_at[1:v_left];
+            v_units := cardinality(o_spawn_seqs) + cardinality(o_outbox_seqs)
+                       + cardinality(o_timer_paths);
+            IF v_units = 0 THEN  -- an early row: nothing is due behind it
+                IF v_next IS NULL THEN
+                    DELETE FROM work AS w WHERE w.key = v_row.key;
+                ELSE
+                    UPDATE work AS w SET ready_at = v_next, owner = NULL WHERE w.key = v_row.key;
+                END IF;
+                CONTINUE;
+            END IF;
+            UPDATE work AS w SET ready_at = p_expires, owner = p_owner WHERE w.key = v_row.key;
+            v_budget := v_budget - v_units;
+            RETURN NEXT;
+        END LOOP;
+    END
+    $harel$""",
+    # renew: extended only while p_owner holds an unexpired lease.
+    _lease_function(
+        "harel_renew",
+        "p_now double precision, p_expires double precision",
+        " AND o_ready_at > p_now",
+        """        IF o_done THEN
+            UPDATE work AS w SET ready_at = p_expires WHERE w.key = p_key;
+        END IF;
+""",
+    ),
+    # release: held by p_owner (expired or not), the row is re-dated from what is left
+    # (harel.store.common.next_ready): relay units at p_relay_at (relay_due of the caller's
+    # clock), timers at fire_at, none before p_retry_at (when given); a group with no unit
+    # left loses its row.
+    _lease_function(
+        "harel_release",
+        "p_retry_at double precision, p_relay_at double precision",
+        "",
+        """        IF NOT o_done THEN
+            RETURN;
+        END IF;
+        SELECT min(t.fire_at) INTO v_next FROM timers AS t WHERE t.execution_id = p_key;
+        IF EXISTS (SELECT 1 FROM spawns AS s WHERE s.parent_id = p_key)
+           OR EXISTS (SELECT 1 FROM outbox AS o WHERE o.target_id = p_key)
+           OR (p_key = '' AND EXISTS (SELECT 1 FROM outbox AS o WHERE o.target_id IS NULL)) THEN
+            v_next := least(v_next, p_relay_at);
+        END IF;
+        IF v_next IS NULL THEN
+            DELETE FROM work AS w WHERE w.key = p_key;
+        ELSE
+            UPDATE work AS w SET ready_at = greatest(v_next, p_retry_at), owner = NULL
+            WHERE w.key = p_key;
+            PERFORM pg_notify("""
+        + WAKE_CHANNEL_SQL
+        + """, '');
+        END IF;
+""",
+        "    DECLARE\n        v_next double precision;\n",
+    ),
+)
+"""From version 3 to 4 (claims); idempotent, run under the schema's advisory lock, followed
+by :data:`BACKFILL_TO_4`."""
+
+BACKFILL_TO_4 = (
+    "INSERT INTO {schema}.work AS w (key, priority, ready_at) "
+    "SELECT u.key, 0, min(u.ready_at) FROM ("
+    "SELECT t.execution_id AS key, t.fire_at AS ready_at FROM {schema}.timers AS t "
+    "UNION ALL SELECT coalesce(o.target_id, ''), %s::float8 FROM {schema}.outbox AS o "
+    "UNION ALL SELECT s.parent_id, %s::float8 FROM {schema}.spawns AS s"
+    ") AS u GROUP BY u.key ON CONFLICT (key) DO NOTHING"
+)
+"""The work rows of what an older layout holds, written by the upgrade's transaction (two
+bound parameters, both ``relay_due`` of the upgrade time): per execution the earliest timer,
+per outbox target and per spawning parent that relay time; priority 0 (the documents are not parsed
+in SQL: an execution's own next commit that touches its row sets its priority)."""
+
+UPGRADES: dict[int, tuple[str, ...]] = {
+    1: UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4,
+    2: UPGRADE_TO_3 + UPGRADE_TO_4,
+    3: UPGRADE_TO_4,
+}
+"""The steps that bring each older version to :data:`SCHEMA_VERSION` (every one of them
+ends with version 4's, so :data:`BACKFILL_TO_4` follows each)."""
+
+DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4
 """Every statement that creates the current layout, in order; each is idempotent."""
 
-TABLES = ("executions", "outbox", "spawns", "processed_events", "timers", "trace", "harel_schema")
+TABLES = (
+    "executions",
+    "outbox",
+    "spawns",
+    "processed_events",
+    "timers",
+    "trace",
+    "work",
+    "harel_schema",
+)
 """The tables of the layout (for tests and tools)."""

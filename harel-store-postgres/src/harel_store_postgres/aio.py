@@ -23,8 +23,10 @@ from functools import partial
 from typing import Any, Self, TypeVar
 
 import psycopg
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive
+from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, current_library
 from harel.store.common.sql.requests import Result, Statement
+from harel.store.common.threaded import SyncHops
+from harel.store.common.wakeups import wait_in_thread
 from harel.store.errors import StoreUnavailable
 from psycopg_pool import AsyncConnectionPool
 
@@ -34,6 +36,7 @@ from harel_store_postgres._open import open_schema
 from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
 from harel_store_postgres._store import PooledStore
+from harel_store_postgres._wake import AsyncPostgresWakeups
 
 AsyncConnection = psycopg.AsyncConnection[Any]
 T = TypeVar("T")
@@ -54,6 +57,13 @@ class AsyncPostgresStore(
     or ``await AsyncPostgresStore.open(options)``; ``await close()`` closes the pool.
     """
 
+    def __init__(
+        self, pool: AsyncConnectionPool[AsyncConnection], options: PostgresOptions
+    ) -> None:
+        """Wrap an opened pool over a schema that holds the current layout (use ``open``)."""
+        super().__init__(pool, options)
+        self._wakeups = AsyncPostgresWakeups(options, self._execute)
+
     @classmethod
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open a ``postgresql://`` / ``postgres://`` URL, waiting (bounded) for the server."""
@@ -61,7 +71,14 @@ class AsyncPostgresStore(
 
     @classmethod
     async def open(cls, options: PostgresOptions) -> Self:
-        """Connect (with retries), create, upgrade or check the schema, then open the pool."""
+        """Connect (with retries), create, upgrade or check the schema, then open the pool.
+
+        Under trio (psycopg's async connections run on asyncio only) the store is
+        :meth:`in_threads` over a ``PostgresStore`` with the same options."""
+        if current_library() != "asyncio":
+            from harel_store_postgres.sync import PostgresStore
+
+            return await cls.in_threads(partial(PostgresStore.open, options))
         conn = await aconnect_with_retry(partial(_connect, options), **options.retry_arguments())
         async with conn:
             run = partial(_run_statement, conn, Renderer(options.schema))
@@ -116,8 +133,18 @@ class AsyncPostgresStore(
         the pool idle.)"""
         return await adrive(operation, self._execute)
 
+    async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - contract shape
+        """``PostgresStore.wait_for_work`` on the async connection: cancellation-safe (a
+        cancelled wait hangs up; the next call listens again and returns ``True`` at once).
+        Under trio the sync store's wait runs in a thread of its own."""
+        if isinstance(self, SyncHops):
+            return await wait_in_thread(self.store._wakeups, timeout)
+        return await self._wakeups.wait(timeout)
+
     async def close(self) -> None:
-        """Close the pool and its connections (idempotent)."""
+        """End a wait in progress, close the listening connection, then the pool and its
+        connections (idempotent)."""
+        await self._wakeups.close()
         await self._pool.close()
 
 

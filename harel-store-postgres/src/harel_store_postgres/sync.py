@@ -29,6 +29,7 @@ from harel_store_postgres._open import open_schema
 from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
 from harel_store_postgres._store import PooledStore
+from harel_store_postgres._wake import PostgresWakeups
 
 Connection = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -47,6 +48,11 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
     waits for the server, bounded) or ``PostgresStore.open(options)``.  ``close()`` closes the
     pool.
     """
+
+    def __init__(self, pool: ConnectionPool[Connection], options: PostgresOptions) -> None:
+        """Wrap an opened pool over a schema that holds the current layout (use ``open``)."""
+        super().__init__(pool, options)
+        self._wakeups = PostgresWakeups(options, self._execute)
 
     @classmethod
     def from_url(cls, url: str, **knobs: Any) -> Self:
@@ -104,8 +110,18 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
         """Drive one plan operation, each statement on a pooled connection."""
         return drive(operation, self._execute)
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (0-3600) until a write may have made work ready
+        (``True``) or the time is up (``False``): ``LISTEN`` on the schema's channel over a
+        dedicated connection (the first call listens and returns ``True`` at once); no
+        signal sent after that is missed.  A lost connection: ``StoreUnavailable``, and the
+        next call listens again.  See :mod:`harel.store.common.wakeups`."""
+        return self._wakeups.wait(timeout)
+
     def close(self) -> None:
-        """Close the pool and its connections (idempotent)."""
+        """End a wait in progress, close the listening connection, then the pool and its
+        connections (idempotent)."""
+        self._wakeups.close()
         self._pool.close()
 
 

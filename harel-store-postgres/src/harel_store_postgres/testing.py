@@ -44,6 +44,7 @@ _FOOTPRINT = (
     ("outbox:", "SELECT seq::text FROM {schema}.outbox WHERE target_id = %s"),
     ("spawn:", "SELECT seq::text FROM {schema}.spawns WHERE parent_id = %s"),
     ("trace:", "SELECT idx::text FROM {schema}.trace WHERE execution_id = %s"),
+    ("work", "SELECT '' FROM {schema}.work WHERE key = %s"),
 )
 
 

@@ -20,10 +20,16 @@ import os
 from typing import Any
 
 from harel.model import Status
-from harel.store.common import PreparedCommit, conflict, resent_and_stored, trace_keep_from
+from harel.store.common import (
+    PreparedCommit,
+    conflict,
+    resent_and_stored,
+    trace_keep_from,
+    work_touches,
+)
 from harel.store.errors import CommitOutcomeUnknown, StoreCorrupted, StoreUnavailable
 
-from harel_store_redis._keys import TAG_MARK, TAG_TIMER, text
+from harel_store_redis._keys import TAG_MARK, TAG_TIMER, UNTARGETED, text
 from harel_store_redis._records import summary_row
 from harel_store_redis._requests import (
     DEFAULT_MAX_PAYLOAD_BYTES,
@@ -35,6 +41,7 @@ from harel_store_redis._requests import (
 )
 from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import APPLIED, COMMIT, COMMIT_STATE, CONFLICT, SEQ_EXHAUSTED
+from harel_store_redis._touches import touch_args
 
 RESENDS = 2
 """How many times one ``commit`` call re-sends its script after a failure that may have come
@@ -98,6 +105,7 @@ def commit_request(
     trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
     names = keys.of(p.execution_id)
     index_keys, args = _snapshot_args(keys, p, token)
+    touches = work_touches(p)
     mark = b""
     if p.processed_event_id is not None:
         mark = names.owner + TAG_MARK + text(p.processed_event_id)  # = _keys.owned(...)
@@ -112,10 +120,11 @@ def commit_request(
         str(len(p.spawns)).encode(),
         str(len(p.timers)).encode(),
         receipt_field(p.new_version),
+        str(len(touches)).encode(),
     ]
     for emit in p.emits:
         if emit.target_id is None:
-            args += [b"u", b"", b"", emit.event_json.encode()]
+            args += [b"u", b"", UNTARGETED, emit.event_json.encode()]
         else:
             target = keys.of(emit.target_id)
             args += [b"t", target.raw_id, target.owner, emit.event_json.encode()]
@@ -127,7 +136,9 @@ def commit_request(
             args += [b"s", member, number(op.fire_at)]
         else:
             args += [b"c", member, b""]
-    return (*names.write_keys, *index_keys), tuple(args)
+    args += touch_args(keys, touches)
+    work_keys = keys.work_keys if touches else ()
+    return (*names.write_keys, *index_keys, *work_keys), tuple(args)
 
 
 def new_token() -> bytes:

@@ -12,6 +12,10 @@ member from an id; they receive them, or read them back from data this module pr
   NUL as ``\\x00\\xff``.  The prefix is self-delimiting (no other execution's members start
   with it) and byte order of members equals the order of ``(execution_id, item)`` tuples, so a
   zset sorted by score then member is sorted by ``(score, execution_id, item)``.
+* :func:`group_member` / :func:`group_key` — the member that names a claim's *work group*:
+  the execution's owner prefix, or :data:`UNTARGETED` (``owner_prefix("")``, which no
+  execution can have: ids are never empty) for the untargeted outbox entries, whose owned
+  members live under it too.
 * :func:`seq_of` / :func:`stream_id` — a Redis Stream entry id ``<ms>-<n>`` as the contract's
   integer ``seq``: ``ms * 2**20 + n``.  Stream ids only grow, so seqs only grow.
 
@@ -101,6 +105,30 @@ def split_owned(member: bytes) -> tuple[str, bytes, bytes]:
     if not rest:
         raise StoreCorrupted(f"owned member {member[:60]!r} has no tag")
     return execution_id, rest[:1], rest[1:]
+
+
+UNTARGETED = SEPARATOR
+"""The owner prefix of the untargeted outbox entries (the work group ``None``): the escaped
+empty id and the separator, which no execution's prefix equals or starts with, and which sorts
+before every one of them (as ``""`` sorts before every id)."""
+
+
+def group_member(key: str | None) -> bytes:
+    """The member naming the work group ``key`` (``None``: the untargeted outbox entries)."""
+    return UNTARGETED if key is None else owner_prefix(key)
+
+
+def group_key(member: bytes) -> str | None:
+    """Inverse of :func:`group_member`; StoreCorrupted when ``member`` cannot be one."""
+    if member == UNTARGETED:
+        return None
+    body = member[: -len(SEPARATOR)]
+    if not member.endswith(SEPARATOR) or not body or _NUL in body.replace(_ESCAPED_NUL, b""):
+        raise StoreCorrupted(f"work group member {member[:60]!r} is not an owner prefix")
+    try:
+        return untext(body.replace(_ESCAPED_NUL, _NUL))
+    except UnicodeDecodeError:
+        raise StoreCorrupted(f"work group member {member[:60]!r} is not UTF-8") from None
 
 
 def stream_id(seq: int) -> bytes | None:

@@ -16,12 +16,15 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
   writes, in a ring of the last eight versions; a re-sent commit (the plan's own resend after a
   lost reply, or the caller's after ``CommitOutcomeUnknown``) that finds its receipt answers
   success without writing again, in the same script call;
-* requests larger than ``max_payload_bytes`` are refused before anything is sent.
+* requests larger than ``max_payload_bytes`` are refused before anything is sent;
+* ``claim``, ``renew`` and ``release`` are one script each (:mod:`harel_store_redis._claims`);
+  a commit or import that adds work touches the claims' work rows in its own script.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,21 +45,31 @@ from harel.store.common import (
     encode_trace_step,
     loads,
     page_from_probe,
+    relay_due,
     sweep_limit,
     trace_keep_from,
 )
 from harel.store.common.validate import show
-from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import (
+    FINISHED,
+    Claim,
+    DueTimer,
+    ExecutionRecord,
+    OutboxEntry,
+    SpawnEntry,
+)
 from harel.store.errors import (
     ExecutionActive,
     ExecutionNotFound,
     StoreCorrupted,
 )
 
+from harel_store_redis._claims import claim_plan, release_plan, renew_plan
 from harel_store_redis._commit import commit_plan, new_token
 from harel_store_redis._keys import (
     TAG_MARK,
     TAG_TIMER,
+    UNTARGETED,
     owned,
     seq_of,
     split_owned,
@@ -128,13 +141,36 @@ def open_plan(keys: Keys, where: str) -> Plan[None]:
     if layout_verdict(version, writer, bool(created), where) != "upgrade":
         return
     log.info("upgrading the Redis layout of %s from version %s", where, text_reply(version))
-    version, writer = yield from run_script(
+    reply = yield from run_script(
         UPGRADE,
-        (keys.layout, keys.schema),
-        (version, str(SCHEMA_VERSION).encode(), written_by()),
+        (
+            keys.layout,
+            keys.schema,
+            keys.timers,
+            keys.timer_at,
+            keys.outbox,
+            keys.spawns,
+            keys.owned,
+            *keys.work_keys,
+        ),
+        (
+            version,
+            str(SCHEMA_VERSION).encode(),
+            written_by(),
+            number(relay_due(time.time())),
+            UNTARGETED,
+        ),
     )
+    version, writer = guarded(reply, where)
     if layout_verdict(version, writer, False, where) != "ready":
         raise StoreCorrupted(f"{where}: the layout upgrade left version {version!r}")
+
+
+def exists_plan(keys: Keys) -> Plan[bool]:
+    """Whether the namespace holds a layout (``P layout``, or version 1's ``P schema``): one
+    ``EXISTS``, nothing written (``open_store(url, create=False)``)."""
+    found = yield Command(("EXISTS", keys.layout, keys.schema))
+    return int(found) > 0
 
 
 # -- single-call writes ---------------------------------------------------------------------------
@@ -180,7 +216,7 @@ def ack_plan(keys: Keys, seq: int, *, spawns: bool, where: str) -> Plan[None]:
     reply = yield from run_script(
         ACK,
         (keys.spawns if spawns else keys.outbox, keys.owned),
-        (entry_id, b"s" if spawns else b"o"),
+        (entry_id, b"s" if spawns else b"o", UNTARGETED),
     )
     guarded(reply, where)
 
@@ -192,7 +228,7 @@ def purge_plan(keys: Keys, execution_id: str, force: bool, where: str) -> Plan[b
     names = keys.of(execution_id)
     reply = yield from run_script(
         PURGE,
-        names.write_keys,
+        (*names.write_keys, *keys.work_keys),
         (
             names.raw_id,
             names.owner,
@@ -433,3 +469,17 @@ class RedisPlan:
         """One record in one atomic script."""
         limit = self.max_payload_bytes
         return import_plan(self.keys, prepared, new_token(), where=self.where, limit=limit)
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        """Lease up to ``limit`` due units, grouped, in one script."""
+        return claim_plan(self.keys, owner, now, lease, limit, self.where)
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        """Extend an unexpired lease held by ``owner``, in one script."""
+        return renew_plan(self.keys, owner, key, now, lease, self.where)
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        """Free a lease held by ``owner`` (re-dated from what is left), in one script."""
+        return release_plan(self.keys, owner, key, retry_at, now, self.where)

@@ -28,6 +28,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             # the Redis server on this machine; each workdir gets its own key prefix
             local_url="redis://127.0.0.1:6379/0?prefix=harel-test:{workdir}:",
             description="Redis (redis-py; async over redis.asyncio): one Lua script per commit",
+            exists="harel_store_redis._exists:store_exists",
             legacy_env="harel_store_redis._legacy:url_from_env",
             legacy_vars=LEGACY_VARIABLES,
         )

@@ -22,6 +22,7 @@ from harel.store.common import (
     decode_execution,
     decode_payload,
     decode_trace_step,
+    import_touches,
     loads,
 )
 from harel.store.common.codec import encode_checked
@@ -44,6 +45,7 @@ from harel_store_redis._keys import (
 from harel_store_redis._requests import Plan, guarded, number, run_script
 from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import ALREADY_EXISTS, APPLIED, EXPORT, IMPORT, SEQ_EXHAUSTED
+from harel_store_redis._touches import touch_args
 
 log = logging.getLogger("harel_store_redis")
 
@@ -210,11 +212,13 @@ def import_request(
             b"\n".join(index_keys),
             str(next_index).encode(),
         ]
+    touches = import_touches(p)
     args = [
         *head,
         *(str(len(items)).encode() for items in (p.processed, p.timers, p.emits, p.spawns)),
         str(len(p.trace)).encode(),
         b"" if exe is None else receipt_field(exe.version),
+        str(len(touches)).encode(),
     ]
     for event_id, at in p.processed:
         args += [owned(p.execution_id, TAG_MARK, event_id), number(at)]
@@ -224,7 +228,9 @@ def import_request(
     for spawn in p.spawns:
         args += [text(spawn.child_id), text(spawn.root_path), spawn.context_json.encode()]
     args += [str(index).encode() + b" " + step.encode() for index, step in p.trace]
-    return (*names.write_keys, *index_keys), tuple(args)
+    args += touch_args(keys, touches)
+    work_keys = keys.work_keys if touches else ()
+    return (*names.write_keys, *index_keys, *work_keys), tuple(args)
 
 
 def import_plan(

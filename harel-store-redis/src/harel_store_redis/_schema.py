@@ -1,4 +1,4 @@
-"""The key layout (schema version 3) under one prefix, key names cached per execution, and the
+"""The key layout (schema version 4) under one prefix, key names cached per execution, and the
 pure schema decision.
 
 ``P`` is the prefix (default ``harel:``).  Per execution (``<id>`` = :func:`key_part`):
@@ -33,16 +33,28 @@ Global (members of one execution share :func:`~harel_store_redis._keys.owner_pre
 ``P outbox``       stream  ``e`` event JSON, ``t`` target, ``o`` target's owner prefix
 ``P spawns``       stream  ``p`` parent, ``c`` child, ``r`` root path, ``x`` context JSON,
                            ``o`` parent's owner prefix
+``P work``         hash    claims: work group member (an owner prefix, or
+                           :data:`~harel_store_redis._keys.UNTARGETED`) -> ``"<priority>
+                           <repr(ready_at)> <owner>"`` (owner empty: a free row)
+``P ready:<p>``    zset    claims, one per priority ``p`` 0-4: work group member ->
+                           ``ready_at`` (a claim reads each tier's ready rows by score)
 =================  ======  ====================================================================
+
+The untargeted outbox entries are owned members too, under the owner prefix
+:data:`~harel_store_redis._keys.UNTARGETED` (``P own``), so a claim finds them as it finds an
+execution's.
 
 Layout history: version 1 kept only ``P schema`` (the version, no release); version 2 adds
 ``P layout`` with the release that wrote it; version 3 replaces the hash's ``c`` (the token of
 the last commit only) by the receipt ring ``k0`` .. ``k7``, so a commit re-sent after up to
-seven rival commits is still recognised.  Opening a version 1 or 2 namespace upgrades it in
-place with one atomic script (:data:`~harel_store_redis._scripts.UPGRADE`), which several
-processes may run at once: the first upgrades, the others find it done.  The upgrade rewrites
-no execution: a layout 2 hash gets its receipts from its next commit (until then a re-sent
-commit of it is a ``StoreConflict``, as before) and keeps its unused ``c`` field.
+seven rival commits is still recognised; version 4 adds the claims' work rows (``P work``,
+``P ready:<p>``) and indexes the untargeted outbox entries in ``P own``.  Opening a version 1,
+2 or 3 namespace upgrades it in place with one atomic script
+(:data:`~harel_store_redis._scripts.UPGRADE`), which several processes may run at once: the
+first upgrades, the others find it done.  The upgrade rewrites no execution (a layout 2 hash
+gets its receipts from its next commit, until then a re-sent commit of it is a
+``StoreConflict``, as before, and keeps its unused ``c`` field); it backfills the work rows of
+every armed timer and pending relay entry in the same script.
 """
 
 from __future__ import annotations
@@ -56,9 +68,9 @@ from harel.store.errors import SchemaVersionError
 from harel_store_redis._keys import key_part, owner_prefix, text
 
 DISTRIBUTION = "harel-store-redis"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The layout version this release reads and writes."""
-UPGRADES = frozenset({1, 2})
+UPGRADES = frozenset({1, 2, 3})
 """Older layout versions this release upgrades in place when it opens them."""
 
 _RECEIPT_FIELDS = tuple(b"k%d" % slot for slot in range(RECEIPT_WINDOW))
@@ -73,6 +85,8 @@ def receipt_field(version: int) -> bytes:
 ANY = b"*"
 ROOT = b"root"
 _CACHED_EXECUTIONS = 4096
+PRIORITY_LEVELS = range(5)
+"""The priorities 0-4, in the order the ready zsets are declared."""
 """How many executions' key names one :class:`Keys` remembers (then it starts afresh)."""
 
 
@@ -86,6 +100,8 @@ GLOBAL_KEYS = {
     "timer_at": b"timer-at",
     "outbox": b"outbox",
     "spawns": b"spawns",
+    "work": b"work",
+    **{f"ready_{priority}": b"ready:%d" % priority for priority in PRIORITY_LEVELS},
 }
 """Attribute of :class:`Keys` -> the key's name after the prefix (see the module docstring)."""
 
@@ -119,6 +135,15 @@ class Keys:
     timer_at: bytes = field(init=False)
     outbox: bytes = field(init=False)
     spawns: bytes = field(init=False)
+    work: bytes = field(init=False)
+    ready_0: bytes = field(init=False)
+    ready_1: bytes = field(init=False)
+    ready_2: bytes = field(init=False)
+    ready_3: bytes = field(init=False)
+    ready_4: bytes = field(init=False)
+    work_keys: tuple[bytes, ...] = field(init=False)
+    """The claims' keys in the order every script declares them: ``P work``, then
+    ``P ready:0`` .. ``P ready:4``."""
     _executions: dict[str, ExecutionKeys] = field(
         init=False, default_factory=dict, repr=False, compare=False
     )
@@ -132,6 +157,8 @@ class Keys:
     def __post_init__(self) -> None:
         for attribute, name in GLOBAL_KEYS.items():
             object.__setattr__(self, attribute, self.prefix + name)
+        ready = tuple(getattr(self, f"ready_{priority}") for priority in PRIORITY_LEVELS)
+        object.__setattr__(self, "work_keys", (self.work, *ready))
 
     def _key(self, name: bytes) -> bytes:
         return self.prefix + name

@@ -50,14 +50,34 @@ after earlier writes, and Redis scripts do not roll back."""
 
 _RELAY_WRITES = """
 -- the commit and import scripts' KEYS: 1 execution hash, 2 trace list, 3 summaries,
--- 4 owned, 5 marks, 6 timers, 7 timer-at, 8 outbox, 9 spawns, 10.. listing indexes
+-- 4 owned, 5 marks, 6 timers, 7 timer-at, 8 outbox, 9 spawns, 10.. listing indexes, then
+-- (only when the write touches work rows) the work hash and the 5 ready zsets
+-- the position of the work hash (nil: no touches) and the last listing index key
+local function work_keys_at(n_touches)
+  if n_touches > 0 then return #KEYS - 5, #KEYS - 6 end
+  return nil, #KEYS
+end
+-- apply n touches from ARGV[a..] (4 each: member, due, priority, own 1/0), then wake the
+-- idle workers: PUBLISH on the channel that follows them (not a key: no slot)
+local function apply_touches(work_at, a, n)
+  if not work_at then return end
+  local R = {}
+  for i = 1, 5 do R[i] = KEYS[work_at + i] end
+  for i = 0, n - 1 do
+    local b = a + 4 * i
+    work_touch(KEYS[work_at], R, ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3] == '1')
+  end
+  redis.call('PUBLISH', ARGV[a + 4 * n], '')
+end
 -- the first key of KEYS holding a foreign type, among those need[i] does not rule out
-local function foreign_write_key(need)
+-- (work_at: where the work hash is among the trailing keys, or nil)
+local function foreign_write_key(need, work_at)
   local expected = {'hash', 'list', 'hash', 'zset', 'zset', 'zset', 'hash', 'stream', 'stream'}
   for i = 1, #KEYS do
     if need[i] ~= false then
       local t = redis.call('TYPE', KEYS[i])['ok']
-      if t ~= 'none' and t ~= (expected[i] or 'zset') then return KEYS[i] end
+      local want = expected[i] or (i == work_at and 'hash' or 'zset')
+      if t ~= 'none' and t ~= want then return KEYS[i] end
     end
   end
   return nil
@@ -80,18 +100,75 @@ end
 before the first write, like :data:`_TYPE_GUARD`) and the relay entries they append (undone
 when a stream id cannot be a seq)."""
 
+
+_WORK = """
+-- claims' work rows: W the work hash, R[p + 1] the ready zset of priority p; field m (a work
+-- group member) = '<priority> <ready_at text> <owner or nothing>'
+local function work_row(W, m)
+  local v = redis.call('HGET', W, m)
+  if not v then return nil end
+  local p, at, holder = string.match(v, '^([0-4]) (%S+) (.*)$')
+  return {p = p, at = at, holder = holder, raw = v}
+end
+-- write row m (was in tier old_p, or nowhere when nil) as priority p, ready_at, holder
+local function work_put(W, R, m, old_p, p, at, holder)
+  if old_p and old_p ~= p then redis.call('ZREM', R[tonumber(old_p) + 1], m) end
+  redis.call('ZADD', R[tonumber(p) + 1], at, m)
+  redis.call('HSET', W, m, p .. ' ' .. at .. ' ' .. holder)
+end
+local function work_drop(W, R, m, p)
+  redis.call('ZREM', R[tonumber(p) + 1], m)
+  redis.call('HDEL', W, m)
+end
+-- the touch rule: absent -> insert free at due; free -> ready_at = min(ready_at, due);
+-- leased -> ready_at kept; own -> priority = p
+local function work_touch(W, R, m, due, p, own)
+  local row = work_row(W, m)
+  if row and not row.p then  -- unreadable: rebuilt from this touch
+    for i = 1, #R do redis.call('ZREM', R[i], m) end
+    row = nil
+  end
+  if not row then return work_put(W, R, m, nil, p, due, '') end
+  local np = own and p or row.p
+  local at = row.at
+  if row.holder == '' and tonumber(due) < tonumber(at) then at = due end
+  if np ~= row.p or at ~= row.at then work_put(W, R, m, row.p, np, at, row.holder) end
+end
+-- the armed timers of group m, by path: {{path, fire_at text, fire_at}, ...}; the first
+-- minimal fire_at (text) and the due ones (fire_at <= now)
+local function group_timers(own, timer_at, timers, m, now)
+  local first, first_x, due = nil, nil, {}
+  for i, member in ipairs(redis.call('ZRANGEBYLEX', own, '[' .. m .. 't', '(' .. m .. 'u')) do
+    local at = redis.call('HGET', timer_at, member) or redis.call('ZSCORE', timers, member)
+    if at then
+      local x = tonumber(at)
+      if first == nil or x < first_x then first, first_x = at, x end
+      if x <= now then due[#due + 1] = {string.sub(member, #m + 2), at, x, i} end
+    end
+  end
+  return first, first_x, due
+end
+"""
+"""What the claim scripts and the writes that touch work rows share (see
+:mod:`harel_store_redis._schema`): read, write, drop and touch a work row (the
+:func:`harel.store.common.touch` rule), and a group's timers."""
+
 COMMIT = LuaScript(
     "commit",
-    _RELAY_WRITES
+    _WORK
+    + _RELAY_WRITES
     + """
 -- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
---       8 outbox, 9 spawns, 10.. the listing indexes the new state belongs to
+--       8 outbox, 9 spawns, 10.. the listing indexes the new state belongs to, then the
+--       work hash and the 5 ready zsets when the commit touches work rows
 -- ARGV: 1 expected version, 2 new version, 3 document, 4 token, 5 status, 6 summary JSON,
 --       7 raw id, 8 owner prefix, 9 index keys (newline separated), 10 mark member or '',
 --       11 commit time, 12 trace step or '', 13 trace_max (0 = unbounded), 14 emits,
---       15 spawns, 16 timer ops, 17 the receipt field of the new version (k0..k7); then
---       4 per emit (t|u, target, target owner prefix, event), 3 per spawn (child, root path,
---       context), 3 per timer op (s|c, member, repr(fire_at))
+--       15 spawns, 16 timer ops, 17 the receipt field of the new version (k0..k7), 18 work
+--       touches; then 4 per emit (t|u, target, target owner prefix or the untargeted one,
+--       event), 3 per spawn (child, root path, context), 3 per timer op (s|c, member,
+--       repr(fire_at)), 4 per touch (group member, repr(due), priority, own 1/0), then
+--       the wake-up channel (only with touches)
 -- a lost CAS replies {0, stored version, the receipt of the new version or ''} (or {0}
 -- when nothing is stored): the caller tells a re-sent commit that is already stored by it
 local exe = KEYS[1]
@@ -103,24 +180,26 @@ elseif ARGV[1] ~= '0' then
 end
 local id, owner = ARGV[7], ARGV[8]
 local n_emits, n_spawns, n_timers = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local n_touches = tonumber(ARGV[18])
+local work_at, last_index = work_keys_at(n_touches)
 local has_mark, moved = ARGV[10] ~= '', cur[3] ~= ARGV[9]
 -- probe only the keys this commit writes (the hash was read above: a foreign type failed it)
 local need = {false, ARGV[12] ~= '', true, has_mark or n_timers + n_spawns + n_emits > 0,
               has_mark, n_timers > 0, n_timers > 0, n_emits > 0, n_spawns > 0}
-for i = 10, #KEYS do need[i] = moved end
-local bad = foreign_write_key(need)
+for i = 10, last_index do need[i] = moved end
+local bad = foreign_write_key(need, work_at)
 if bad then return {3, bad} end
 
-local a = 18
+local a = 19
 local owned = {}
 for i = 1, n_emits do
+  local entry_id
   if ARGV[a] == 't' then
-    local entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3], 't', ARGV[a + 1],
-                           'o', ARGV[a + 2])
-    owned[#owned + 1] = ARGV[a + 2] .. 'o' .. entry_id
+    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3], 't', ARGV[a + 1], 'o', ARGV[a + 2])
   else
-    relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3])
+    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3])
   end
+  owned[#owned + 1] = ARGV[a + 2] .. 'o' .. entry_id
   a = a + 4
 end
 for i = 1, n_spawns do
@@ -142,7 +221,7 @@ if moved then
   if cur[3] then
     for k in string.gmatch(cur[3], '[^\\n]+') do redis.call('ZREM', k, id) end
   end
-  for i = 10, #KEYS do redis.call('ZADD', KEYS[i], 0, id) end
+  for i = 10, last_index do redis.call('ZADD', KEYS[i], 0, id) end
 end
 if ARGV[10] ~= '' then
   redis.call('ZADD', KEYS[5], ARGV[11], ARGV[10])
@@ -167,6 +246,7 @@ if ARGV[12] ~= '' then
   local keep = tonumber(ARGV[13])
   if keep > 0 then redis.call('LTRIM', KEYS[2], -keep, -1) end
 end
+apply_touches(work_at, a, n_touches)
 return {1}
 """,
 )
@@ -257,15 +337,18 @@ ACK = LuaScript(
     "ack",
     _TYPE_GUARD
     + """
--- KEYS: 1 stream, 2 owned; ARGV: 1 entry id, 2 owned tag ('o' or 's')
+-- KEYS: 1 stream, 2 owned; ARGV: 1 entry id, 2 owned tag ('o' or 's'), 3 the untargeted
+-- owner prefix (an entry without an 'o' field is an untargeted outbox entry)
 local bad = wrong_type({'stream', 'zset'})
 if bad then return {3, bad} end
 local found = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #found == 0 then return 0 end
 local fields = found[1][2]
+local prefix = ARGV[3]
 for i = 1, #fields, 2 do
-  if fields[i] == 'o' then redis.call('ZREM', KEYS[2], fields[i + 1] .. ARGV[2] .. ARGV[1]) end
+  if fields[i] == 'o' then prefix = fields[i + 1] end
 end
+redis.call('ZREM', KEYS[2], prefix .. ARGV[2] .. ARGV[1])
 redis.call('XDEL', KEYS[1], ARGV[1])
 return 1
 """,
@@ -276,8 +359,9 @@ PURGE = LuaScript(
     _TYPE_GUARD
     + """
 -- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
---       8 outbox, 9 spawns
--- ARGV: 1 raw id, 2 owner prefix, 3 force (1/0), 4.. the finished statuses
+--       8 outbox, 9 spawns, 10 work, 11..15 ready zsets of priorities 0..4
+-- ARGV: 1 raw id, 2 owner prefix (= its work group member), 3 force (1/0), 4.. the finished
+--       statuses
 local status = redis.call('HGET', KEYS[1], 'st')
 if status and ARGV[3] ~= '1' then
   local finished = false
@@ -285,9 +369,12 @@ if status and ARGV[3] ~= '1' then
   if not finished then return {0, status} end
 end
 local bad = wrong_type({'hash', 'list', 'hash', 'zset', 'zset', 'zset', 'hash', 'stream',
-                        'stream'})
+                        'stream', 'hash', 'zset', 'zset', 'zset', 'zset', 'zset'})
 if bad then return {3, bad} end
 local prefix = ARGV[2]
+if redis.call('HDEL', KEYS[10], prefix) == 1 then
+  for i = 11, 15 do redis.call('ZREM', KEYS[i], prefix) end
+end
 local lo, hi = '[' .. prefix, '(' .. prefix .. '\\255'
 local n = #prefix
 for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[4], lo, hi)) do
@@ -353,23 +440,241 @@ two processes opening an empty namespace at once both end up with one layout).""
 
 UPGRADE = LuaScript(
     "upgrade_layout",
-    """
--- KEYS: 1 layout hash, 2 schema string; ARGV: 1 from version, 2 to version, 3 the release
+    _TYPE_GUARD
+    + """
+-- KEYS: 1 layout hash, 2 schema string, 3 timers, 4 timer-at, 5 outbox, 6 spawns, 7 owned,
+--       8 work, 9..13 ready zsets of priorities 0..4
+-- ARGV: 1 from version, 2 to version, 3 the release, 4 the ready_at of relay work written
+--       at the upgrade (repr of relay_due(upgrade time)), 5 the untargeted owner prefix
 -- reply: {version now stored, its writer or false}
 local cur = redis.call('HMGET', KEYS[1], 'v', 'by')
 local found = cur[1] or redis.call('GET', KEYS[2])
 if found ~= ARGV[1] then return {found, cur[2]} end
+local bad = wrong_type({'hash', 'string', 'zset', 'hash', 'stream', 'stream', 'zset', 'hash',
+                        'zset', 'zset', 'zset', 'zset', 'zset'})
+if bad then return {3, bad} end
+-- layout 4's work rows (priority 0 until the execution's next commit that touches its row):
+-- a group's ready_at is its earliest timer, or relay_due(upgrade time) when it has relay
+-- entries
+local now, untargeted = ARGV[4], ARGV[5]
+local ready = {}
+local function lower(m, at)
+  local x = tonumber(at)
+  local r = ready[m]
+  if not r or x < r[2] then ready[m] = {at, x} end
+end
+local start = 0
+while true do
+  local batch = redis.call('ZRANGE', KEYS[3], start, start + 999)
+  for _, member in ipairs(batch) do
+    local cut = string.find(member, '\\0\\1', 1, true)
+    local at = redis.call('HGET', KEYS[4], member) or redis.call('ZSCORE', KEYS[3], member)
+    if cut and at then lower(string.sub(member, 1, cut + 1), at) end
+  end
+  if #batch < 1000 then break end
+  start = start + 1000
+end
+local function each_entry(stream, visit)
+  local from, skip = '-', nil
+  while true do
+    local batch = redis.call('XRANGE', stream, from, '+', 'COUNT', 1000)
+    for _, entry in ipairs(batch) do
+      if entry[1] ~= skip then
+        local owner = nil
+        for i = 1, #entry[2], 2 do
+          if entry[2][i] == 'o' then owner = entry[2][i + 1] end
+        end
+        visit(entry[1], owner)
+      end
+    end
+    if #batch < 1000 then break end
+    from = batch[#batch][1]
+    skip = from
+  end
+end
+each_entry(KEYS[5], function(entry_id, owner)
+  if not owner then  -- untargeted: layout 4 indexes it under the untargeted owner prefix
+    owner = untargeted
+    redis.call('ZADD', KEYS[7], 0, owner .. 'o' .. entry_id)
+  end
+  lower(owner, now)
+end)
+each_entry(KEYS[6], function(entry_id, owner)
+  if owner then lower(owner, now) end
+end)
+for m, r in pairs(ready) do
+  if redis.call('HSETNX', KEYS[8], m, '0 ' .. r[1] .. ' ') == 1 then
+    redis.call('ZADD', KEYS[9], r[1], m)
+  end
+end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'by', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[2])
 return {ARGV[2], ARGV[3]}
 """,
 )
-"""Layout 1 or 2 -> 3: record the new version and the release in ``P layout`` and in
-``P schema`` (what a release reading only ``P schema`` refuses by number), when the stored
-version (``P layout``'s, or version 1's ``P schema``) is still ``from``.  Atomic and
-idempotent: concurrent openers find it done and report the stored version.  No execution is
-rewritten: a hash written by layout 2 has no receipts yet (its next commit writes them) and
-keeps its unused ``c`` field."""
+"""Layout 1, 2 or 3 -> 4 when the stored version (``P layout``'s, or version 1's ``P schema``)
+is still ``from``: backfill a work row for every group that has armed timers (ready at its
+earliest ``fire_at``) or pending relay entries (ready at ``relay_due`` of the upgrade time,
+as a commit then would date them), index the
+untargeted outbox entries under :data:`~harel_store_redis._keys.UNTARGETED`, then record the
+new version and the release in ``P layout`` and in ``P schema`` (what a release reading only
+``P schema`` refuses by number).  One script, so atomic: concurrent openers find it done and
+report the stored version.  No execution is rewritten: a hash written by layout 2 has no
+receipts yet (its next commit writes them) and keeps its unused ``c`` field."""
+
+_CLAIM_KEYS = """
+local W = KEYS[1]
+local R = {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
+local bad = wrong_type({'hash', 'zset', 'zset', 'zset', 'zset', 'zset', 'zset', 'hash', 'zset',
+                        'stream', 'stream'})
+if bad then return {3, bad} end
+"""
+"""KEYS of the claim scripts: 1 work, 2..6 ready zsets of priorities 0..4, 7 owned,
+8 timer-at, 9 timers, 10 outbox, 11 spawns (renew declares the first 6)."""
+
+CLAIM = LuaScript(
+    "claim",
+    _TYPE_GUARD
+    + _WORK
+    + _CLAIM_KEYS
+    + """
+-- ARGV: 1 now (repr), 2 the lease's expiry (repr of now + lease), 3 owner, 4 limit,
+--       5 PRIORITY_AGING
+-- reply: {1, claim, ...}, a claim = {group member, priority, {path, fire_at, ...} due timers
+--   taken, {{entry id, fields}, ...} outbox entries taken, same for spawn intents}
+local now, expiry, owner, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local t_now, aging = tonumber(now), tonumber(ARGV[5])
+-- byte order of members (Lua's '<' on strings follows the server's locale)
+local function bytes_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+-- the relay entries of group m under tag (o: outbox, s: spawns; upper: the next tag), in
+-- seq order, at most n, skipping members whose entry is gone
+local function relay_units(stream, m, tag, upper, n)
+  local taken = {}
+  if n <= 0 then return taken end
+  local ids = {}
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. tag,
+                                     '(' .. m .. upper)) do
+    local entry_id = string.sub(member, #m + 2)
+    local ms, c = string.match(entry_id, '^(%d+)-(%d+)$')
+    if ms then ids[#ids + 1] = {entry_id, tonumber(ms), tonumber(c)} end
+  end
+  table.sort(ids, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[3] < b[3]
+  end)
+  for _, e in ipairs(ids) do
+    if #taken >= n then break end
+    local found = redis.call('XRANGE', stream, e[1], e[1])
+    if #found > 0 then taken[#taken + 1] = found[1] end
+  end
+  return taken
+end
+
+local rows = {}
+for p = 0, 4 do
+  local found = redis.call('ZRANGEBYSCORE', R[p + 1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+                           limit)
+  for i = 1, #found, 2 do
+    rows[#rows + 1] = {found[i], tostring(p), tonumber(found[i + 1]) - aging * p}
+  end
+end
+table.sort(rows, function(a, b)
+  if a[3] ~= b[3] then return a[3] < b[3] end
+  return bytes_less(a[1], b[1])
+end)
+local budget = limit
+local out = {1}
+for _, row in ipairs(rows) do
+  if budget <= 0 then break end
+  local m, p = row[1], row[2]
+  local spawns = relay_units(KEYS[11], m, 's', 't', budget)
+  local outbox = relay_units(KEYS[10], m, 'o', 'p', budget - #spawns)
+  local first, _, due = group_timers(KEYS[7], KEYS[8], KEYS[9], m, t_now)
+  table.sort(due, function(a, b)
+    if a[3] ~= b[3] then return a[3] < b[3] end
+    return a[4] < b[4]
+  end)
+  local timers = {}
+  for i = 1, math.min(#due, budget - #spawns - #outbox) do
+    timers[#timers + 1] = due[i][1]
+    timers[#timers + 1] = due[i][2]
+  end
+  local units = #spawns + #outbox + #timers / 2
+  if units == 0 then  -- an early row: nothing is due behind it
+    if first then work_put(W, R, m, p, p, first, '') else work_drop(W, R, m, p) end
+  else
+    work_put(W, R, m, p, p, expiry, owner)
+    out[#out + 1] = {m, p, timers, outbox, spawns}
+    budget = budget - units
+  end
+end
+return out
+""",
+)
+"""One claim in one script: up to ``limit`` ready rows of each priority (``ZRANGEBYSCORE``),
+merged in claim order (rank, then member bytes, as
+:func:`~harel.store.common.claim_order`), each group's units read through ``P own`` until the
+unit budget is spent; an early row is re-dated to its earliest timer (or dropped), a claimed
+one leased (``ready_at`` = the expiry, ``owner``).  Scores and the rank are compared as
+doubles (exact), never printed by Lua: every time written is a text from ``ARGV`` or the
+store."""
+
+RENEW = LuaScript(
+    "renew",
+    _TYPE_GUARD
+    + _WORK
+    + """
+-- KEYS: 1 work, 2..6 ready zsets of priorities 0..4
+-- ARGV: 1 group member, 2 owner, 3 now (repr), 4 the new expiry (repr of now + lease)
+-- reply: {1} renewed, or {0, the row as stored or false}
+local bad = wrong_type({'hash', 'zset', 'zset', 'zset', 'zset', 'zset'})
+if bad then return {3, bad} end
+local W, R = KEYS[1], {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
+local row = work_row(W, ARGV[1])
+if not row or not row.p or row.holder ~= ARGV[2] or tonumber(row.at) <= tonumber(ARGV[3]) then
+  return {0, row and row.raw or false}
+end
+work_put(W, R, ARGV[1], row.p, row.p, ARGV[4], ARGV[2])
+return {1}
+""",
+)
+
+RELEASE = LuaScript(
+    "release",
+    _TYPE_GUARD
+    + _WORK
+    + _CLAIM_KEYS
+    + """
+-- ARGV: 1 group member, 2 owner, 3 now (repr), 4 retry_at (repr) or '', 5 the ready_at of
+--       relay work written now (repr of relay_due(now)), 6 the wake-up channel
+-- reply: {1} released, or {0, the row as stored or false}
+local m, now, relay_at = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[5])
+local row = work_row(W, m)
+if not row or not row.p or row.holder ~= ARGV[2] then return {0, row and row.raw or false} end
+-- next_ready: the earliest timer; relay units are due at once (relay_due(now)); not before
+-- retry_at
+local ready, x = group_timers(KEYS[7], KEYS[8], KEYS[9], m, now)
+local relay = redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. 'o', '(' .. m .. 't', 'LIMIT', 0, 1)
+if #relay > 0 and (ready == nil or relay_at < x) then ready, x = ARGV[5], relay_at end
+if ready == nil then
+  work_drop(W, R, m, row.p)
+  return {1}
+end
+if ARGV[4] ~= '' and tonumber(ARGV[4]) > x then ready = ARGV[4] end
+work_put(W, R, m, row.p, row.p, ready, '')
+redis.call('PUBLISH', ARGV[6], '')
+return {1}
+""",
+)
+"""Give a lease back: the row is re-dated from what is left (its earliest timer, or
+``relay_due(now)`` when relay entries remain; not before ``retry_at``) and idle workers are
+woken (``PUBLISH``), or the row is dropped when nothing is left."""
 
 LOAD = LuaScript("load", "return redis.call('HGET', KEYS[1], 'd')")
 
@@ -463,31 +768,38 @@ return {redis.call('HGET', KEYS[1], 'd'), redis.call('HGET', KEYS[3], ARGV[1]),
 
 IMPORT = LuaScript(
     "import_execution",
-    _RELAY_WRITES
+    _WORK
+    + _RELAY_WRITES
     + """
 -- KEYS: 1 execution hash, 2 trace list, 3 summaries, 4 owned, 5 marks, 6 timers, 7 timer-at,
---       8 outbox, 9 spawns, 10.. the listing indexes (when the record holds an execution)
+--       8 outbox, 9 spawns, 10.. the listing indexes (when the record holds an execution),
+--       then the work hash and the 5 ready zsets when the import touches work rows
 -- ARGV: 1 with execution (1/0), 2 raw id, 3 owner prefix, 4 version, 5 document, 6 token,
 --       7 status, 8 summary JSON, 9 index keys (newline separated), 10 next trace index,
 --       11 marks, 12 timers, 13 emits, 14 spawns, 15 trace steps, 16 the receipt field of
---       the version (k0..k7, '' without an execution); then 2 per mark (member, score), 2 per
---       timer (member, repr(fire_at)), 1 per emit (event JSON), 3 per spawn (child, root
---       path, context), 1 per trace step ('<index> <step JSON>')
+--       the version (k0..k7, '' without an execution), 17 work touches; then 2 per mark
+--       (member, score), 2 per timer (member, repr(fire_at)), 1 per emit (event JSON), 3 per
+--       spawn (child, root path, context), 1 per trace step ('<index> <step JSON>'), 4 per
+--       touch (group member, repr(due), priority, own 1/0), then the wake-up channel (only
+--       with touches)
 local with_exe = ARGV[1] == '1'
 if with_exe and redis.call('EXISTS', KEYS[1]) == 1 then
   return {4, redis.call('HGET', KEYS[1], ARGV[16]) or ''}
 end
-local bad = foreign_write_key({})
+local n_touches = tonumber(ARGV[17])
+local work_at, last_index = work_keys_at(n_touches)
+local bad = foreign_write_key({}, work_at)
 if bad then return {3, bad} end
 
 local id, owner = ARGV[2], ARGV[3]
 local n_marks, n_timers = tonumber(ARGV[11]), tonumber(ARGV[12])
 local n_emits, n_spawns, n_steps = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local marks_at = 17
+local marks_at = 18
 local timers_at = marks_at + 2 * n_marks
 local emits_at = timers_at + 2 * n_timers
 local spawns_at = emits_at + n_emits
 local steps_at = spawns_at + 3 * n_spawns
+local touches_at = steps_at + n_steps
 for i = 0, n_emits - 1 do
   relay(outbox_ids, KEYS[8], 'e', ARGV[emits_at + i], 't', id, 'o', owner)
 end
@@ -502,12 +814,13 @@ if overflow then
 end
 for _, e in ipairs(outbox_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 'o' .. e) end
 for _, e in ipairs(spawn_ids) do redis.call('ZADD', KEYS[4], 0, owner .. 's' .. e) end
+apply_touches(work_at, touches_at, n_touches)
 if not with_exe then return {1} end
 
 redis.call('HSET', KEYS[1], 'v', ARGV[4], 'd', ARGV[5], ARGV[16], ARGV[6], 'st', ARGV[7],
            'ix', ARGV[9], 'tn', ARGV[10])
 redis.call('HSET', KEYS[3], id, ARGV[8])
-for i = 10, #KEYS do redis.call('ZADD', KEYS[i], 0, id) end
+for i = 10, last_index do redis.call('ZADD', KEYS[i], 0, id) end
 for i = 0, n_marks - 1 do
   local b = marks_at + 2 * i
   redis.call('ZADD', KEYS[5], ARGV[b + 1], ARGV[b])
@@ -538,6 +851,9 @@ SCRIPTS: tuple[LuaScript, ...] = (
     PRUNE,
     LAYOUT,
     UPGRADE,
+    CLAIM,
+    RENEW,
+    RELEASE,
     EXPORT,
     IMPORT,
     LOAD,

@@ -15,11 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, in_settled_write
+from harel.store.common import (
+    AsyncPlanStore,
+    aconnect_with_retry,
+    adrive,
+    current_library,
+    in_settled_write,
+)
+from harel.store.common.threaded import SyncHops
+from harel.store.common.wakeups import AsyncWakeups, unavailable, wait_in_thread
+from harel.store.errors import UnsupportedEventLoop
+from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
@@ -28,6 +40,7 @@ from harel_store_redis._errors import translate
 from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
+from harel_store_redis._wake import DRAIN_MAX, SUBSCRIBE_WITHIN, channel
 
 T = TypeVar("T")
 
@@ -48,6 +61,59 @@ async def _drain(reply: asyncio.Future[Any]) -> None:
         reply.exception()  # retrieved, so asyncio does not log it
 
 
+class AsyncRedisWakeups(AsyncWakeups[PubSub]):
+    """The asyncio store's waiter: one pub/sub connection of the client, subscribed
+    (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
+
+    def __init__(self, client: aioredis.Redis, channel: bytes, where: str) -> None:
+        super().__init__(where)
+        self._client = client
+        self._channel = channel
+
+    async def _listen(self) -> PubSub:
+        make: Callable[[], PubSub] = self._client.pubsub
+        pubsub = make()
+        try:
+            with translate(self.where):
+                await pubsub.subscribe(self._channel)
+                deadline = time.monotonic() + SUBSCRIBE_WITHIN
+                while True:  # listening once the server confirmed it
+                    left = max(deadline - time.monotonic(), 0.0)
+                    message = await pubsub.get_message(timeout=left)
+                    if message is not None and message["type"] == "subscribe":
+                        return pubsub
+                    if time.monotonic() >= deadline:
+                        raise unavailable(self.where, "SUBSCRIBE was not confirmed")
+        except BaseException:
+            await asyncio.shield(self._hang_up(pubsub))
+            raise
+
+    async def _receive(self, handle: PubSub, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        with translate(self.where):
+            while True:
+                left = max(deadline - time.monotonic(), 0.0)
+                message = await handle.get_message(timeout=left)
+                # "subscribe" here: the client reconnected and subscribed again by itself
+                # (a client with retries), so signals may have been missed meanwhile
+                if message is not None and message["type"] in ("message", "subscribe"):
+                    for _ in range(DRAIN_MAX):  # consumed: their writes ran before this returns
+                        if await handle.get_message(timeout=0.0) is None:
+                            break
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+
+    async def _hang_up(self, handle: PubSub) -> None:
+        with contextlib.suppress(aioredis.RedisError, OSError):
+            close: Callable[[], Awaitable[None]] = handle.aclose
+            await close()
+
+    async def _poke(self) -> None:
+        with translate(self.where):
+            await self._client.publish(self._channel, b"close")
+
+
 class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` in Redis (redis.asyncio).
 
@@ -59,7 +125,16 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
     @classmethod
     async def open(cls, client: aioredis.Redis, **knobs: Any) -> Self:
         """Wrap ``client`` (knobs as for the constructor), ping the server, cache the scripts
-        and check the key layout; a failure closes a client the store was to own."""
+        and check the key layout; a failure closes a client the store was to own.
+
+        asyncio only (a ``redis.asyncio`` client); under trio use :meth:`from_url`, or
+        :meth:`in_threads` over a ``RedisStore``."""
+        if current_library() != "asyncio":
+            raise UnsupportedEventLoop(
+                "a redis.asyncio client runs on asyncio only; under trio open the store with "
+                "`await AsyncRedisStore.from_url(url)` or `await AsyncRedisStore.in_threads("
+                "lambda: RedisStore(redis.Redis(...)))`"
+            )
         try:
             store = cls(client, **knobs)
             await store._run(store._plan.open())
@@ -73,8 +148,14 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open ``redis://host:port/db``, ``rediss://…`` or ``unix:///path.sock`` (``?prefix=``).
 
-        Knobs and the bounded connect retry as for ``RedisStore.from_url``.
+        Knobs and the bounded connect retry as for ``RedisStore.from_url``.  Under trio
+        (redis.asyncio runs on asyncio only) the store is :meth:`in_threads` over a
+        ``RedisStore.from_url(url, **knobs)``.
         """
+        if current_library() != "asyncio":
+            from harel_store_redis.sync import RedisStore
+
+            return await cls.in_threads(partial(RedisStore.from_url, url, **knobs))
         options, retry = from_url_args(url, knobs)
         return await aconnect_with_retry(
             lambda: cls.open(
@@ -102,8 +183,28 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
         """Drive one plan operation, each request shielded and through the error mapping."""
         return await adrive(operation, self._execute)
 
+    _wakeups: AsyncRedisWakeups | None = None
+
+    def _opened(self) -> None:
+        client = self._client
+        if client is not None:
+            self._wakeups = AsyncRedisWakeups(client, channel(self._keys), self.where)
+
+    async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - contract shape
+        """``RedisStore.wait_for_work`` on the asyncio client: cancellation-safe (a cancelled
+        wait hangs up; the next call subscribes again and returns ``True`` at once).  Under
+        trio the sync store's wait runs in a thread of its own."""
+        if isinstance(self, SyncHops):
+            return await wait_in_thread(self.store._wakeups, timeout)
+        if self._wakeups is None:
+            raise self._closed()
+        return await self._wakeups.wait(timeout)
+
     async def close(self) -> None:
-        """Release the client if this store owns it (idempotent); later calls raise."""
+        """End a wait in progress and close its connection, then release the client if this
+        store owns it (idempotent); later calls raise."""
+        if self._wakeups is not None:
+            await self._wakeups.close()
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             await client.aclose()

@@ -9,12 +9,16 @@ every script): the plan retries once what is.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import redis
 from harel.store.common import PlanStore, connect_with_retry, drive
+from harel.store.common.wakeups import Wakeups, unavailable
 from redis.backoff import NoBackoff
+from redis.client import PubSub
 from redis.retry import Retry
 
 from harel_store_redis._base import RedisStoreBase
@@ -22,8 +26,59 @@ from harel_store_redis._errors import translate
 from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
+from harel_store_redis._wake import DRAIN_MAX, SUBSCRIBE_WITHIN, channel
 
 T = TypeVar("T")
+
+
+class RedisWakeups(Wakeups[PubSub]):
+    """The sync store's waiter: one pub/sub connection of the client, subscribed
+    (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
+
+    def __init__(self, client: redis.Redis, channel: bytes, where: str) -> None:
+        super().__init__(where)
+        self._client = client
+        self._channel = channel
+
+    def _listen(self) -> PubSub:
+        make: Callable[[], PubSub] = self._client.pubsub
+        pubsub = make()
+        try:
+            with translate(self.where):
+                pubsub.subscribe(self._channel)
+                deadline = time.monotonic() + SUBSCRIBE_WITHIN
+                while True:  # listening once the server confirmed it
+                    message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0))
+                    if message is not None and message["type"] == "subscribe":
+                        return pubsub
+                    if time.monotonic() >= deadline:
+                        raise unavailable(self.where, "SUBSCRIBE was not confirmed")
+        except BaseException:
+            self._hang_up(pubsub)
+            raise
+
+    def _receive(self, handle: PubSub, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        with translate(self.where):
+            while True:
+                message = handle.get_message(timeout=max(deadline - time.monotonic(), 0.0))
+                # "subscribe" here: the client reconnected and subscribed again by itself
+                # (a client with retries), so signals may have been missed meanwhile
+                if message is not None and message["type"] in ("message", "subscribe"):
+                    for _ in range(DRAIN_MAX):  # consumed: their writes ran before this returns
+                        if handle.get_message(timeout=0.0) is None:
+                            break
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+
+    def _hang_up(self, handle: PubSub) -> None:
+        with contextlib.suppress(redis.RedisError, OSError):
+            handle.close()
+
+    def _poke(self) -> None:
+        with translate(self.where):
+            self._client.publish(self._channel, b"close")
 
 
 class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
@@ -34,7 +89,12 @@ class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
     (creates, upgrades) the key layout under ``prefix``.  Prefer :meth:`from_url`.
     """
 
+    _wakeups: RedisWakeups | None = None
+
     def _opened(self) -> None:
+        client = self._client
+        if client is not None:
+            self._wakeups = RedisWakeups(client, channel(self._keys), self.where)
         self._run(self._plan.open())
 
     def _opening_failed(self) -> None:
@@ -70,8 +130,21 @@ class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
         """Drive one plan operation, each request through the error mapping."""
         return drive(operation, self._execute)
 
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds (0-3600) until a write may have made work ready
+        (``True``) or the time is up (``False``): a pub/sub connection subscribed to
+        ``<prefix>wake`` (the first call subscribes and returns ``True`` at once); no signal
+        published after that is missed.  A lost connection: ``StoreUnavailable``, and the next
+        call subscribes again.  See :mod:`harel.store.common.wakeups`."""
+        if self._wakeups is None:
+            raise self._closed()
+        return self._wakeups.wait(timeout)
+
     def close(self) -> None:
-        """Release the client if this store owns it (idempotent); later calls raise."""
+        """End a wait in progress and close its connection, then release the client if this
+        store owns it (idempotent); later calls raise."""
+        if self._wakeups is not None:
+            self._wakeups.close()
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             client.close()

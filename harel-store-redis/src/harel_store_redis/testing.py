@@ -159,6 +159,11 @@ class RedisHarness(StoreHarness):
             for entry_id, fields in client.xrange(keys.spawns):
                 if fields.get(b"p") == raw_id:
                     labels.append(f"spawn:{seq_of(entry_id)}")
+            if client.hexists(keys.work, owner):
+                labels.append("work")
+            for priority, key in enumerate(keys.work_keys[1:]):
+                if client.zscore(key, owner) is not None:
+                    labels.append(f"ready:{priority}")
         return labels
 
     def all_keys(self) -> list[bytes]:

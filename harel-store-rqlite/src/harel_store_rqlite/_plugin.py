@@ -42,6 +42,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             distribution=DISTRIBUTION,
             harness="harel_store_rqlite.testing:harness_from_url",
             local_url="rqlite://local-fake",
+            exists="harel_store_rqlite._exists:store_exists",
             legacy_env="harel_store_rqlite._legacy:url_from_env",
             legacy_vars=("STM_RQLITE_URL",),
             description="rqlite over its HTTP API (httpx): one request per commit, strong reads",

@@ -37,6 +37,7 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             local_url="sqlite:///{workdir}/harel.db",
             legacy_env="harel_store_sqlite._env:url_from_env",
             legacy_vars=("STM_STORE_DB",),
+            exists="harel_store_sqlite._exists:store_exists",
             description="SQLite file (stdlib sqlite3; async over one worker thread), WAL",
         )
     )

@@ -15,6 +15,11 @@ One exception to the last rule keeps a worker serving: a sweep (``pending_outbox
 ``pending_spawns``) that meets an entry it cannot decode moves it to the quarantine of
 ``state.json`` with a logged warning and returns the others; reading that entry's owner
 directly (``export_execution``) still raises ``StoreCorrupted``.
+
+Claims are the simplest thing that is correct here: the work rows live in ``state.json``
+beside the tables they describe, so a commit's, an import's or a purge's work-row changes ride
+in the ``state.json`` write it makes anyway, and ``claim``, ``renew`` and ``release`` are each
+one read and (when something changed) one write of ``state.json`` under the directory lock.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from harel.store.common import (
     ListingQuery,
     PreparedCommit,
     PreparedImport,
+    WorkRow,
     cas_decision,
     check_event_ref,
     check_flag,
@@ -45,14 +51,23 @@ from harel.store.common import (
     decode_payload,
     decode_trace_step,
     encode_trace_step,
+    lease_lost,
     page_from_probe,
     release_of,
     resent_and_stored,
     sweep_limit,
+    take_units,
     trace_keep_from,
 )
 from harel.store.common.validate import show
-from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import (
+    FINISHED,
+    Claim,
+    DueTimer,
+    ExecutionRecord,
+    OutboxEntry,
+    SpawnEntry,
+)
 from harel.store.errors import (
     ExecutionActive,
     ExecutionAlreadyExists,
@@ -130,6 +145,29 @@ def spawn_entry(seq: int, row: tuple[str, str, str, str]) -> SpawnEntry:
     return SpawnEntry(seq, parent, child, root, decoded)
 
 
+def _set_aside(state: StoreState, table: Relay, seq: int, why: str) -> None:
+    """Quarantine a relay entry that does not decode, with one logged warning."""
+    _log.warning("jsondir: %s entry %d quarantined, the others are served: %s", table, seq, why)
+    state.set_aside(table, seq, why)
+
+
+def _decoded(
+    state: StoreState, table: Relay, seqs: list[int], want: int, decode: Callable[[int, Any], T]
+) -> list[T]:
+    """The first ``want`` of these entries that decode, in ``seqs`` order; the damaged ones
+    met on the way are quarantined (:func:`_set_aside`)."""
+    rows: dict[int, Any] = state.outbox if table == "outbox" else state.spawns
+    found: list[T] = []
+    for seq in seqs:
+        if len(found) >= want:
+            break
+        try:
+            found.append(decode(seq, rows[seq]))
+        except StoreCorrupted as exc:
+            _set_aside(state, table, seq, str(exc))
+    return found
+
+
 def _owned_entries(
     state: StoreState, execution_id: str
 ) -> tuple[tuple[OutboxEntry, ...], tuple[SpawnEntry, ...]]:
@@ -155,9 +193,10 @@ class JsonDirPlan:
 
     max_document_bytes: int = MAX_DOCUMENT_BYTES
 
-    def open_directory(self) -> Plan[None]:
+    def open_directory(self, now: float) -> Plan[None]:
         """Check the layout: create it in an empty directory, upgrade an older format in one
-        journaled write, refuse a newer one before writing anything (``SchemaVersionError``)."""
+        journaled write (work rows backfilled, relays as written at ``now``), refuse a newer one
+        before writing anything (``SchemaVersionError``)."""
         text = yield Read(_schema.STATE)
         data: dict[str, Any] | None = None
         if text is not None:
@@ -177,6 +216,7 @@ class JsonDirPlan:
             assert data is not None
             upgraded = _schema.upgrade_state(data, release_of(_schema.DISTRIBUTION))
             state = StoreState.parse(json.dumps(upgraded))
+            state.backfill_work(now)
         yield Write(((_schema.STATE, state.dump()),))
 
     def load(self, execution_id: str) -> Plan[Execution | None]:
@@ -248,8 +288,7 @@ class JsonDirPlan:
             except StoreCorrupted as exc:
                 damaged.append((seq, str(exc)))
         for seq, why in damaged:
-            _log.warning("jsondir: %s entry %d quarantined, the sweep goes on: %s", table, seq, why)
-            state.set_aside(table, seq, why)
+            _set_aside(state, table, seq, why)
         if damaged:
             yield Write(((_schema.STATE, state.dump()),))
         return found
@@ -409,6 +448,56 @@ class JsonDirPlan:
             ring = TraceRing(execution_id, prepared.trace[-1][0], dict(prepared.trace))
             files.append((_schema.trace_path(execution_id), ring.dump()))
         yield Write(tuple(files))
+
+    # -- claims -------------------------------------------------------------------------------
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        """Lease up to ``limit`` due units, grouped, in claim order: one read and (when a
+        ready row was met) one write of ``state.json``, all under the directory lock."""
+        state = yield from read_state()
+        claims: list[Claim] = []
+        budget = limit
+        ready = state.ready_work(now, limit)
+        for row in ready:
+            if not budget:
+                break
+            timers, outbox_seqs, spawn_seqs = state.units_of(row.key)
+            spawns = _decoded(state, "spawns", spawn_seqs, budget, spawn_entry)
+            outbox = _decoded(state, "outbox", outbox_seqs, budget - len(spawns), outbox_entry)
+            claim = take_units(row, budget, now, timers, outbox, spawns, owner, now + lease)
+            if claim is None:  # an early row: nothing is due behind it
+                state.settle_work(row, (at for _, at in timers), False, now, None)
+                continue
+            state.work[row.key] = WorkRow(row.key, row.priority, now + lease, owner)
+            claims.append(claim)
+            budget -= claim.units
+        if ready:
+            yield Write(((_schema.STATE, state.dump()),))
+        return claims
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        """Extend ``owner``'s unexpired lease to ``now + lease`` (else ``LeaseLost``)."""
+        state = yield from read_state()
+        row = state.work.get(key)
+        if row is None or row.owner != owner or row.ready_at <= now:
+            raise lease_lost(row, key, owner, now)
+        state.work[key] = WorkRow(key, row.priority, now + lease, owner)
+        yield Write(((_schema.STATE, state.dump()),))
+        return now + lease
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        """Free ``owner``'s lease (expired is fine; else ``LeaseLost``): the row is re-dated
+        from the units left (relay units due ``now``, not before ``retry_at``) or dropped."""
+        state = yield from read_state()
+        row = state.work.get(key)
+        if row is None or row.owner != owner:
+            raise lease_lost(row, key, owner, None)
+        timers, outbox_seqs, spawn_seqs = state.units_of(key)
+        fire_ats = (at for _, at in timers)
+        state.settle_work(row, fire_ats, bool(outbox_seqs or spawn_seqs), now, retry_at)
+        yield Write(((_schema.STATE, state.dump()),))
 
 
 def _updated_at(row: dict[str, Any], execution_id: str) -> float | None:

@@ -30,6 +30,7 @@ BACKEND = StoreBackend(
     distribution=DISTRIBUTION,
     harness="harel_example_jsondir.testing:harness_from_url",
     local_url="jsondir://{workdir}/harel",
+    exists="harel_example_jsondir._exists:store_exists",
     description="Example third-party store: executions as JSON files in a locked directory.",
 )
 

@@ -9,6 +9,8 @@ Layout (format :data:`FORMAT`)::
                                    the relay entries a sweep could not decode (quarantine),
                                    and each execution's receipt ring (the tokens of the
                                    commits that wrote its last RECEIPT_WINDOW versions)
+                                   and the work rows of the claims (one per group of due
+                                   work: priority, ready time, lease owner)
     <dir>/journal.json             a multi-file write's new texts, present only between its
                                    commit point and its completion
     <dir>/executions/<name>.json   one execution document per id (the document holds the id)
@@ -37,12 +39,14 @@ from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 DISTRIBUTION = "harel-example-jsondir"
 
-FORMAT = 4
+FORMAT = 5
 """Version of the layout.  3 added ``written_by`` and the quarantine to ``state.json``; 4 added
 the receipt rings (``receipts``: execution id -> ``RECEIPT_WINDOW`` tokens or nulls, slot
-``version % RECEIPT_WINDOW``), which recognise a re-sent commit."""
+``version % RECEIPT_WINDOW``), which recognise a re-sent commit; 5 added the work rows of the
+claims (``work``: ``[key, priority, ready_at, owner]`` per group, key ``null`` for the
+untargeted outbox entries)."""
 
-UPGRADES = frozenset({2, 3})
+UPGRADES = frozenset({2, 3, 4})
 """Formats that opening a directory upgrades in place (:func:`upgrade_state`).  Format 1
 (base32 file names) is refused with a message."""
 
@@ -50,8 +54,8 @@ _VERDICT = functools.partial(
     schema_verdict, current=FORMAT, upgrades=UPGRADES, distribution=DISTRIBUTION
 )
 
-SAME_FILES = frozenset({2, 3, FORMAT})
-"""Formats whose trace files and journal read as this one's (they did not change in 3 or 4)."""
+SAME_FILES = frozenset({2, 3, 4, FORMAT})
+"""Formats whose trace files and journal read as this one's (they did not change in 3 to 5)."""
 
 LOCK = ".lock"
 STATE = "state.json"
@@ -131,14 +135,18 @@ def verdict(found: int | None, what: str, written_by: Any) -> str:
 
 
 def upgrade_state(data: dict[str, Any], written_by: str) -> dict[str, Any]:
-    """A format-2 or format-3 ``state.json`` object as the current format: the same tables,
-    plus the release that upgraded it, the quarantine (empty from format 2) and empty receipt
-    rings (a commit stored before the upgrade is not recognised when re-sent: it gets
-    ``StoreConflict``, as before).  Pure: the caller writes it."""
+    """A format-2, 3 or 4 ``state.json`` object as the current format: the same tables, plus
+    the release that upgraded it, the quarantine (empty from format 2), empty receipt rings
+    (from formats 2 and 3: a commit stored before the upgrade is not recognised when re-sent:
+    it gets ``StoreConflict``, as before) and no work rows (the caller backfills them with
+    :meth:`~harel_example_jsondir._state.StoreState.backfill_work`).  Pure: the caller writes
+    it."""
     found = data.get("format")
     if found not in UPGRADES:
         raise ValueError(f"upgrade_state reads formats {sorted(UPGRADES)}, got {found!r}")
-    upgraded = {**data, "format": FORMAT, "written_by": written_by, "receipts": {}}
+    upgraded = {**data, "format": FORMAT, "written_by": written_by, "work": []}
+    if found in (2, 3):
+        upgraded["receipts"] = {}
     if found == 2:
         upgraded["quarantine"] = []
     return upgraded

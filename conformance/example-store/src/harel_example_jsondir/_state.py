@@ -10,6 +10,7 @@ equal.
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -18,15 +19,24 @@ from typing import Any, Literal
 
 from harel.model import ExecutionSummary
 from harel.store.common import (
+    PRIORITIES,
     RECEIPT_WINDOW,
     PreparedCommit,
     PreparedEmit,
     PreparedExecution,
     PreparedImport,
     PreparedSpawn,
+    WorkRow,
+    WorkTouch,
+    claim_order,
+    import_touches,
+    next_ready,
     next_trace_index,
     receipt_slot,
+    relay_due,
+    touch,
     trace_keep_from,
+    work_touches,
 )
 from harel.store.common.validate import show
 from harel.store.contract import DueTimer
@@ -76,6 +86,9 @@ class StoreState:
     receipts: dict[str, list[str | None]] = field(default_factory=dict)
     """Per execution, the ring of the tokens that wrote its last ``RECEIPT_WINDOW`` versions
     (slot :func:`~harel.store.common.receipt_slot` of the version; ``None``: not written)."""
+    work: dict[str | None, WorkRow] = field(default_factory=dict)
+    """The work rows of the claims, by group (an execution id; ``None``: the untargeted
+    outbox entries), stored as ``[key, priority, ready_at, owner]``."""
 
     @classmethod
     def parse(cls, text: str | None) -> StoreState:
@@ -104,6 +117,7 @@ class StoreState:
                     for seq, table, row, why in data["quarantine"]
                 },
                 receipts={str(key): _ring(ring) for key, ring in data["receipts"].items()},
+                work={row.key: row for row in map(_work_row, data["work"])},
             )
 
     def dump(self) -> str:
@@ -120,6 +134,10 @@ class StoreState:
                 "timers": [[exe, path, at] for (exe, path), at in sorted(self.timers.items())],
                 "quarantine": [[seq, *entry] for seq, entry in sorted(self.quarantine.items())],
                 "receipts": self.receipts,
+                "work": [
+                    [row.key, row.priority, row.ready_at, row.owner]
+                    for row in sorted(self.work.values(), key=_by_key)
+                ],
             }
         )
 
@@ -183,6 +201,7 @@ class StoreState:
             else:
                 self.timers.pop((execution_id, op.path), None)
         self._append_relays(execution_id, (), plan.spawns)
+        self.touch_work(work_touches(plan))
 
     def apply_import(self, record: PreparedImport) -> None:
         """Apply an import whose execution (if any) is not stored: its index row as exported,
@@ -195,6 +214,7 @@ class StoreState:
         for path, fire_at in record.timers:
             self.timers[(execution_id, path)] = fire_at
         self._append_relays(execution_id, record.emits, record.spawns)
+        self.touch_work(import_touches(record))
 
     def _append_relays(
         self, execution_id: str, emits: Iterable[PreparedEmit], spawns: Iterable[PreparedSpawn]
@@ -209,9 +229,10 @@ class StoreState:
         """Drop the execution and everything that belongs to it; whether anything was dropped.
 
         Belongs to it: its index row, its dedupe marks, its timers, the outbox entries targeted
-        at it and the spawn intents it wrote.
+        at it, the spawn intents it wrote and its work row (a lease on it is gone).
         """
         before = self.size()
+        self.work.pop(execution_id, None)
         self.executions.pop(execution_id, None)
         self.receipts.pop(execution_id, None)
         self.processed.pop(execution_id, None)
@@ -224,10 +245,11 @@ class StoreState:
         return self.size() != before
 
     def size(self) -> int:
-        """How many records the state holds (index rows, marks, timers, relay entries)."""
+        """How many records the state holds (index rows, marks, timers, relay entries, work
+        rows)."""
         marks = sum(len(events) for events in self.processed.values())
         relays = len(self.outbox) + len(self.spawns) + len(self.quarantine)
-        return len(self.executions) + marks + len(self.timers) + relays
+        return len(self.executions) + marks + len(self.timers) + relays + len(self.work)
 
     def drop_relay(self, table: Relay, seq: int) -> bool:
         """Forget relay entry ``seq`` of ``table``; whether it was there."""
@@ -275,6 +297,63 @@ class StoreState:
                 if not events:
                     del self.processed[execution_id]
 
+    # -- claims: the work rows ---------------------------------------------------------------
+
+    def touch_work(self, changes: Iterable[WorkTouch]) -> None:
+        """Apply core's :func:`~harel.store.common.touch` rule for each change (a commit's or
+        an import's, in the same ``state.json`` write)."""
+        for change in changes:
+            self.work[change.key] = touch(self.work.get(change.key), change)
+
+    def ready_work(self, now: float, limit: int) -> list[WorkRow]:
+        """Up to ``limit`` ready rows (``ready_at <= now``) of each priority, oldest first in
+        their tier, merged in claim order (:func:`~harel.store.common.claim_order`)."""
+        found: list[WorkRow] = []
+        for priority in PRIORITIES:
+            tier = [r for r in self.work.values() if r.priority == priority and r.ready_at <= now]
+            found += heapq.nsmallest(limit, tier, key=lambda r: (r.ready_at, r.key or ""))
+        return claim_order(found)
+
+    def units_of(self, key: str | None) -> tuple[list[tuple[str, float]], list[int], list[int]]:
+        """The units of a group: its armed timers ``(path, fire_at)``, the seqs of the outbox
+        entries targeted at it and of the spawn intents it wrote (``None``: the untargeted
+        outbox entries, no timer, no spawn), seqs ascending."""
+        if key is None:
+            return [], sorted(seq for seq, row in self.outbox.items() if row[0] is None), []
+        _, timers, outbox, spawns = self.record_parts(key)
+        return timers, outbox, spawns
+
+    def settle_work(
+        self,
+        row: WorkRow,
+        fire_ats: Iterable[float],
+        has_relay: bool,
+        now: float,
+        retry_at: float | None,
+    ) -> None:
+        """Free ``row``, re-dated from what is left (:func:`~harel.store.common.next_ready`),
+        or drop it when nothing is left."""
+        ready = next_ready(fire_ats, has_relay, now, retry_at)
+        if ready is None:
+            self.work.pop(row.key, None)
+        else:
+            self.work[row.key] = WorkRow(row.key, row.priority, ready)
+
+    def backfill_work(self, now: float) -> None:
+        """The work rows of a directory written before claims existed (the upgrade to format
+        5): per execution its earliest timer, per target its pending outbox entries and per
+        parent its spawn intents (relay units written at ``now``: dated ``relay_due(now)``, as
+        a commit dates them), all at priority 0 (an execution's own next commit sets its
+        priority)."""
+        due: dict[str | None, float] = {}
+        for (execution_id, _), fire_at in self.timers.items():
+            due[execution_id] = min(due.get(execution_id, fire_at), fire_at)
+        relay = relay_due(now)
+        owners = [row[0] for row in self.outbox.values()] + [r[0] for r in self.spawns.values()]
+        for owner in owners:
+            due[owner] = min(due.get(owner, relay), relay)
+        self.work = {key: WorkRow(key, 0, ready_at) for key, ready_at in due.items()}
+
 
 def _index_row(
     source: PreparedCommit | PreparedExecution, version: int, updated_at: float
@@ -296,6 +375,23 @@ def _ring(ring: Any) -> list[str | None]:
     if not isinstance(ring, list) or len(ring) != RECEIPT_WINDOW:
         raise ValueError(f"a receipt ring must be a list of {RECEIPT_WINDOW}, got {ring!r}")
     return [None if token is None else str(token) for token in ring]
+
+
+def _work_row(stored: Any) -> WorkRow:
+    """One stored work row ``[key, priority, ready_at, owner]``."""
+    key, priority, ready_at, owner = stored
+    if not all(value is None or isinstance(value, str) for value in (key, owner)):
+        raise ValueError(f"a work row has a key or owner that is not a string: {stored!r}")
+    if isinstance(priority, bool) or priority not in PRIORITIES:
+        raise ValueError(f"a work row has priority {priority!r}, not one of 0-4")
+    if isinstance(ready_at, bool) or not isinstance(ready_at, (int, float)):
+        raise ValueError(f"a work row has ready_at {ready_at!r}, not a number")
+    return WorkRow(key, priority, float(ready_at), owner)
+
+
+def _by_key(row: WorkRow) -> tuple[bool, str]:
+    """Dump order of the work rows: the untargeted group first, then by key."""
+    return row.key is not None, row.key or ""
 
 
 def _relay(table: Any) -> Relay:

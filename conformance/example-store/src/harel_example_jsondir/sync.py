@@ -8,6 +8,7 @@ Lifecycle and one drive loop: every contract method comes from
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -49,7 +50,7 @@ class JsonDirStore(PlanStore[JsonDirPlan]):
         self._dir = JsonDirectory(directory, fsync=fsync, lock_timeout=lock_timeout)
         self._plan = PLAN
         self.trace_max = trace_max
-        self._run(self._plan.open_directory())
+        self._run(self._plan.open_directory(time.time()))
 
     @classmethod
     def from_url(cls, url: str, **knobs: Any) -> Self:

@@ -88,6 +88,7 @@ class JsonDirHarness(StoreHarness):
             for seq, _, row, _ in state.get("quarantine", [])
             if row[0] == execution_id
         ]
+        labels += ["work"] * sum(row[0] == execution_id for row in state.get("work", []))
         trace_file = root / _schema.trace_path(execution_id)
         if trace_file.exists():
             ring = json.loads(trace_file.read_text("utf-8"))

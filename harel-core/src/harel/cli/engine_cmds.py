@@ -35,7 +35,7 @@ from harel.engine.definition import Definition
 from harel.engine.runner import DurableRunner
 from harel.engine.timeline import format_timeline
 from harel.model import Event, Execution, Status
-from harel.store.contract import FINISHED, ExecutionStore
+from harel.store.contract import DEFAULT_LEASE, FINISHED, ExecutionStore
 
 STORE_HELP = "store URL (default: STM_STORE_URL, or STM_STORE_BACKEND and its variables)"
 
@@ -101,13 +101,29 @@ def register(subparsers: Any) -> None:
         "worker",
         help="relay spawns/events and fire due timers until stopped",
         description=(
-            "Loop: recover() + fire_due_timers() over the machines in DIR. Several workers "
-            "may share one store. SIGTERM/SIGINT stop it after the current round."
+            "Loop: claim due work (timers, relayed events, spawn intents, grouped by "
+            "execution, under a lease) and do it, over the machines in DIR. Several workers "
+            "split the work of one store; a killed worker's leases expire and its work is "
+            "taken over. SIGTERM/SIGINT stop it after the current unit, releasing the rest."
         ),
     )
     _runner_options(worker)
-    worker.add_argument("--poll", type=float, default=1.0, help="idle sleep seconds (default 1)")
-    worker.add_argument("--once", action="store_true", help="run a single round and exit")
+    worker.add_argument(
+        "--poll", type=float, default=1.0, help="longest idle sleep, seconds (default 1)"
+    )
+    worker.add_argument("--once", action="store_true", help="drain what is due now and exit")
+    worker.add_argument(
+        "--lease", type=float, default=DEFAULT_LEASE, help="lease seconds (default 30)"
+    )
+    worker.add_argument(
+        "--batch", type=int, default=10, help="units of work per claim (default 10)"
+    )
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="units in flight: N claim loops on the async store, one event loop (default 1)",
+    )
     worker.set_defaults(handler=cmd_worker)
 
     dead = subparsers.add_parser(
@@ -408,27 +424,72 @@ def cmd_worker(args: argparse.Namespace) -> int:
     The signal handlers are installed first, so a SIGTERM during start-up (loading the
     definitions, opening the store) stops the worker cleanly before its first round.
     """
-    from harel.engine.worker import StopSignal, Worker
+    from harel.engine.worker import StopSignal, Worker, check_knobs
 
-    if args.poll < 0:
-        raise CommandError(f"--poll must be >= 0 seconds, got {args.poll}")
+    try:
+        check_knobs(args.poll, 0.0, args.lease, args.batch)
+    except ValueError as err:
+        raise CommandError(f"harel worker: {err}") from None
+    if args.concurrency < 1:
+        raise CommandError(f"--concurrency must be >= 1, got {args.concurrency}")
     stop = StopSignal()
     stop.install()
     config = _config()
     definitions = _definitions(args, config)
-    with _store(args.store, interactive=False) as store:
-        worker = Worker(_runner(store, definitions, config), poll=args.poll, stop=stop)
-        print(
-            f"harel worker: {len(definitions)} machine(s), polling every {args.poll:g}s", flush=True
-        )
-        stats = worker.run(once=args.once)
+    knobs: dict[str, Any] = {"poll": args.poll, "stop": stop, "lease": args.lease}
+    knobs["batch"] = args.batch
+    banner = (
+        f"harel worker: {len(definitions)} machine(s), lease {args.lease:g}s, "
+        f"batch {args.batch}, idle sleep up to {args.poll:g}s"
+    )
+    if args.concurrency > 1:
+        stats = _run_async_worker(args, definitions, config, knobs, banner)
+    else:
+        with _store(args.store, interactive=False) as store:
+            worker = Worker(_runner(store, definitions, config), **knobs)
+            print(banner, flush=True)
+            stats = worker.run(once=args.once)
     quarantined = f", {stats.quarantined} quarantined" if stats.quarantined else ""
     print(
         f"harel worker: stopped after {stats.rounds} round(s): {stats.relayed} relayed, "
-        f"{stats.fired} timer(s) fired{quarantined}",
+        f"{stats.fired} timer(s) fired{quarantined}, {stats.conflicts} conflict(s), "
+        f"{stats.repeats} already done",
         flush=True,
     )
     return 0
+
+
+def _run_async_worker(
+    args: argparse.Namespace,
+    definitions: Mapping[str, Definition],
+    config: EngineConfig,
+    knobs: dict[str, Any],
+    banner: str,
+) -> Any:
+    """``--concurrency N``: the async store, N claim loops in one event loop."""
+    import anyio
+
+    from harel.cli import cli_store_url
+    from harel.engine.aio import AsyncDurableRunner
+    from harel.engine.aio_worker import AsyncWorker
+    from harel.registry import open_async_store
+
+    url = cli_store_url(args.store)
+
+    async def main() -> Any:
+        store = await open_async_store(url)
+        try:
+            trace = _tracing(config)
+            runner = AsyncDurableRunner(
+                store, definitions, trace=trace, trace_max=config.trace_max if trace else None
+            )
+            worker = AsyncWorker(runner, concurrency=args.concurrency, **knobs)
+            print(f"{banner}, {args.concurrency} in flight", flush=True)
+            return await worker.run(once=args.once)
+        finally:
+            await store.close()
+
+    return anyio.run(main)
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:

@@ -469,6 +469,17 @@ def bump(stm, event, **_):
 """
 
 
+def worker_definitions() -> dict[str, Any]:
+    """The ``job`` and ``counter`` definitions of :data:`WORKER_MACHINES`, bound to the actions
+    of :data:`WORKER_ACTIONS` (for in-process runners and workers)."""
+    from harel.engine.dsl import definition_from_dsl
+
+    namespace: dict[str, Any] = {}
+    exec(compile(WORKER_ACTIONS, "<harel worker actions>", "exec"), namespace)
+    actions = {"tick": namespace["tick"], "bump": namespace["bump"]}
+    return {n: definition_from_dsl(WORKER_MACHINES, n, actions=actions) for n in ("job", "counter")}
+
+
 def _load_actions(path: Path) -> dict[str, Callable[..., Any]]:
     """The actions module the workers import, loaded from the same file by the seeding runner."""
     spec = importlib.util.spec_from_file_location("attack_actions", path)
@@ -487,10 +498,14 @@ def kill_workers(
     workers: int = 2,
     seed: int | None = None,
     deadline: float = 240.0,
+    lease: float = 2.0,
+    stalls: int = 0,
 ) -> AttackResult:
-    """Run ``workers`` ``harel worker`` processes over ``jobs`` jobs, SIGKILL one ``kills`` times
-    (a fresh worker replaces it each time), then check every timer fired once and every Tick
-    reached the counter exactly once."""
+    """Run ``workers`` ``harel worker`` processes (claiming under ``lease``-second leases) over
+    ``jobs`` jobs, SIGKILL one ``kills`` times (a fresh worker replaces it each time) and
+    SIGSTOP one ``stalls`` times for longer than a lease (its leases are taken over; it
+    resumes mid-step), then check every timer fired once, every Tick reached the counter
+    exactly once and no child was spawned twice."""
     from harel.engine.dsl import definition_from_dsl
     from harel.engine.runner import DurableRunner
 
@@ -518,6 +533,7 @@ def kill_workers(
     command = [
         *(sys.executable, "-m", "harel.cli", "worker", "--store", url),
         *("--definitions", str(defs_dir), "--actions", "attack_actions", "--poll", "0.02"),
+        *("--lease", repr(lease), "--batch", "20"),
     ]
 
     def spawn() -> subprocess.Popen[str]:
@@ -528,12 +544,24 @@ def kill_workers(
     procs = [spawn() for _ in range(workers)]
     try:
         kill_at = sorted(rng.uniform(0.5, 3.0) for _ in range(kills))
+        stall_at = sorted(rng.uniform(0.3, 2.0) for _ in range(stalls))
+        stalled: list[tuple[float, subprocess.Popen[str]]] = []
         begin = time.monotonic()
-        while kill_at or not _workers_done(store, jobs):
+        while kill_at or stall_at or stalled or not _workers_done(store, jobs):
             now = time.monotonic() - begin
             if now > deadline:
                 result.failures.append(f"not finished after {deadline:.0f} s")
                 break
+            if stall_at and now >= stall_at[0]:
+                stall_at.pop(0)
+                sleeper = procs[rng.randrange(len(procs))]
+                if all(sleeper is not proc for _, proc in stalled):
+                    sleeper.send_signal(signal.SIGSTOP)
+                    stalled.append((now + lease * 1.5, sleeper))
+                    result.runs += 1
+            for resume_at, proc in [item for item in stalled if now >= item[0]]:
+                stalled.remove((resume_at, proc))
+                proc.send_signal(signal.SIGCONT)
             if kill_at and now >= kill_at[0]:
                 kill_at.pop(0)
                 victim = rng.randrange(len(procs))
@@ -550,6 +578,7 @@ def kill_workers(
     finally:
         for proc in procs:
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGTERM)
         for proc in procs:
             try:

@@ -45,6 +45,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{SMOKE_MARKER}: a handful of kit tests, one per concern (`-m {SMOKE_MARKER}`)",
     )
+    config.addinivalue_line(
+        "markers", "harel_trio: the kit's async tests run under trio (`-m harel_trio`)"
+    )
+    config.addinivalue_line(
+        "markers", "harel_no_trio: a kit test that runs under asyncio only (too slow for twice)"
+    )
     manager = config.pluginmanager
     if not manager.has_plugin("anyio") and not manager.is_blocked("anyio"):
         import anyio.pytest_plugin

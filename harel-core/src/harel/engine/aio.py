@@ -21,9 +21,10 @@ from harel.engine.plan import (
     Request,
     RunnerShell,
     StoreCall,
+    WorkDone,
 )
 from harel.model import Event, Execution
-from harel.store.contract import AsyncExecutionStore
+from harel.store.contract import DEFAULT_LEASE, AsyncExecutionStore
 
 T = TypeVar("T")
 
@@ -91,6 +92,11 @@ class AsyncDurableRunner(RunnerShell[AsyncExecutionStore]):
     async def fire_due_timers(self) -> int:
         """Deliver every timer due at ``clock()``; returns how many fired."""
         return await self._run(self.plan.fire_due_timers())
+
+    async def work(self, owner: str, *, lease: float = DEFAULT_LEASE, limit: int = 100) -> WorkDone:
+        """Claim up to ``limit`` due units as ``owner`` and do them, each group released when
+        done (see ``DurableRunner.work``)."""
+        return await self._run(self.plan.work(owner, lease, limit))
 
     async def run_until_idle(self, max_rounds: int = 1000) -> int:
         """Relay and sweep until nothing is due or pending; returns the timers fired."""

@@ -43,8 +43,10 @@ from harel.engine.effects import (
     SpawnChildren,
 )
 from harel.model import Event, Execution, Status
+from harel.store.common.claims import damage_of
 from harel.store.contract import (
     AsyncExecutionStore,
+    Claim,
     Emit,
     ExecutionStore,
     OutboxEntry,
@@ -56,7 +58,9 @@ from harel.store.errors import (
     CommitOutcomeUnknown,
     ExecutionAlreadyExists,
     ExecutionNotFound,
+    LeaseLost,
     StoreConflict,
+    StoreCorrupted,
     StoreUnavailable,
 )
 
@@ -64,6 +68,10 @@ log = logging.getLogger("harel.engine")
 
 COMMIT_RESENDS = 2
 """How many times the runner re-sends a commit whose outcome came back unknown."""
+
+RETRY_LEFT_AFTER = 1.0
+"""Default seconds a claimed group whose unit was left for later (a conflict, an unknown
+definition, a failed attempt) waits before it is claimable again (``retry_after``)."""
 
 T = TypeVar("T")
 S = TypeVar("S", ExecutionStore, AsyncExecutionStore)
@@ -95,6 +103,31 @@ class ReadClock:
 
 Request = StoreCall | CallAction | ReadClock
 Plan = Generator[Request, Any, T]
+
+
+@dataclass
+class WorkDone:
+    """What one :meth:`RunnerPlan.work` call did: groups claimed, units relayed (spawns and
+    outbox entries) and timers fired (quarantined units counted apart)."""
+
+    groups: int = 0
+    relayed: int = 0
+    fired: int = 0
+    quarantined: int = 0
+
+    @property
+    def units(self) -> int:
+        """Every unit finished (done or quarantined)."""
+        return self.relayed + self.fired + self.quarantined
+
+    def count(self, kind: str, outcome: str) -> None:
+        """Count one finished unit of ``kind`` (``spawn``/``outbox``/``timer``)."""
+        if outcome == "quarantined":
+            self.quarantined += 1
+        elif kind == "timer":
+            self.fired += 1
+        else:
+            self.relayed += 1
 
 
 class UnknownDefinition(KeyError):
@@ -138,6 +171,7 @@ class RunnerPlan:
         trace: bool,
         conflict_retries: int,
         quarantine_after: int = 3,
+        retry_after: float = RETRY_LEFT_AFTER,
     ) -> None:
         if conflict_retries < 0:
             raise ValueError(f"conflict_retries must be >= 0, got {conflict_retries!r}")
@@ -147,6 +181,10 @@ class RunnerPlan:
         self.trace = trace
         self.conflict_retries = conflict_retries
         self.quarantine_after = quarantine_after
+        if not retry_after >= 0:
+            raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
+        self.retry_after = retry_after
+        """Seconds a claimed group with a unit left for later waits before its next claim."""
         self.failures: dict[str, int] = {}
         """Failed attempts per unit (``outbox:SEQ``, ``spawn:SEQ``, ``timer:ID:PATH@AT``)."""
         self.skipped: set[str] = set()
@@ -157,6 +195,11 @@ class RunnerPlan:
         """Failed attempts counted since creation (``run_until_idle`` uses it as progress)."""
         self.errors = 0
         """Failed sweep reads, acks and dead-letter records since creation."""
+        self.conflicts = 0
+        """Deliveries refused with ``StoreConflict`` (another writer stepped first) since
+        creation: wasted attempts, with :attr:`repeats`."""
+        self.repeats = 0
+        """Deliveries found already done (the event's dedupe mark was set) since creation."""
         self.interrupted: Callable[[], bool] = lambda: False
         """Checked between units of work: a worker asked to stop ends its pass early (each
         unit is atomic, so stopping between two is safe)."""
@@ -418,11 +461,14 @@ class RunnerPlan:
                 wrote_relays = yield from self.step(exe, event)
                 return exe, wrote_relays
             except StoreConflict:
+                self.conflicts += 1
                 attempt += 1
                 if attempt > self.conflict_retries:
                     raise
                 log.info("conflict on %s, reloading (attempt %d)", exe.id, attempt)
                 fresh, seen = yield StoreCall("load_for_event", (exe.id, event.id))
+                if seen:
+                    self.repeats += 1
                 if fresh is None or seen:
                     return None, False
                 exe = fresh
@@ -570,6 +616,9 @@ class RunnerPlan:
 
     def spawn_one(self, entry: SpawnEntry) -> Plan[bool]:
         """Start the child of one spawn entry; whether the entry is done (to be acked)."""
+        damage = damage_of(entry)
+        if damage is not None:  # its stored record does not decode: a failed attempt
+            raise StoreCorrupted(f"spawn intent {entry.seq}: {damage}")
         if (yield StoreCall("load", (entry.child_id,))) is not None:
             return True
         parent = yield StoreCall("load", (entry.parent_id,))
@@ -607,6 +656,9 @@ class RunnerPlan:
 
     def deliver_entry(self, entry: OutboxEntry) -> Plan[bool]:
         """Deliver one outbox entry; whether it is done (to be acked) or left for later."""
+        damage = damage_of(entry)
+        if damage is not None:  # its stored record does not decode: a failed attempt
+            raise StoreCorrupted(f"outbox entry {entry.seq}: {damage}")
         target, seen = None, False
         if entry.target_id is not None:
             target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
@@ -616,12 +668,15 @@ class RunnerPlan:
         if target.definition_id not in self.definitions:
             log.warning("outbox %s left: unknown definition %r", entry.seq, target.definition_id)
             return False
-        if not seen:
-            try:
-                yield from self.step(target, entry.event)
-            except StoreConflict:
-                log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
-                return False
+        if seen:
+            self.repeats += 1
+            return True
+        try:
+            yield from self.step(target, entry.event)
+        except StoreConflict:
+            self.conflicts += 1
+            log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
+            return False
         return True
 
     def fire_due_timers(self) -> Plan[int]:
@@ -642,21 +697,108 @@ class RunnerPlan:
             fired += (yield from self.unit(ref, work, letter, ack)) == "done"
         return fired
 
-    def fire_one(self, execution_id: str, path: str, event: Event) -> Plan[bool]:
-        """Deliver one due timer's ``Timeout``; whether it is done (to be deleted)."""
+    # -- claims -------------------------------------------------------------------------------
+
+    def work(self, owner: str, lease: float, limit: int) -> Plan[WorkDone]:
+        """Claim up to ``limit`` due units under ``owner`` and do them, group by group, each
+        group released when done.
+
+        A stop asked for meanwhile releases the groups not started yet (and the rest of the
+        one in progress) without working on them.  Raises only ``StoreUnavailable``.
+        """
+        now = yield ReadClock()
+        claims: list[Claim] = yield StoreCall(
+            "claim", (owner, now), {"lease": lease, "limit": limit}
+        )
+        done = WorkDone(groups=len(claims))
+        for claim in claims:
+            yield from self.work_claim(owner, claim, lease, done)
+        return done
+
+    def work_claim(self, owner: str, claim: Claim, lease: float, done: WorkDone) -> Plan[None]:
+        """Do one claim's units in the contract's order (spawns, outbox in ``seq`` order,
+        timers), renewing the lease when half of it is spent, then release it — postponed by
+        ``retry_after`` seconds when a unit was left for later.  An outbox entry left for later
+        holds back the group's later entries (one execution's events stay in order).  Counts
+        what was done (quarantined units included) into ``done``."""
+        left, expires = False, claim.expires_at
+        for kind, ref, work, letter, ack in self._claim_units(claim):
+            if left and kind == "outbox":
+                continue
+            now = yield ReadClock()
+            if self.interrupted():
+                break
+            if now >= expires - lease / 2:
+                try:
+                    expires = yield StoreCall(
+                        "renew", (owner, claim.execution_id, now), {"lease": lease}
+                    )
+                except LeaseLost as err:
+                    log.warning("stopping work on a claim: %s", err)
+                    return
+            outcome = yield from self.unit(ref, work, letter, ack)
+            if outcome in ("done", "quarantined"):
+                done.count(kind, outcome)
+            elif not self.interrupted():  # left for later, or given up by this process
+                left = True
+        now = yield ReadClock()
+        retry_at = now + self.retry_after if left else None
+        try:
+            yield StoreCall("release", (owner, claim.execution_id), {"retry_at": retry_at})
+        except LeaseLost as err:
+            log.info("claim already gone at release: %s", err)
+
+    def _claim_units(
+        self, claim: Claim
+    ) -> list[tuple[str, str, Plan[bool], DeadLetter, StoreCall]]:
+        """``(kind, ref, work, letter, ack)`` for each unit of ``claim``, in order."""
+        units: list[tuple[str, str, Plan[bool], DeadLetter, StoreCall]] = []
+        for spawn in claim.spawns:
+            letter = DeadLetter(
+                f"spawn:{spawn.seq}", spawn.child_id, "Start", None, "", 0, 0.0, spawn.context
+            )
+            ack = StoreCall("ack_spawn", (spawn.seq,))
+            units.append(("spawn", letter.ref, self.spawn_one(spawn), letter, ack))
+        for entry in claim.outbox:
+            event = entry.event
+            ref = f"outbox:{entry.seq}"
+            letter = DeadLetter(ref, entry.target_id, event.kind, event.id, "", 0, 0.0, event.data)
+            ack = StoreCall("ack_outbox", (entry.seq,))
+            units.append(("outbox", ref, self.deliver_entry(entry), letter, ack))
+        execution_id = claim.execution_id
+        if execution_id is None:  # the untargeted outbox entries: no timers
+            return units
+        for path, fire_at in claim.timers:
+            ref = f"timer:{execution_id}:{path}@{fire_at!r}"
+            event = core.timeout_event(execution_id, path, fire_at)
+            letter = DeadLetter(ref, execution_id, event.kind, event.id, "", 0, 0.0, event.data)
+            ack = StoreCall("delete_timer", (execution_id, path, fire_at))
+            work = self.fire_one(execution_id, path, event, relay=False)
+            units.append(("timer", ref, work, letter, ack))
+        return units
+
+    def fire_one(
+        self, execution_id: str, path: str, event: Event, relay: bool = True
+    ) -> Plan[bool]:
+        """Deliver one due timer's ``Timeout``; whether it is done (to be deleted).  With
+        ``relay`` the relay work the step wrote is relayed at once (claiming workers leave it
+        to the claims)."""
         exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
         if exe is not None and exe.definition_id not in self.definitions:
             log.warning(
                 "timer %s/%s left: unknown definition %r", execution_id, path, exe.definition_id
             )
             return False
+        if exe is not None and seen:
+            self.repeats += 1
         if exe is not None and not seen:
             try:
                 wrote_relays = yield from self.step(exe, event)
             except StoreConflict:
+                self.conflicts += 1
                 log.info("timer %s/%s left for later: conflict", execution_id, path)
                 return False
-            if wrote_relays:
+            if wrote_relays and relay:
                 yield from self.relay()
         return True
 
@@ -694,7 +836,8 @@ class RunnerShell(Generic[S]):
     """What both runner shells hold: the store, the definitions, the clock and the plan.
 
     ``trace_max``, when given, is applied to ``store.trace_max``; ``quarantine_after`` is how
-    many failed attempts a relay entry or due timer gets before it becomes a dead letter.
+    many failed attempts a relay entry or due timer gets before it becomes a dead letter;
+    ``retry_after`` how long a claimed group with a unit left for later waits (``work``).
     """
 
     def __init__(
@@ -707,6 +850,7 @@ class RunnerShell(Generic[S]):
         trace_max: int | None = None,
         conflict_retries: int = 3,
         quarantine_after: int = 3,
+        retry_after: float = RETRY_LEFT_AFTER,
     ) -> None:
         self.store: S = store
         self.definitions = definitions
@@ -716,6 +860,7 @@ class RunnerShell(Generic[S]):
             trace=trace,
             conflict_retries=conflict_retries,
             quarantine_after=quarantine_after,
+            retry_after=retry_after,
         )
         if trace_max is not None:
             store.trace_max = trace_max

@@ -24,9 +24,10 @@ from harel.engine.plan import (
     Request,
     RunnerShell,
     StoreCall,
+    WorkDone,
 )
 from harel.model import Event, Execution
-from harel.store.contract import ExecutionStore
+from harel.store.contract import DEFAULT_LEASE, ExecutionStore
 
 T = TypeVar("T")
 
@@ -125,6 +126,11 @@ class DurableRunner(RunnerShell[ExecutionStore]):
     def fire_due_timers(self) -> int:
         """Deliver every timer due at ``clock()``; returns how many fired."""
         return self._run(self.plan.fire_due_timers())
+
+    def work(self, owner: str, *, lease: float = DEFAULT_LEASE, limit: int = 100) -> WorkDone:
+        """Claim up to ``limit`` due units as ``owner`` and do them, each group released when
+        done (see :meth:`RunnerPlan.work <harel.engine.plan.RunnerPlan.work>`)."""
+        return self._run(self.plan.work(owner, lease, limit))
 
     def run_until_idle(self, max_rounds: int = 1000) -> int:
         """Relay and sweep until nothing is due or pending; returns the timers fired."""

@@ -55,6 +55,14 @@ class StoreBackend:
     ``None`` when none of its variables is set and raising ``StoreConfigError`` (naming the
     variable) for a malformed one.  Knobs travel in the URL's query.  ``legacy_vars`` lists
     the variables it reads, for messages.  The function's module must import no driver.
+
+    ``exists`` (an import string ``"module:function"``, or ``None``) names the function that
+    tells whether the store a URL names exists, for ``open_store(url, create=False)`` (the
+    CLI's read-only commands): ``function(url: str, **knobs) -> bool`` (``knobs``: those
+    ``from_url`` would get, e.g. ``connect_retries``), one cheap read that creates nothing,
+    raising InvalidStoreURL (malformed URL) or StoreUnavailable (server unreachable).
+    It is imported only when asked, so its module may import the driver.  ``None``: the store
+    cannot tell, and ``create=False`` opens it as usual.
     """
 
     name: str
@@ -71,6 +79,7 @@ class StoreBackend:
     local_url: str | None = None
     legacy_env: str | None = None
     legacy_vars: tuple[str, ...] = ()
+    exists: str | None = None
 
     def __post_init__(self) -> None:
         if self.version == "" and isinstance(self.distribution, str):
@@ -130,6 +139,7 @@ class BackendInfo:
             "local_url": None if backend is None else backend.local_url,
             "description": "" if backend is None else backend.description,
             "legacy_vars": [] if backend is None else list(backend.legacy_vars),
+            "exists": None if backend is None else backend.exists,
         }
 
 
@@ -202,6 +212,10 @@ def validate_backend(backend: object) -> StoreBackend:
         raise PluginError(
             f"{label}: legacy_vars={backend.legacy_vars!r} must be a tuple of environment "
             "variable names such as ('STM_STORE_DB',)"
+        )
+    if backend.exists is not None and not is_import_string(backend.exists):
+        raise PluginError(
+            f"{label}: exists={backend.exists!r} is not an import string 'package.module:function'"
         )
     if backend.legacy_vars and backend.legacy_env is None:
         raise PluginError(f"{label}: legacy_vars needs legacy_env, the function that reads them")

@@ -1,19 +1,21 @@
 """Whether a store URL names existing storage, without creating any (``create=False``).
 
-A backend answers through a ``store_exists(url) -> bool`` classmethod of its sync store class
-(the hook); the first-party backends without one have a rule here (memory: the named dataset
-of this process; SQLite: the database file; PostgreSQL: the schema's ``executions`` table).
-``None`` means the backend cannot tell: the caller opens it as usual.
+A backend answers through the ``exists`` hook its :class:`~harel.registry.StoreBackend`
+registration declares (``"module:function"``, ``function(url, **knobs) -> bool``); each
+first-party distribution keeps its rule there, next to its plugin.  Core's own stores have a
+rule here (memory: the named dataset of this process).  ``None`` means the backend cannot
+tell: the caller opens it as usual.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from harel.registry._descriptor import StoreBackend
-from harel.registry._select import import_object, store_class
+from harel.registry._select import _load
+
+CORE_DISTRIBUTION = "harel-core"
 
 
 def _memory(url: str) -> bool:
@@ -23,39 +25,27 @@ def _memory(url: str) -> bool:
     return bool(name) and name in _options._NAMED
 
 
-def _sqlite(url: str) -> bool:
-    parse: Callable[[str], tuple[str, dict[str, Any]]] = import_object(
-        "harel_store_sqlite._options:parse_sqlite_url"
-    )
-    path, _ = parse(url)
-    return path == ":memory:" or Path(path).is_file()
+RULES: dict[str, Callable[[str], bool]] = {"memory": _memory}
+"""Existence rules of core's own stores (registered by harel-core without an ``exists`` hook)."""
 
 
-def _postgres(url: str) -> bool:
-    probe: Callable[[str], bool] = import_object("harel_store_postgres._exists:store_exists")
-    return probe(url)
+def store_exists(backend: StoreBackend, url: str, **knobs: Any) -> bool | None:
+    """Whether ``url`` names existing storage of ``backend`` (``None``: it cannot tell);
+    ``knobs`` are those the store would be opened with (``connect_retries``, ...).
 
-
-RULES: dict[str, Callable[[str], bool]] = {
-    "memory": _memory,
-    "sqlite": _sqlite,
-    "postgres": _postgres,
-}
-"""Existence rules of first-party backends whose store class has no ``store_exists`` hook."""
-
-
-def store_exists(backend: StoreBackend, url: str) -> bool | None:
-    """Whether ``url`` names existing storage of ``backend`` (``None``: it cannot tell).
-
-    Creates nothing.  Errors are the backend's typed ones (InvalidStoreURL, StoreUnavailable).
+    Creates nothing.  Errors are the backend's typed ones (InvalidStoreURL, StoreUnavailable);
+    a hook that cannot be imported raises BackendUnavailable.
     """
-    hook = getattr(store_class(backend), "store_exists", None)
-    if callable(hook):
-        return bool(hook(url))
+    if backend.exists is not None:
+        hook = _load(backend, backend.exists, "existence check")
+        if not callable(hook):
+            from harel.store.errors import PluginError
+
+            raise PluginError(
+                f"store backend {backend.name!r}: exists={backend.exists!r} is not callable"
+            )
+        return bool(hook(url, **knobs))
     rule = RULES.get(backend.name)
-    if rule is not None and backend.distribution in _FIRST_PARTY_DISTRIBUTIONS:
+    if rule is not None and backend.distribution == CORE_DISTRIBUTION:
         return rule(url)
     return None
-
-
-_FIRST_PARTY_DISTRIBUTIONS = frozenset({"harel-core", "harel-store-sqlite", "harel-store-postgres"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -71,18 +72,18 @@ def open_store(url: str, *, create: bool = True, **knobs: Any) -> ExecutionStore
     """
     backend = REGISTRY.for_url(url)
     if not create:
-        _require_existing(backend, url)
+        _require_existing(backend, url, knobs)
     cls = store_class(backend)
     store: ExecutionStore = cls.from_url(url, **knobs)
     return store
 
 
-def _require_existing(backend: StoreBackend, url: str) -> None:
+def _require_existing(backend: StoreBackend, url: str, knobs: dict[str, Any]) -> None:
     from harel.registry._exists import store_exists
     from harel.store.common.urls import redact_url
     from harel.store.errors import StoreNotFound
 
-    if store_exists(backend, url) is False:
+    if store_exists(backend, url, **knobs) is False:
         raise StoreNotFound(
             f"there is no {backend.name} store at {redact_url(url)} (nothing was created): "
             "check the URL, or run a command that writes (harel run, harel send) to create it"
@@ -90,10 +91,13 @@ def _require_existing(backend: StoreBackend, url: str) -> None:
 
 
 async def open_async_store(url: str, *, create: bool = True, **knobs: Any) -> AsyncExecutionStore:
-    """The async twin of :func:`open_store` (awaits the async class's ``from_url``)."""
+    """The async twin of :func:`open_store` (awaits the async class's ``from_url``); the
+    ``create=False`` check runs in a worker thread, so its retries never block the loop."""
     backend = REGISTRY.for_url(url)
     if not create:
-        _require_existing(backend, url)
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(functools.partial(_require_existing, backend, url, knobs))
     cls = store_class(backend, asynchronous=True)
     result = cls.from_url(url, **knobs)
     if inspect.isawaitable(result):
@@ -173,7 +177,7 @@ def check_backend(backend: StoreBackend) -> list[str]:
     """Import the backend's classes (and harness) and return what is wrong (empty: all good).
 
     Checks that both classes import, have ``from_url`` and declare the same
-    ``capabilities`` the plugin registered.
+    ``capabilities`` the plugin registered, and that the ``exists`` hook (if any) imports.
     """
     problems: list[str] = []
     for asynchronous in (False, True):
@@ -190,12 +194,17 @@ def check_backend(backend: StoreBackend) -> list[str]:
                 f"{cls.__qualname__}.capabilities ({declared!r}) differs from the registered "
                 f"capabilities ({backend.capabilities!r})"
             )
-    if backend.harness is not None:
+    for field_name, spec, what in (
+        ("exists", backend.exists, "existence check"),
+        ("harness", backend.harness, "conformance harness"),
+    ):
+        if spec is None:
+            continue
         try:
-            factory = _load(backend, backend.harness, "conformance harness")
+            target = _load(backend, spec, what)
         except BackendUnavailable as exc:
             problems.append(str(exc))
         else:
-            if not callable(factory):
-                problems.append(f"harness {backend.harness!r} is not callable")
+            if not callable(target):
+                problems.append(f"{field_name} {spec!r} is not callable")
     return problems

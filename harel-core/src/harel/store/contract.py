@@ -41,6 +41,44 @@ Semantics every store must honour (the conformance kit pins each one):
   short write) and returns how many it dropped; a mark recorded at or after ``older_than`` is
   never dropped.  Marks must outlive every redelivery of their event: pick ``older_than`` below
   the oldest moment an event could still be redelivered.
+* Claims (what a fleet of workers splits the work with): ``claim(owner, now, lease=, limit=)``
+  takes, in one atomic step, up to ``limit`` units of due work — due timers (``fire_at <=
+  now``), outbox entries and spawn intents — *grouped by execution* (:class:`Claim`: the
+  timers of one execution, the outbox entries targeted at it, the spawn intents it wrote; the
+  untargeted outbox entries form the group ``execution_id=None``) and leases each group to
+  ``owner`` until ``now + lease``.  While a lease holds (``now < expires_at``) no claim returns
+  that group's work, not even to its owner; ``renew`` extends it, ``release`` gives it back
+  (optionally not before ``retry_at``), and an expired lease is claimable again, so a killed
+  worker's work is taken over after one lease, never lost.  A relay unit is due at once, whatever
+  clock the claimer passes as ``now``; groups with relay work go before groups that are only
+  due by the clock, in write order (within a priority); a group's outbox entries come in ``seq``
+  order, its spawn intents in ``seq`` order, its timers by ``(fire_at, path)``, and a claim that
+  runs out of ``limit`` cuts a group in that order (spawns, outbox, timers), the rest waiting for
+  the next claim.  Groups are claimed highest priority first, oldest first within a priority,
+  where a priority level is worth :data:`PRIORITY_AGING` seconds of waiting (rank ``due -
+  PRIORITY_AGING * priority``): of two groups of the same kind (relay, or timers only) neither
+  waits more than ``4 * PRIORITY_AGING`` seconds behind the other's higher priority.  A group's
+  priority is its execution's (set by its own commits; a group first created by another
+  execution's emit takes the emitter's priority until then).  Fencing:
+  the version CAS decides, the lease does not — commits never check leases.  A worker whose
+  lease expired and was taken over can still commit only at the version it loaded: if the new
+  owner committed first, the CAS fails; if it commits first, the new owner's CAS fails, it
+  reloads and finds the dedupe mark.  Either way each unit takes effect once.  ``renew`` and
+  ``release`` by anyone but the holder, and ``renew`` of an expired lease, raise
+  :class:`LeaseLost`; a lease whose execution was purged is gone (``LeaseLost`` too).  A zero or
+  negative lease, a ``limit`` below 1 and an empty owner raise :class:`InvalidArgument` /
+  ``InvalidIdentifier`` before anything is read.  Every claim reads a bounded set (at most five
+  bounded index reads of ``limit`` rows).
+  Optional capability, wake-ups: a store that can push a signal has ``wait_for_work(timeout)``
+  (``async`` on an async store; a worker checks ``hasattr`` and polls without it).  It blocks
+  up to ``timeout`` seconds (``0 <= timeout <= 3600``, else :class:`InvalidArgument`) until a
+  commit or import that touched work rows, or a ``release`` that left work, may have made work
+  ready (``True``), else returns ``False``; it never raises on timeout.  A spurious ``True`` is
+  allowed, a missed signal is not: the first call listens and may return ``True`` at once (for
+  what was written before it listened), and no signal sent after that is lost between calls.
+  A lost listening connection raises :class:`StoreUnavailable` and the next call listens again;
+  ``close()`` ends a wait in progress; a cancelled async wait leaves nothing held.  Shared
+  rules: ``harel.store.common.wakeups`` (PostgreSQL ``LISTEN/NOTIFY``, Redis pub/sub).
 * Records: ``export_execution(id)`` returns, from one consistent read, everything the store
   holds for the id as an :class:`ExecutionRecord` (``None`` when it holds nothing);
   ``import_execution(record)`` writes such a record in one atomic write, keeping the
@@ -63,9 +101,11 @@ from harel.store.errors import (
     ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
+    InvalidArgument,
     InvalidCursor,
     InvalidPayload,
     InvalidStoreURL,
+    LeaseLost,
     PayloadTooLarge,
     SchemaVersionError,
     StoreConflict,
@@ -82,6 +122,12 @@ DEFAULT_PRUNE_BATCH = 1000
 
 FINISHED = frozenset({Status.DONE, Status.CANCELLED, Status.FAILED})
 """The statuses ``purge`` accepts without ``force``."""
+
+PRIORITY_AGING = 60.0
+"""Seconds of waiting one priority level is worth in the claim order (see ``claim``)."""
+
+DEFAULT_LEASE = 30.0
+"""The lease (seconds) a worker asks for by default."""
 
 TimerAction = Literal["schedule", "cancel"]
 
@@ -104,6 +150,29 @@ class SpawnEntry:
     child_id: str
     root_path: str
     context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """The due work of one execution (``None``: the untargeted outbox entries) that a claim
+    leased to ``owner`` until ``expires_at``.
+
+    ``timers`` are due ``(path, fire_at)`` pairs by ``(fire_at, path)``; ``outbox`` the entries
+    targeted at the execution and ``spawns`` the intents it wrote, each in ``seq`` order.
+    """
+
+    execution_id: str | None
+    owner: str
+    expires_at: float
+    priority: int = 0
+    timers: tuple[tuple[str, float], ...] = ()
+    outbox: tuple[OutboxEntry, ...] = ()
+    spawns: tuple[SpawnEntry, ...] = ()
+
+    @property
+    def units(self) -> int:
+        """How many units of work the claim holds."""
+        return len(self.timers) + len(self.outbox) + len(self.spawns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +317,18 @@ class ExecutionStore(Protocol):
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
 
+    def claim(
+        self, owner: str, now: float, *, lease: float = DEFAULT_LEASE, limit: int = 100
+    ) -> list[Claim]: ...
+
+    def renew(
+        self, owner: str, execution_id: str | None, now: float, *, lease: float = DEFAULT_LEASE
+    ) -> float: ...
+
+    def release(
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None: ...
+
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
@@ -316,6 +397,18 @@ class AsyncExecutionStore(Protocol):
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None: ...
 
+    async def claim(
+        self, owner: str, now: float, *, lease: float = DEFAULT_LEASE, limit: int = 100
+    ) -> list[Claim]: ...
+
+    async def renew(
+        self, owner: str, execution_id: str | None, now: float, *, lease: float = DEFAULT_LEASE
+    ) -> float: ...
+
+    async def release(
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None: ...
+
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     async def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
@@ -344,11 +437,14 @@ class AsyncExecutionStore(Protocol):
 
 
 __all__ = [
+    "DEFAULT_LEASE",
     "DEFAULT_PRUNE_BATCH",
     "DEFAULT_TRACE_MAX",
     "FINISHED",
+    "PRIORITY_AGING",
     "AsyncExecutionStore",
     "Capabilities",
+    "Claim",
     "CommitOutcomeUnknown",
     "DueTimer",
     "Emit",
@@ -357,9 +453,11 @@ __all__ = [
     "ExecutionNotFound",
     "ExecutionRecord",
     "ExecutionStore",
+    "InvalidArgument",
     "InvalidCursor",
     "InvalidPayload",
     "InvalidStoreURL",
+    "LeaseLost",
     "OutboxEntry",
     "PayloadTooLarge",
     "SchemaVersionError",

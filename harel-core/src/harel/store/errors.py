@@ -153,6 +153,13 @@ class StoreConfigError(StoreError, ValueError):
     """
 
 
+class UnsupportedEventLoop(StoreError):
+    """An async store method was awaited where it cannot run: outside any async library, or
+    under one that is neither asyncio nor trio, or (an injected driver client) under trio
+    although the client runs on asyncio only.  The message says what to use instead.
+    """
+
+
 class BackendError(StoreError):
     """Base class of the plugin registry's errors (backend lookup, plugin problems)."""
 
@@ -201,3 +208,27 @@ class HarnessUnavailable(BackendError):
 class StoreNotFound(StoreError, LookupError):
     """A store opened with ``create=False`` (read-only commands) does not exist yet: no
     database file, schema or dataset at that URL; nothing was created."""
+
+
+class LeaseLost(StoreError):
+    """``renew`` or ``release`` named a lease the caller does not hold: it was never claimed by
+    that owner, it was released, it was taken over by another claimer after it expired, or (for
+    ``renew``) it has expired.  Stop working on that execution's claim — whatever was not acked
+    is claimed again by someone — and claim afresh.
+
+    ``holder`` is the owner that holds the lease now (``None``: nobody, or unknown).
+    """
+
+    def __init__(self, execution_id: str | None, owner: str, why: str, holder: str | None = None):
+        self.execution_id = execution_id
+        self.owner = owner
+        self.why = why
+        self.holder = holder
+        group = "the untargeted outbox" if execution_id is None else f"execution {execution_id!r}"
+        super().__init__(
+            f"the lease on {group} is not held by {owner!r}: {why}; stop working on this claim "
+            "and claim again (what was not acked is claimed again)"
+        )
+
+    def __reduce__(self) -> tuple[type[LeaseLost], tuple[str | None, str, str, str | None]]:
+        return (type(self), (self.execution_id, self.owner, self.why, self.holder))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from harel.conformance.suite._base import Kit, KitBase, SyncAsAsync
 from harel.conformance.suite.bad_input import BadInputTests
 from harel.conformance.suite.cancellation import CancellationTests
+from harel.conformance.suite.claims import ClaimTests
 from harel.conformance.suite.commits import CommitTests
 from harel.conformance.suite.concurrency import ConcurrencyTests
 from harel.conformance.suite.contract import ContractTests
@@ -50,6 +51,7 @@ class ConformanceSuite(
     RecordTests,
     UnknownFieldTests,
     NormalFormTests,
+    ClaimTests,
 ):
     """Every kit test.  Declare known deviations as
     ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``.
@@ -63,6 +65,7 @@ __all__ = [
     "ArgumentErrorTests",
     "BadInputTests",
     "CancellationTests",
+    "ClaimTests",
     "CommitTests",
     "ConcurrencyTests",
     "ConformanceSuite",

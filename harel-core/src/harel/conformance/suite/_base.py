@@ -5,10 +5,18 @@ Every kit test is an ``async def`` taking the ``kit`` fixture.  ``kit.store`` is
 backend's async store, in the ``sync`` flavour it is :class:`SyncAsAsync`, which calls the
 backend's sync store directly (no thread, no event loop work) so ``await`` simply returns the
 sync result.  The two variants therefore run the very same assertions and cannot drift.
+
+With trio installed the async flavour runs twice, under asyncio (``[async]``) and under trio
+(``[async-trio]``, marked :data:`TRIO`, so ``-m harel_trio`` selects them and ``-m "not
+harel_trio"`` leaves them out); an ``async def`` kit test without the ``flavour`` fixture runs
+as ``[asyncio]`` and ``[trio]``.  A kit test marked :data:`NO_TRIO` (too slow to run twice)
+runs under asyncio only.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +29,11 @@ import pytest
 from harel.conformance.harness import StoreHarness
 from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.contract import (
+    DEFAULT_LEASE,
     DEFAULT_PRUNE_BATCH,
     AsyncExecutionStore,
     Capabilities,
+    Claim,
     DueTimer,
     Emit,
     ExecutionRecord,
@@ -42,6 +52,12 @@ FAR_FUTURE = 1e18
 SMOKE = pytest.mark.harel_smoke
 """The kit's smoke subset: one test or so per concern (``pytest -m harel_smoke``), which the
 all-backends and wheel runs use; ``make test`` runs the whole kit once per backend."""
+
+TRIO = pytest.mark.harel_trio
+"""Marks the kit's runs under trio (the ``[async-trio]`` / ``[trio]`` items)."""
+NO_TRIO = pytest.mark.harel_no_trio
+"""Marks a kit test that runs under asyncio only (over ~2 s per backend: ``make test``'s
+budget)."""
 
 T = TypeVar("T")
 
@@ -119,6 +135,21 @@ class SyncAsAsync:
 
     async def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         self.sync.delete_timer(execution_id, path, fire_at)
+
+    async def claim(
+        self, owner: str, now: float, *, lease: float = DEFAULT_LEASE, limit: int = 100
+    ) -> list[Claim]:
+        return self.sync.claim(owner, now, lease=lease, limit=limit)
+
+    async def renew(
+        self, owner: str, execution_id: str | None, now: float, *, lease: float = DEFAULT_LEASE
+    ) -> float:
+        return self.sync.renew(owner, execution_id, now, lease=lease)
+
+    async def release(
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None:
+        self.sync.release(owner, execution_id, retry_at=retry_at)
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self.sync.read_trace(execution_id)
@@ -314,11 +345,43 @@ class KitBase:
     pytestmark: ClassVar[list[pytest.MarkDecorator]] = [pytest.mark.anyio]
     expected_failures: ClassVar[dict[str, str]] = {}
     """``{test name: reason}``: known deviations, run as strict xfails and counted."""
+    trio_excluded: ClassVar[dict[str, str]] = {}
+    """``{test function name: reason}``: kit tests this backend runs under asyncio only (too
+    slow to run twice on it: over ~2 s per test); like :data:`NO_TRIO` for one backend."""
 
     @pytest.fixture
     def anyio_backend(self) -> str:
-        """The kit drives async stores on asyncio."""
+        """The kit drives async stores on asyncio (and on trio: :meth:`pytest_generate_tests`)."""
         return "asyncio"
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Give every ``async def`` kit test its trio run too, when trio is installed: the
+        async flavour under asyncio and under trio (see the module docstring)."""
+        function = metafunc.function
+        inner = getattr(getattr(function, "hypothesis", None), "inner_test", function)
+        if not inspect.iscoroutinefunction(inner) or not _trio_installed():
+            return
+        if metafunc.definition.get_closest_marker(NO_TRIO.name) is not None:
+            return
+        if metafunc.function.__name__ in self.trio_excluded:
+            return
+        if "flavour" in metafunc.fixturenames:
+            metafunc.parametrize(
+                ("flavour", "anyio_backend"),
+                [
+                    pytest.param("sync", "asyncio", id="sync"),
+                    pytest.param("async", "asyncio", id="async"),
+                    pytest.param("async", "trio", id="async-trio", marks=TRIO),
+                ],
+            )
+        else:
+            metafunc.parametrize(
+                "anyio_backend",
+                [
+                    pytest.param("asyncio", id="asyncio"),
+                    pytest.param("trio", id="trio", marks=TRIO),
+                ],
+            )
 
     @pytest.fixture(params=FLAVOURS)
     def flavour(self, request: pytest.FixtureRequest) -> Flavour:
@@ -342,6 +405,10 @@ class KitBase:
             yield kit
         finally:
             await kit.aclose()
+
+
+def _trio_installed() -> bool:
+    return importlib.util.find_spec("trio") is not None
 
 
 # -- value helpers -------------------------------------------------------------------------

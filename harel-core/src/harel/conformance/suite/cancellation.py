@@ -14,6 +14,12 @@ The cancellation points are spread over the whole duration of each call: the kit
 how many event-loop iterations an uncancelled call takes, then cancels after 0, 1, ... of
 them.  ``cancellation_rounds`` of the profile (:mod:`harel.conformance.profiles`) sets how many
 cancellations each test makes.
+
+Under trio the same points are reached with anyio: a cancel scope around the call, cancelled
+after ``index`` checkpoints of the test (``task.cancel()``'s counterpart), or
+``anyio.move_on_after`` (``wait_for``'s); the outcome rule is the same.  A lock a cancelled
+call left held makes trio raise ``BrokenResourceError`` where asyncio waits: the kit reports
+both as a lock left behind.
 """
 
 from __future__ import annotations
@@ -28,14 +34,19 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, TypeVar
 
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import pytest
 
 from harel.conformance.harness import StoreHarness
 from harel.conformance.profiles import kit_size
 from harel.conformance.suite._base import KitBase, declared_capabilities, new_exe, step
 from harel.model import Event, Execution, Status
+from harel.store.common.offload import on_asyncio
 from harel.store.contract import AsyncExecutionStore, TimerOp
 
 T = TypeVar("T")
@@ -115,8 +126,18 @@ async def measure(call: Callable[[], Awaitable[Any]]) -> Span:
         nonlocal ticks
         while running:
             ticks += 1
-            await asyncio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
+    if not on_asyncio():  # trio: the ticker in a task group
+        async with anyio.create_task_group() as group:
+            group.start_soon(ticker)
+            started = time.perf_counter()
+            try:
+                await call()
+            finally:
+                elapsed = time.perf_counter() - started
+                running = False
+        return Span(max(ticks, 1), elapsed)
     task = asyncio.create_task(ticker())
     started = time.perf_counter()
     try:
@@ -175,6 +196,8 @@ def schedule(rounds: int, span: Span) -> list[Point]:
 
 async def cancel_at(call: Callable[[], Awaitable[Any]], point: Point) -> Cancelled:
     """Run ``call()`` and cancel it at ``point``."""
+    if not on_asyncio():
+        return await _cancel_at_anyio(call, point)
     if point.mode == "wait_for":
         try:
             await asyncio.wait_for(call(), timeout=point.timeout)
@@ -192,6 +215,41 @@ async def cancel_at(call: Callable[[], Awaitable[Any]], point: Point) -> Cancell
     return Cancelled(completed=True)
 
 
+async def _cancel_at_anyio(call: Callable[[], Awaitable[Any]], point: Point) -> Cancelled:
+    """:func:`cancel_at` with anyio (trio): a cancel scope cancelled after ``point.index``
+    checkpoints, or ``move_on_after(point.timeout)``."""
+    if point.mode == "wait_for":
+        with anyio.move_on_after(point.timeout) as timed:
+            await call()
+        return Cancelled(completed=not timed.cancelled_caught)
+    scope = anyio.CancelScope()
+    completed = False
+
+    async def run() -> None:
+        nonlocal completed
+        with scope:
+            await call()
+            completed = True
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        for _ in range(point.index):
+            await anyio.lowlevel.checkpoint()
+        scope.cancel()
+    return Cancelled(completed=completed)
+
+
+def _left_broken(exc: BaseException) -> bool:
+    """Whether ``exc`` is the async library's report of a resource a cancelled task left held
+    (trio raises it on acquiring a lock whose owner ended without releasing it, where asyncio
+    would wait forever)."""
+    kinds: list[type[BaseException]] = [anyio.BrokenResourceError]
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        kinds.append(trio.BrokenResourceError)
+    return isinstance(exc, tuple(kinds))
+
+
 class CancellationTests(KitBase):
     """Cancelled async calls: all or nothing, version honest, no duplicate, no lock held."""
 
@@ -200,11 +258,23 @@ class CancellationTests(KitBase):
 
     async def _bounded(self, awaitable: Awaitable[T], what: str) -> T:
         try:
+            if not on_asyncio():
+                with anyio.fail_after(self.cancellation_timeout):
+                    return await awaitable
             return await asyncio.wait_for(awaitable, timeout=self.cancellation_timeout)
         except TimeoutError:
             pytest.fail(
                 f"{what} did not finish within {self.cancellation_timeout} s after a "
                 "cancellation: a lock or transaction is still held",
+                pytrace=False,
+            )
+        except Exception as exc:
+            if not _left_broken(exc):
+                raise
+            pytest.fail(
+                f"{what} raised {type(exc).__module__}.{type(exc).__name__} after a "
+                f"cancellation ({exc}): a cancelled call left its lock or connection behind; "
+                "release them when a call is cancelled",
                 pytrace=False,
             )
 
@@ -238,13 +308,14 @@ class CancellationTests(KitBase):
             url = harel_harness.url()
             if caps is not None and caps.multi_process and url is not None:
                 # another process commits while this one's stores are still open
-                await asyncio.to_thread(
+                child = partial(
                     run_child,
                     url,
                     f"{ns}other-process",
                     close=True,
                     timeout=self.cancellation_timeout * 2,
                 )
+                await anyio.to_thread.run_sync(child)
         finally:
             await store.close()
             await other.close()

@@ -10,6 +10,7 @@ from harel.conformance._remote import WRITTEN_BY, call, dump_plan
 from harel.conformance.harness import StoreHarness
 from harel.conformance.suite._base import (
     FAR_FUTURE,
+    NO_TRIO,
     SMOKE,
     Kit,
     KitBase,
@@ -125,6 +126,7 @@ class DurabilityTests(KitBase):
         assert [t["index"] for t in await other.read_trace("kit-1")] == [3, 4]
 
     @SMOKE
+    @NO_TRIO  # the fresh interpreter is the point (it runs asyncio); ~1-2 s per run
     async def test_persistent_data_is_read_back_by_a_fresh_interpreter(self, kit: Kit) -> None:
         """``persistent``: another interpreter opening ``harness.url()`` through the registry
         reads back every execution, mark, timer, outbox entry, spawn and trace step, and what it

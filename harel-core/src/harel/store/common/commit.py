@@ -87,6 +87,9 @@ class PreparedCommit(NamedTuple):
     token: str = ""
     """The commit token (:func:`attempt_token`): stored as the receipt of ``new_version``; a CAS
     miss whose receipt is this token means the commit was already stored."""
+    priority: int = 0
+    """``Execution.priority`` (0-4): the priority of the work rows the commit touches
+    (:func:`harel.store.common.claims.work_touches`)."""
 
     @property
     def is_insert(self) -> bool:
@@ -263,6 +266,8 @@ def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int
         () if not spawns and type(spawns) in _LISTS else _prepare_spawns(spawns, limit),
         None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
         time.time(),  # committed_at
+        "",  # token: set by attempt_token
+        exe.priority,
     )
 
 
@@ -294,8 +299,8 @@ def _remember(table: dict[K, V], key: K, value: V) -> None:
 
 def _same_commit(old: PreparedCommit, new: PreparedCommit) -> bool:
     """Whether ``new`` writes exactly what ``old`` wrote, from the same version (the clock
-    reading and the token aside)."""
-    return old[:-2] == new[:-2]
+    reading and the token aside: the fields before ``committed_at``, and ``priority``)."""
+    return old[:-3] == new[:-3] and old.priority == new.priority
 
 
 def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:

@@ -11,17 +11,26 @@ Cancellation (async): reads are plain ``await self._run(op)``.  Writes go throug
 :meth:`AsyncPlanStore._write`, which lets a started write finish before it re-raises
 ``CancelledError`` — so a cancelled ``commit`` leaves ``exe.version`` bumped exactly when the
 step was stored.
+
+Under trio (asyncio-only drivers): :meth:`AsyncPlanStore.in_threads` builds the same async
+class over the backend's *sync* store, every contract call run whole through
+:class:`~harel.store.common.offload.Offload` (anyio's worker threads, one store's calls at a
+time); the backends' ``from_url``/``open`` choose it when the running library is not asyncio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextvars import ContextVar
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
+
+import anyio
+import anyio.to_thread
 
 from harel.model import Execution, ExecutionPage, Status
+from harel.store.common.claims import check_claim, check_release, check_renew
 from harel.store.common.commit import (
     PreparedCommit,
     bump_and_prepare,
@@ -30,10 +39,14 @@ from harel.store.common.commit import (
 )
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.listing import ListingQuery, listing_query
+from harel.store.common.offload import Offload
 from harel.store.common.records import PreparedImport, prepare_import
+from harel.store.common.threaded import SyncHops
 from harel.store.contract import (
+    DEFAULT_LEASE,
     DEFAULT_PRUNE_BATCH,
     Capabilities,
+    Claim,
     DueTimer,
     Emit,
     ExecutionRecord,
@@ -79,6 +92,14 @@ class ContractPlan(Protocol):
     def due_timers(self, now: float, limit: int | None) -> Op[list[DueTimer]]: ...
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Op[None]: ...
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Op[list[Claim]]: ...
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Op[float]: ...
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Op[None]: ...
 
     def read_trace(self, execution_id: str) -> Op[list[dict[str, Any]]]: ...
 
@@ -226,6 +247,25 @@ class PlanStore(_PlanStoreBase[P]):
         """Disarm a timer only if it still holds exactly ``fire_at``."""
         self._run(self._plan.delete_timer(execution_id, path, fire_at))
 
+    def claim(
+        self, owner: str, now: float, *, lease: float = DEFAULT_LEASE, limit: int = 100
+    ) -> list[Claim]:
+        """Lease up to ``limit`` units of due work, grouped by execution, to ``owner``."""
+        return self._run(self._plan.claim(*check_claim(owner, now, lease, limit)))
+
+    def renew(
+        self, owner: str, execution_id: str | None, now: float, *, lease: float = DEFAULT_LEASE
+    ) -> float:
+        """Extend ``owner``'s unexpired lease to ``now + lease``; the new expiry."""
+        return self._run(self._plan.renew(*check_renew(owner, execution_id, now, lease)))
+
+    def release(
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None:
+        """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
+        checked = check_release(owner, execution_id, retry_at)
+        self._run(self._plan.release(*checked, time.time()))
+
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         """The retained trace steps, oldest first, each with its ``index``."""
         return self._run(self._plan.read_trace(execution_id))
@@ -279,6 +319,33 @@ class AsyncPlanStore(_PlanStoreBase[P]):
     finishes before ``CancelledError`` is re-raised) is built on :meth:`_run` and may be
     overridden when the driver settles writes another way.
     """
+
+    @classmethod
+    async def in_threads(cls, factory: Callable[[], PlanStore[Any]]) -> Self:
+        """This async store over the sync store ``factory()`` builds (in a worker thread):
+        what ``from_url``/``open`` return under trio, whose drivers run on asyncio only.
+
+        Every contract call runs the sync store's method whole through
+        :class:`~harel.store.common.offload.Offload` (anyio's worker threads, a limiter of one
+        per store): one operation at a time, never abandoned once started, so a cancelled
+        ``commit`` leaves ``exe.version`` telling whether it was stored.  The result is an
+        instance of this class (a subclass made once per class) with the sync store's
+        settings (``options``, ``where``, ``repr``); ``close`` closes the sync store.
+        """
+        offload = Offload()
+        built: list[PlanStore[Any]] = []
+        try:
+            await offload.run(lambda: built.append(factory()))
+        except BaseException:
+            if built:  # built, then the caller was cancelled: do not leak the connection
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(built[0].close)
+            raise
+        klass = _in_threads_class(cls)
+        store = klass.__new__(klass)
+        vars(store).update(vars(built[0]))
+        store._runner, store.store = offload, built[0]
+        return cast(Self, store)
 
     async def _run(self, operation: Op[T]) -> T:
         """Drive one plan operation to its value (or its typed error)."""
@@ -387,6 +454,28 @@ class AsyncPlanStore(_PlanStoreBase[P]):
         """Disarm a timer only if it still holds exactly ``fire_at``."""
         await self._write(self._plan.delete_timer(execution_id, path, fire_at))
 
+    async def claim(
+        self, owner: str, now: float, *, lease: float = DEFAULT_LEASE, limit: int = 100
+    ) -> list[Claim]:
+        """Lease up to ``limit`` units of due work, grouped by execution, to ``owner``.
+
+        Cancelled midway, it waits for the claim's outcome before re-raising (the leases it
+        took expire by themselves)."""
+        return await self._write(self._plan.claim(*check_claim(owner, now, lease, limit)))
+
+    async def renew(
+        self, owner: str, execution_id: str | None, now: float, *, lease: float = DEFAULT_LEASE
+    ) -> float:
+        """Extend ``owner``'s unexpired lease to ``now + lease``; the new expiry."""
+        return await self._write(self._plan.renew(*check_renew(owner, execution_id, now, lease)))
+
+    async def release(
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None:
+        """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
+        checked = check_release(owner, execution_id, retry_at)
+        await self._write(self._plan.release(*checked, time.time()))
+
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         """The retained trace steps, oldest first, each with its ``index``."""
         return await self._run(self._plan.read_trace(execution_id))
@@ -433,3 +522,36 @@ class AsyncPlanStore(_PlanStoreBase[P]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+class _InThreads(SyncHops[Any]):
+    """The contract of an :class:`AsyncPlanStore` in its :meth:`~AsyncPlanStore.in_threads`
+    form: the sync store's methods, whole, through ``Offload`` (put first in the MRO)."""
+
+    _runner: Offload
+
+    async def _run(self, operation: Any) -> Any:
+        """A plan operation driven whole by the sync store's driver (what a method missing
+        from the hop table, such as a backend's own extra, reaches)."""
+        return await self._runner.run(self.store._run, operation)
+
+    async def _settle(self, operation: Any) -> tuple[Any, bool]:
+        """A write, whole, in the sync store (the offload never abandons a started call)."""
+        return await self._run(operation), False
+
+    async def close(self) -> None:
+        """Close the sync store (idempotent; later calls raise its "closed" error)."""
+        await self._runner.run(self.store.close)
+
+
+_IN_THREADS: dict[type[Any], type[_InThreads]] = {}
+
+
+def _in_threads_class(cls: type[AsyncPlanStore[Any]]) -> type[_InThreads]:
+    """``cls`` with :class:`_InThreads`'s methods first (made once per class); same name, so
+    reprs and messages read alike."""
+    klass = _IN_THREADS.get(cls)
+    if klass is None:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        klass = _IN_THREADS[cls] = type(cls.__name__, (_InThreads, cls), namespace)
+    return klass

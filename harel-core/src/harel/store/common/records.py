@@ -60,6 +60,10 @@ class PreparedImport:
     emits: tuple[PreparedEmit, ...]
     spawns: tuple[PreparedSpawn, ...]
     trace: tuple[tuple[int, str], ...]
+    priority: int = 0
+    """The execution's priority (0 without one): the priority of the work rows it writes."""
+    prepared_at: float = 0.0
+    """Epoch seconds the import was prepared at: when its relay units became due."""
 
     @property
     def row_count(self) -> int:
@@ -246,6 +250,8 @@ def prepare_import(
         emits=_prepare_emits(record, limit),
         spawns=_prepare_spawns(record, limit),
         trace=_prepare_trace(record, trace_max, limit),
+        priority=0 if record.execution is None else record.execution.priority,
+        prepared_at=now,
     )
 
 

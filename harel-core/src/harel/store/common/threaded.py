@@ -27,6 +27,13 @@ about one wake-up per batch instead of one per operation; one task awaiting one 
 time still pays one round trip between the threads per operation (about 20 µs of CPU on a
 2-core VM: ``bench/async_ratio.py``).
 
+Under trio (no asyncio loop in the calling thread) :meth:`ThreadedRunner.run` hands the
+operation to the same worker thread and waits on a ``trio.Event`` that the worker sets through
+the run's ``TrioToken.run_sync_soon``; the cancellation rule is the same (a not-yet-started
+operation is withdrawn; a started one is awaited in a shielded cancel scope before
+``trio.Cancelled`` goes on).  Any other library raises
+:class:`~harel.store.errors.UnsupportedEventLoop`.
+
 :meth:`ThreadedRunner.close` (or :meth:`~ThreadedRunner.aclose`) lets queued operations finish
 and stops the thread.  The thread is a daemon, and a runner that is garbage collected without
 being closed stops its thread, so an unclosed runner never keeps the interpreter from exiting.
@@ -50,10 +57,11 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 
+from harel.store.common.offload import current_library
 from harel.store.contract import Capabilities, ExecutionStore
 from harel.store.errors import StoreError
 
-__all__ = ["RunnerClosed", "ThreadedAsyncStore", "ThreadedRunner"]
+__all__ = ["RunnerClosed", "SyncHops", "ThreadedAsyncStore", "ThreadedRunner"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -211,6 +219,36 @@ class _Blocking:
         """Nothing to wake: ``post`` already released the caller."""
 
 
+class _TrioSink:
+    """The sink of one operation awaited under trio: ``post`` sets ``done`` in the trio run
+    (``run_sync_soon`` is the thread-safe wake-up; a finished run has nobody waiting)."""
+
+    __slots__ = ("_finished", "_token", "done")
+
+    def __init__(self) -> None:
+        import trio
+
+        self._token = trio.lowlevel.current_trio_token()
+        self._finished: type[BaseException] = trio.RunFinishedError
+        self.done = trio.Event()
+
+    def post(self, job: _Job, /) -> bool:
+        with contextlib.suppress(self._finished):
+            self._token.run_sync_soon(self.done.set)
+        return False
+
+    def wake(self) -> None:
+        """Nothing to wake: ``post`` already did."""
+
+    async def wait(self) -> None:
+        """Wait for ``done`` ignoring cancellation, then raise a cancel that came meanwhile."""
+        import trio
+
+        with trio.CancelScope(shield=True):
+            await self.done.wait()
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+
 class _Mailbox:
     """Finished jobs on their way back to one event loop.
 
@@ -314,6 +352,14 @@ async def _wait_uncancellable(waiter: asyncio.Future[Any]) -> bool:
     return cancelled
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running in this thread, else ``None`` (trio, or no loop at all)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class ThreadedRunner:
     """Runs synchronous operations one at a time in one dedicated worker thread.
 
@@ -375,7 +421,9 @@ class ThreadedRunner:
         a not-yet-started operation is withdrawn; a started one is awaited to completion (its
         result discarded) before ``CancelledError`` is re-raised.
         """
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
+        if loop is None:  # trio (outside the except: no "during handling" chain on errors)
+            return await self._run_trio(fn, args, kwargs)
         future: asyncio.Future[T] = loop.create_future()
         mailbox = self._mailbox(loop)
         job = _Job(fn, args, kwargs, mailbox, future)
@@ -392,6 +440,26 @@ class ThreadedRunner:
                     job.waiter = loop.create_future()
                     await _wait_uncancellable(job.waiter)
             raise
+
+    async def _run_trio(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Any) -> T:
+        """:meth:`run` under trio (same order, thread and cancellation rule)."""
+        current_library()  # trio, or UnsupportedEventLoop saying what to do
+        import trio
+
+        sink = _TrioSink()
+        job = _Job(fn, args, kwargs, sink)
+        self._put(job)
+        try:
+            await sink.done.wait()
+        except trio.Cancelled:
+            try:
+                job.claim.pop()  # not started: withdrawn, never runs
+            except IndexError:  # the worker took it: let it finish before unwinding
+                with trio.CancelScope(shield=True):
+                    await sink.done.wait()
+            raise
+        result: T = job.outcome()
+        return result
 
     def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` in the worker thread and block until it is done (sync
@@ -435,7 +503,13 @@ class ThreadedRunner:
         If the awaiting task is cancelled, the queued operations still finish before
         ``CancelledError`` is re-raised.
         """
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
+        if loop is None:
+            current_library()  # trio, or UnsupportedEventLoop saying what to do
+            sink = _TrioSink()
+            if self._stop(sink) and threading.current_thread() is not self._thread:
+                await sink.wait()
+            return
         drained: asyncio.Future[None] = loop.create_future()
         mailbox = self._mailbox(loop)
         if not self._stop(mailbox, drained):
@@ -451,13 +525,20 @@ class ThreadedRunner:
         return f"ThreadedRunner({self._thread.name!r}, {state})"
 
 
+class _Runs(Protocol):
+    """What runs a :class:`SyncHops` store's operations: :meth:`ThreadedRunner.run` or
+    :meth:`harel.store.common.Offload.run`."""
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
 def _hop(
     method: Callable[Concatenate[Any, P], T],
-) -> Callable[Concatenate[ThreadedAsyncStore[Any], P], Coroutine[Any, Any, T]]:
+) -> Callable[Concatenate[SyncHops[Any], P], Coroutine[Any, Any, T]]:
     """The async twin of a contract method: the sync store's method, whole, in one hop."""
     name = method.__name__
 
-    async def hop(self: ThreadedAsyncStore[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def hop(self: SyncHops[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await self._runner.run(getattr(self.store, name), *args, **kwargs)
         except RunnerClosed:
@@ -471,38 +552,16 @@ def _hop(
     return hop
 
 
-class ThreadedAsyncStore(Generic[S]):
-    """An :class:`~harel.store.contract.AsyncExecutionStore` made of a sync store and a
-    :class:`ThreadedRunner`: every contract method runs the sync store's method whole in the
-    runner's thread, so operations are serialised, one operation costs one thread hop, and a
-    cancelled call returns only once its operation was withdrawn or finished (a cancelled
-    ``commit`` has left ``exe.version`` telling whether it was stored).
+class SyncHops(Generic[S]):
+    """Every method of the async contract as the wrapped sync store's (``store``), run whole
+    by ``_runner`` (one hop per operation; cancellation as the runner's ``run`` says).
 
-    Subclasses set ``capabilities`` and provide ``from_url``; they build instances with
-    :meth:`start`, which constructs the sync store in the worker thread.
+    The base of :class:`ThreadedAsyncStore` and of the trio form of the asyncio-only
+    backends (:meth:`harel.store.common.AsyncPlanStore.in_threads`).
     """
 
-    capabilities: ClassVar[Capabilities]
-
-    def __init__(self, runner: ThreadedRunner, store: S) -> None:
-        """Wrap ``store``, which ``runner``'s thread owns from now on (use :meth:`start`)."""
-        self._runner = runner
-        self.store: S = store
-        """The wrapped sync store: call it only through this object (its thread owns it)."""
-
-    @classmethod
-    async def start(cls, factory: Callable[[], S], *, name: str | None = None) -> Self:
-        """Start a worker thread, build the sync store with ``factory()`` in it, wrap it.
-
-        If building fails (or the caller is cancelled) the thread is stopped again.
-        """
-        runner = ThreadedRunner(name)
-        try:
-            store = await runner.run(factory)
-        except BaseException:
-            runner.close()  # nothing queued behind the factory: returns at once
-            raise
-        return cls(runner, store)
+    _runner: _Runs
+    store: S
 
     @property
     def trace_max(self) -> int | None:
@@ -530,6 +589,9 @@ class ThreadedAsyncStore(Generic[S]):
     ack_spawn = _hop(ExecutionStore.ack_spawn)
     due_timers = _hop(ExecutionStore.due_timers)
     delete_timer = _hop(ExecutionStore.delete_timer)
+    claim = _hop(ExecutionStore.claim)
+    renew = _hop(ExecutionStore.renew)
+    release = _hop(ExecutionStore.release)
     read_trace = _hop(ExecutionStore.read_trace)
     append_trace = _hop(ExecutionStore.append_trace)
     list_executions = _hop(ExecutionStore.list_executions)
@@ -537,6 +599,41 @@ class ThreadedAsyncStore(Generic[S]):
     prune_processed = _hop(ExecutionStore.prune_processed)
     export_execution = _hop(ExecutionStore.export_execution)
     import_execution = _hop(ExecutionStore.import_execution)
+
+
+class ThreadedAsyncStore(SyncHops[S]):
+    """An :class:`~harel.store.contract.AsyncExecutionStore` made of a sync store and a
+    :class:`ThreadedRunner`: every contract method runs the sync store's method whole in the
+    runner's thread, so operations are serialised, one operation costs one thread hop, and a
+    cancelled call returns only once its operation was withdrawn or finished (a cancelled
+    ``commit`` has left ``exe.version`` telling whether it was stored).
+
+    Subclasses set ``capabilities`` and provide ``from_url``; they build instances with
+    :meth:`start`, which constructs the sync store in the worker thread.
+    """
+
+    capabilities: ClassVar[Capabilities]
+    _runner: ThreadedRunner
+
+    def __init__(self, runner: ThreadedRunner, store: S) -> None:
+        """Wrap ``store``, which ``runner``'s thread owns from now on (use :meth:`start`)."""
+        self._runner = runner
+        self.store: S = store
+        """The wrapped sync store: call it only through this object (its thread owns it)."""
+
+    @classmethod
+    async def start(cls, factory: Callable[[], S], *, name: str | None = None) -> Self:
+        """Start a worker thread, build the sync store with ``factory()`` in it, wrap it.
+
+        If building fails (or the caller is cancelled) the thread is stopped again.
+        """
+        runner = ThreadedRunner(name)
+        try:
+            store = await runner.run(factory)
+        except BaseException:
+            runner.close()  # nothing queued behind the factory: returns at once
+            raise
+        return cls(runner, store)
 
     async def close(self) -> None:
         """Close the wrapped store in its thread, then stop the thread (idempotent)."""

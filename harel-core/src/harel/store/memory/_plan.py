@@ -26,19 +26,26 @@ from harel.store.common import (
     PreparedCommit,
     PreparedExecution,
     PreparedImport,
+    WorkRow,
+    WorkTouch,
     cas_decision,
     conflict,
     decode_event,
     decode_execution,
     decode_trace_step,
     encode_trace_step,
+    import_touches,
+    lease_lost,
     loads,
+    next_ready,
     next_trace_index,
     page_from_probe,
     receipt_slot,
     resent_and_stored,
     sweep_limit,
+    take_units,
     trace_keep_from,
+    work_touches,
 )
 from harel.store.common.validate import (
     check_event_ref,
@@ -49,7 +56,14 @@ from harel.store.common.validate import (
     check_seq,
     check_timer_ref,
 )
-from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import (
+    FINISHED,
+    Claim,
+    DueTimer,
+    ExecutionRecord,
+    OutboxEntry,
+    SpawnEntry,
+)
 from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, ExecutionNotFound
 
 T = TypeVar("T")
@@ -108,10 +122,18 @@ Plan = Generator[Request, Any, T]
 Relay = Literal["outbox", "spawns"]
 """The two relay tables (rows keyed by one shared, increasing ``seq``)."""
 
-Table = Literal["executions", "processed", "timers", "outbox", "spawns", "trace"]
+Table = Literal["executions", "processed", "timers", "outbox", "spawns", "trace", "work"]
 """Every table; each row belongs to one execution (for the relays: target / parent)."""
 
-OWNED_TABLES: tuple[Table, ...] = ("processed", "timers", "outbox", "spawns", "trace", "executions")
+OWNED_TABLES: tuple[Table, ...] = (
+    "processed",
+    "timers",
+    "outbox",
+    "spawns",
+    "trace",
+    "work",
+    "executions",
+)
 """What ``purge`` deletes from, the execution row last."""
 
 
@@ -182,7 +204,8 @@ class ListOwned(Request):
     ``outbox`` (targeted at it) / ``spawns`` (written by it) -> ``[(seq, row)]`` by seq."""
 
     table: Literal["processed", "timers", "outbox", "spawns"]
-    execution_id: str
+    execution_id: str | None
+    """``None`` only for ``outbox``: the untargeted entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +297,43 @@ class DeleteOwned(Request):
 
     table: Table
     execution_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyWork(Request):
+    """-> ``list[WorkRow]``: up to ``limit`` ready rows (``ready_at <= now``) of each priority,
+    in claim order."""
+
+    now: float
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetWork(Request):
+    """-> ``WorkRow | None``: the work row of one group."""
+
+    key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PutWork(Request):
+    """Write one work row (replacing the group's row)."""
+
+    row: WorkRow
+
+
+@dataclass(frozen=True, slots=True)
+class DropWork(Request):
+    """Delete the work row of one group (absent: nothing)."""
+
+    key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TouchWork(Request):
+    """Apply :func:`harel.store.common.touch` to the group's row."""
+
+    change: WorkTouch
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,6 +465,8 @@ class MemoryPlan:
             )
         if prepared.trace is not None:
             yield from self._append_step(execution_id, prepared.trace, trace_max)
+        for change in work_touches(prepared):
+            yield TouchWork(change)
 
     def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
         last, _ = yield ReadTraceRows(execution_id)
@@ -553,6 +615,93 @@ class MemoryPlan:
             )
         for index, body in prepared.trace:
             yield PutTraceStep(execution_id, index, body, None)
+        for change in import_touches(prepared):
+            yield TouchWork(change)
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        """Lease up to ``limit`` due units, grouped, in one transaction."""
+        claims: list[Claim] = yield Transaction(self._claim(owner, now, lease, limit))
+        return claims
+
+    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        rows: list[WorkRow] = yield ReadyWork(now, limit)
+        claims: list[Claim] = yield from self._lease_rows(rows, owner, now, lease, limit)
+        return claims
+
+    def _lease_rows(
+        self, rows: list[WorkRow], owner: str, now: float, lease: float, limit: int
+    ) -> Plan[list[Claim]]:
+        claims: list[Claim] = []
+        budget = limit
+        for row in rows:
+            if not budget:
+                break
+            timers, outbox, spawns = yield from self._units(row.key)
+            claim = take_units(row, budget, now, timers, outbox, spawns, owner, now + lease)
+            if claim is None:  # an early row: nothing is due behind it
+                yield from self._settle_row(row, timers, False, now, None)
+                continue
+            yield PutWork(WorkRow(row.key, row.priority, now + lease, owner))
+            claims.append(claim)
+            budget -= claim.units
+        return claims
+
+    def _units(
+        self, key: str | None
+    ) -> Plan[tuple[list[tuple[str, float]], list[OutboxEntry], list[SpawnEntry]]]:
+        outbox = yield ListOwned("outbox", key)
+        if key is None:
+            return [], [outbox_entry(seq, row) for seq, row in outbox], []
+        timers = yield ListOwned("timers", key)
+        spawns = yield ListOwned("spawns", key)
+        return (
+            timers,
+            [outbox_entry(seq, row) for seq, row in outbox],
+            [spawn_entry(seq, row) for seq, row in spawns],
+        )
+
+    def _settle_row(
+        self,
+        row: WorkRow,
+        timers: list[tuple[str, float]],
+        has_relay: bool,
+        now: float,
+        retry_at: float | None,
+    ) -> Plan[None]:
+        ready = next_ready((at for _, at in timers), has_relay, now, retry_at)
+        if ready is None:
+            yield DropWork(row.key)
+        else:
+            yield PutWork(WorkRow(row.key, row.priority, ready))
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        """Extend an unexpired lease held by ``owner``."""
+        expires: float = yield Transaction(self._renew(owner, key, now, lease))
+        return expires
+
+    def _renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        row: WorkRow | None = yield GetWork(key)
+        if row is None or row.owner != owner or row.ready_at <= now:
+            raise lease_lost(row, key, owner, now)
+        yield PutWork(WorkRow(key, row.priority, now + lease, owner))
+        return now + lease
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        """Free a lease held by ``owner``; the row is re-dated from what is left."""
+        yield Transaction(self._release(owner, key, retry_at, now))
+
+    def _release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        row: WorkRow | None = yield GetWork(key)
+        if row is None or row.owner != owner:
+            raise lease_lost(row, key, owner, None)
+        timers, outbox, spawns = yield from self._units(key)
+        yield from self._settle_row(row, timers, bool(outbox or spawns), now, retry_at)
 
 
 PLAN = MemoryPlan()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harel.model import ExecutionSummary
-from harel.store.common import ListingQuery, drive
+from harel.store.common import PRIORITIES, ListingQuery, WorkRow, claim_order, drive, touch
 from harel.store.memory._index import Owned, SortedKeys
 from harel.store.memory._plan import (
     AckRelay,
@@ -21,8 +21,10 @@ from harel.store.memory._plan import (
     DeleteOwned,
     DropMarks,
     DropTimer,
+    DropWork,
     GetExecution,
     GetForEvent,
+    GetWork,
     HasMark,
     ListOwned,
     OldMarks,
@@ -31,7 +33,9 @@ from harel.store.memory._plan import (
     PutMark,
     PutTimer,
     PutTraceStep,
+    PutWork,
     ReadTraceRows,
+    ReadyWork,
     Request,
     ScanDueTimers,
     ScanExecutions,
@@ -39,6 +43,7 @@ from harel.store.memory._plan import (
     SpawnRow,
     StoredExecution,
     Table,
+    TouchWork,
     Transaction,
 )
 
@@ -74,6 +79,12 @@ class MemoryData:
     timers_of: Owned[str] = field(default_factory=Owned)
     outbox_of: Owned[int] = field(default_factory=Owned)
     spawns_of: Owned[int] = field(default_factory=Owned)
+    work: dict[str | None, WorkRow] = field(default_factory=dict)
+    """Work rows by group (``None``: the untargeted outbox entries)."""
+    ready: dict[int, SortedKeys[tuple[float, str]]] = field(
+        default_factory=lambda: {priority: SortedKeys() for priority in PRIORITIES}
+    )
+    """Work rows by ``(ready_at, key)`` per priority (the untargeted group's key is "")."""
     acked: dict[str, int] = field(default_factory=lambda: {"outbox": 0, "spawns": 0})
     """Rows acknowledged per relay since it was last compacted."""
 
@@ -135,6 +146,16 @@ class MemoryData:
                 return sum(self._drop_mark(*key) for key in keys)
             case DeleteOwned(table, execution_id):
                 self._delete_owned(table, execution_id)
+            case ReadyWork(now, limit):
+                return self._ready_work(now, limit)
+            case GetWork(key):
+                return self.work.get(key)
+            case PutWork(row):
+                self._put_work(row)
+            case DropWork(key):
+                self._drop_work(key)
+            case TouchWork(change):
+                self._put_work(touch(self.work.get(change.key), change))
             case _:
                 raise TypeError(f"the memory tables cannot run {request!r}")
         return None
@@ -194,6 +215,23 @@ class MemoryData:
         self.due.discard((at, execution_id, path))
         self.timers_of.discard(execution_id, path)
 
+    def _put_work(self, row: WorkRow) -> None:
+        self._drop_work(row.key)
+        self.work[row.key] = row
+        self.ready[row.priority].add((row.ready_at, row.key or ""))
+
+    def _drop_work(self, key: str | None) -> None:
+        row = self.work.pop(key, None)
+        if row is not None:
+            self.ready[row.priority].discard((row.ready_at, key or ""))
+
+    def _ready_work(self, now: float, limit: int) -> list[WorkRow]:
+        found: list[WorkRow] = []
+        for index in self.ready.values():
+            for _, key in index.while_true(lambda entry: entry[0] <= now, limit):
+                found.append(self.work[key or None])
+        return claim_order(found)
+
     # -- reads through the indexes -----------------------------------------------------------
 
     def _scan_executions(self, query: ListingQuery) -> list[ExecutionSummary]:
@@ -206,7 +244,9 @@ class MemoryData:
                     break
         return rows
 
-    def _list_owned(self, table: str, execution_id: str) -> list[tuple[Any, Any]]:
+    def _list_owned(self, table: str, execution_id: str | None) -> list[tuple[Any, Any]]:
+        if execution_id is None:  # the untargeted outbox entries
+            return [(seq, self.outbox[seq]) for seq in sorted(self.outbox_of.of(None))]
         if table == "processed":
             events = self.marks_of.of(execution_id)
             return sorted((event, self.processed[(execution_id, event)]) for event in events)
@@ -224,6 +264,8 @@ class MemoryData:
         elif table == "trace":
             self.trace.pop(execution_id, None)
             self.last_trace_index.pop(execution_id, None)
+        elif table == "work":
+            self._drop_work(execution_id)
         elif table == "processed":
             for event_id in self.marks_of.of(execution_id):
                 self._drop_mark(execution_id, event_id)

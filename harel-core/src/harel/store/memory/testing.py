@@ -29,6 +29,8 @@ def footprint(data: MemoryData, execution_id: str) -> list[str]:
             labels.append("trace-ring")
         if execution_id in data.last_trace_index:
             labels.append("trace-counter")
+        if execution_id in data.work:
+            labels.append("work")
         labels += _index_labels(data, execution_id)
     return labels
 
@@ -45,6 +47,12 @@ def _index_labels(data: MemoryData, execution_id: str) -> list[str]:
     labels += [f"index:id:{eid}" for eid in data.ids.keys if eid == execution_id]
     labels += [f"index:due:{path}" for _, eid, path in data.due.keys if eid == execution_id]
     labels += [f"index:age:{event}" for _, eid, event in data.ages.keys if eid == execution_id]
+    labels += [
+        f"index:ready:{priority}"
+        for priority, index in data.ready.items()
+        for _, key in index.keys
+        if key == execution_id
+    ]
     return labels
 
 

@@ -11,7 +11,9 @@ statement texts.  What differs is how a statement reaches it:
   ``/db/execute?transaction``): side writes then carry a guard instead of a decision between
   statements (see :mod:`harel.store.common.sql.statements`);
 * ``upsert``: ``"on_conflict"`` (``INSERT ... ON CONFLICT ... DO UPDATE/NOTHING``, SQLite 3.24+)
-  or ``"or_replace"`` (``INSERT OR REPLACE/IGNORE`` for older engines);
+  or ``"or_replace"`` (``INSERT OR REPLACE/IGNORE`` for older engines; a work-row touch is then
+  an ``UPDATE`` and an ``INSERT OR IGNORE``).  ``claim`` needs window functions (SQLite 3.25+)
+  whatever the dialect;
 * ``batch_reads`` (single-request dialects): a :class:`Batch` may hold ``SELECT`` statements whose
   rows come back in its results (rqlite's unified ``/db/request`` endpoint), so a lost CAS's
   found version and purge's status check travel in the operation's own request.

@@ -18,6 +18,7 @@ still roll back if the plan is abandoned mid-transaction by a ``BaseException`` 
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import asdict
@@ -25,6 +26,16 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
+from harel.store.common.claims import (
+    WorkRow,
+    import_touches,
+    lease_lost,
+    outbox_or_damaged,
+    relay_due,
+    spawn_or_damaged,
+    take_units,
+    work_touches,
+)
 from harel.store.common.codec import decode_event, decode_execution, decode_payload
 from harel.store.common.commit import (
     RECEIPT_WINDOW,
@@ -37,7 +48,7 @@ from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.records import PreparedImport
 from harel.store.common.schema_version import release_of
-from harel.store.common.sql.dialect import Dialect
+from harel.store.common.sql.dialect import Dialect, Rendered
 from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.common.sql.schema import SCHEMA_TABLE, SCHEMA_VERSION, SchemaAction, schema_action
@@ -53,12 +64,21 @@ from harel.store.common.validate import (
     check_seq,
     check_timer_ref,
 )
-from harel.store.contract import FINISHED, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import (
+    FINISHED,
+    PRIORITY_AGING,
+    Claim,
+    DueTimer,
+    ExecutionRecord,
+    OutboxEntry,
+    SpawnEntry,
+)
 from harel.store.errors import (
     CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
     ExecutionNotFound,
+    StoreConfigError,
     StoreCorrupted,
 )
 
@@ -149,6 +169,12 @@ class SqlPlan:
             if (yield from self._schema_state())[0] != "ready":
                 raise
 
+    def holds_store(self) -> SqlOp[bool]:
+        """Whether the database holds a harel layout (either marker table, so a foreign or
+        older layout counts too: opening then reports or upgrades it): one read of the
+        catalogue that creates nothing (``open_store(url, create=False)``)."""
+        return bool((yield self.sql.tables_probe.bind()).rows)
+
     def _migrate(self, now: float) -> SqlOp[None]:
         action, version = yield from self._schema_state()
         if action != "ready":
@@ -172,7 +198,8 @@ class SqlPlan:
     ) -> tuple[Statement, ...]:
         written_by = release_of(self.distribution)
         if action == "upgrade" and version is not None:
-            return tuple(s.bind(now=now, written_by=written_by) for s in self.sql.upgrades[version])
+            values = {"now": now, "written_by": written_by, "relay": relay_due(now)}
+            return tuple(s.bind_map(values) for s in self.sql.upgrades[version])
         return (
             *(s.bind() for s in self.sql.ddl),
             self.sql.record_version.bind(version=SCHEMA_VERSION, written_by=written_by),
@@ -268,6 +295,10 @@ class SqlPlan:
             yield sql.append_trace.bind(entry=p.trace, **owner)
             if trace_max:
                 yield sql.trim_trace.bind(keep=trace_max, **owner)
+        for change in work_touches(p):  # empty unless the commit arms, spawns or emits
+            yield from _touched(
+                sql.touch_work, change.key, change.priority, change.due, change.own, owner
+            )
 
     # -- trace ----------------------------------------------------------------------------------
 
@@ -383,6 +414,11 @@ class SqlPlan:
             ),
             *(sql.import_trace.bind(idx=idx, entry=entry, **owner) for idx, entry in p.trace),
         ]
+        touch = sql.touch_work if exe else sql.touch_work_free
+        for change in import_touches(p):
+            statements += _touched(
+                touch, change.key, change.priority, change.due, change.own, owner
+            )
         if exe is None:
             if statements:
                 yield from self._atomic(statements)
@@ -480,6 +516,76 @@ class SqlPlan:
         execution_id, path, exact = check_timer_ref(execution_id, path, fire_at)
         yield self.sql.delete_timer.bind(id=execution_id, path=path, fire_at=exact)
 
+    # -- claims ---------------------------------------------------------------------------------
+
+    def claim(self, owner: str, now: float, lease: float, limit: int) -> SqlOp[list[Claim]]:
+        """Lease up to ``limit`` due units, grouped, in one write transaction (rqlite: one
+        ``/db/request?transaction``), after a read that finds any row ready (an idle claim
+        writes nothing).  The plan (tier reads, claim order, the unit budget) is computed by
+        the statements themselves, so the transaction is a fixed sequence: read the units,
+        lease (or re-date) the planned rows, delete the rows found empty."""
+        if self.dialect.single_request and not self.dialect.batch_reads:
+            raise StoreConfigError(
+                f"claims on {self.where} need the unified /db/request endpoint (rqlite 8 or "
+                "newer): open the store with unified=true"
+            )
+        if (yield self.sql.claim_probe.bind(now=now)).first is None:
+            return []
+        expires = now + lease
+        values = {
+            "now": now,
+            "limit": limit,
+            "aging": PRIORITY_AGING,
+            "owner": owner,
+            "expires": expires,
+        }
+        results = yield from self._atomic(
+            (
+                self.sql.claim_units.bind_map(values),
+                self.sql.claim_lease.bind_map(values),
+                self.sql.claim_drop.bind(),
+            )
+        )
+        return _claims(results[0].rows, owner, now, expires, limit)
+
+    def renew(self, owner: str, key: str | None, now: float, lease: float) -> SqlOp[float]:
+        """Extend ``owner``'s unexpired lease of ``key`` to ``now + lease``: one ``UPDATE``
+        (rqlite: one request, the row read in it for the error), else :class:`LeaseLost`."""
+        expires = now + lease
+        update = self.sql.renew_lease.bind(expires=expires, key=key or "", owner=owner, now=now)
+        read = self.sql.work_row.bind(key=key or "")
+        if self.dialect.batch_reads:
+            results = yield Batch((update, read))
+            applied, row = results[0].rowcount == 1, results[1].first
+        else:
+            applied = (yield update).rowcount == 1
+            row = None if applied else (yield read).first
+        if not applied:
+            raise lease_lost(_work_row(key, row), key, owner, now)
+        return expires
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> SqlOp[None]:
+        """Give ``owner``'s lease of ``key`` back, atomically: the row is deleted when no unit
+        is left behind it, else freed and re-dated
+        (:func:`~harel.store.common.claims.next_ready`); :class:`LeaseLost` when ``owner``
+        does not hold it."""
+        values = {"key": key or "", "owner": owner, "relay": relay_due(now), "retry_at": retry_at}
+        writes = (self.sql.release_drop.bind_map(values), self.sql.release_free.bind_map(values))
+        read = self.sql.work_row.bind(key=key or "")
+        row: Sequence[Any] | None = None
+        if self.dialect.batch_reads:
+            results = list((yield Batch((*writes, read))))
+            row = results[-1].first
+        else:
+            results = yield from self._atomic(writes)
+        if results[0].rowcount == 1 or results[1].rowcount == 1:
+            return
+        if not self.dialect.batch_reads:
+            row = (yield read).first
+        raise lease_lost(_work_row(key, row), key, owner, None)
+
     # -- decoding -------------------------------------------------------------------------------
 
     def _execution(self, execution_id: str, data: Any) -> Execution:
@@ -529,6 +635,68 @@ def stored_receipt(row: Sequence[Any], version: int) -> str | None:
     column = 1 + receipt_slot(version)
     receipt = row[column] if len(row) > column else None
     return None if receipt is None else str(receipt)
+
+
+def _touched(
+    statements: Sequence[Rendered],
+    key: str | None,
+    priority: int,
+    due: float,
+    own: bool,
+    owner: dict[str, Any],
+) -> list[Statement]:
+    """The bound statements of one work-row touch (``key`` ``None``: the untargeted row)."""
+    values = {"key": key or "", "priority": priority, "due": due, "own": int(own), **owner}
+    return [statement.bind_map(values) for statement in statements]
+
+
+def _work_row(key: str | None, row: Sequence[Any] | None) -> WorkRow | None:
+    """A :attr:`SqlStatements.work_row` row ``(priority, ready_at, owner)`` as a
+    :class:`WorkRow` (``None``: no row)."""
+    if row is None:
+        return None
+    ready_at = math.inf if row[1] is None else float(row[1])
+    return WorkRow(key, int(row[0]), ready_at, None if row[2] is None else str(row[2]))
+
+
+def _spawn(seq: int, parent: str, child: str, root: str, context: str) -> SpawnEntry:
+    return SpawnEntry(seq, parent, child, root, decode_payload(context, what=f"spawn {seq}"))
+
+
+def _outbox(seq: int, target: str | None, event: str) -> OutboxEntry:
+    return OutboxEntry(seq, target, decode_event(event, what=f"outbox entry {seq}"))
+
+
+def _claims(
+    rows: Sequence[Sequence[Any]], owner: str, now: float, expires: float, limit: int
+) -> list[Claim]:
+    """The claims of the :attr:`SqlStatements.claim_units` rows (see ``_CLAIM_UNITS`` for
+    their shape), cut by the unit budget as the memory store cuts them."""
+    groups: dict[int, tuple[WorkRow, list[Any], list[Any], list[Any]]] = {}
+    for kind, ord_, key_text, a, b, c, d, _ in rows:
+        key = None if key_text == "" else str(key_text)
+        if int(kind) == 0:
+            groups[int(ord_)] = (WorkRow(key, int(a), float(b)), [], [], [])
+            continue
+        _, timers, outbox, spawns = groups[int(ord_)]
+        if int(kind) == 1:
+            seq = int(a)
+            spawns.append(spawn_or_damaged(seq, key, _spawn, seq, str(key_text), b, c, d))
+        elif int(kind) == 2:
+            seq = int(a)
+            outbox.append(outbox_or_damaged(seq, key, _outbox, seq, key, b))
+        else:
+            timers.append((str(a), float(b)))
+    claims: list[Claim] = []
+    budget = limit
+    for _ord, (row, timers, outbox, spawns) in sorted(groups.items()):
+        if not budget:
+            break
+        claim = take_units(row, budget, now, timers, outbox, spawns, owner, expires)
+        if claim is not None:
+            claims.append(claim)
+            budget -= claim.units
+    return claims
 
 
 def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:

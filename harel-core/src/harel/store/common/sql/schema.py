@@ -1,6 +1,6 @@
 """The SQL family's schema: tables, indexes, the schema-version row and the upgrade path.
 
-Layout version 4 (versions 1 to 3, written by earlier releases, are upgraded in place):
+Layout version 5 (versions 1 to 4, written by earlier releases, are upgraded in place):
 
 * ``executions`` — one row per execution: the JSON document (``data``), the summary columns that
   ``commit`` writes (``definition_id``, ``status``, ``outcome``, ``active_path``, ``parent_id``,
@@ -24,6 +24,15 @@ Layout version 4 (versions 1 to 3, written by earlier releases, are upgraded in 
   ``fire_at`` (REAL) orders and compares; ``fire_at_repr`` (Python's ``repr``) is what reads
   return, because SQLite stores ``-0.0`` as ``0`` and the contract wants the bits back.
 * ``trace`` — the per-execution ring of steps, keyed by ``(execution_id, idx)``.
+* ``work`` (since version 5) — the claims' work rows (:mod:`harel.store.common.claims`), one
+  per group: ``key`` (the execution id; ``''`` for the untargeted outbox entries, an id no
+  execution can have), ``priority``, ``ready_at`` (a free row's lower bound on its earliest
+  due unit, or a lease's expiry) and ``owner`` (``NULL``: free).  ``work_ready`` (``priority,
+  ready_at, key``) serves a claim's five bounded tier reads; ``outbox_untargeted`` serves the
+  untargeted group's entries by ``seq``.  The upgrade to version 5 backfills a row per
+  execution with timers (earliest ``fire_at``), per outbox target and per spawning parent
+  (``relay_due`` of the upgrade's time), priority 0 (the execution's own next commit sets
+  its priority).
 * ``harel_schema`` — exactly one row: ``(singleton, version, written_by)``, the layout version
   and the release that wrote it (``"harel-store-sqlite 0.1.0"``), checked at every open with
   :func:`harel.store.common.schema_verdict`.  These three columns come first in every layout,
@@ -40,7 +49,7 @@ from harel.store.common.commit import RECEIPT_WINDOW
 from harel.store.common.schema_version import SchemaVerdict, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""
 
 RECEIPT_COLUMNS: tuple[str, ...] = tuple(f"r{slot}" for slot in range(RECEIPT_WINDOW))
@@ -77,6 +86,18 @@ _ADDED_BY_3: tuple[str, ...] = (
     "ON executions (definition_id, id) WHERE parent_id IS NULL",
     "CREATE INDEX IF NOT EXISTS executions_roots_status "
     "ON executions (status, id) WHERE parent_id IS NULL",
+)
+
+_ADDED_BY_5: tuple[str, ...] = (
+    # ready_at is NULL only inside a claim's transaction: a row it drops (then deletes)
+    """CREATE TABLE IF NOT EXISTS work (
+        key TEXT PRIMARY KEY,
+        priority INTEGER NOT NULL,
+        ready_at REAL,
+        owner TEXT
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS work_ready ON work (priority, ready_at, key)",
+    "CREATE INDEX IF NOT EXISTS outbox_untargeted ON outbox (seq) WHERE target_id IS NULL",
 )
 
 DDL: tuple[str, ...] = (
@@ -141,6 +162,7 @@ DDL: tuple[str, ...] = (
     ) WITHOUT ROWID""",
     *_ADDED_BY_2,
     *_ADDED_BY_3,
+    *_ADDED_BY_5,
 )
 """Statements creating schema version :data:`SCHEMA_VERSION` in an empty database."""
 
@@ -169,14 +191,30 @@ _TO_4: tuple[str, ...] = (
     "WHERE singleton = 1 AND version = 3",
 )
 
+_TO_5: tuple[str, ...] = (
+    *_ADDED_BY_5,
+    # the backfill, in one statement (no upsert: older engines): a row per execution with
+    # timers (the earliest fire_at), per outbox target ('' untargeted) and per spawning parent
+    # (relay work: :relay, relay_due of the upgrade's time)
+    "INSERT INTO work (key, priority, ready_at, owner) "
+    "SELECT key, 0, MIN(ready_at), NULL FROM ("
+    "SELECT execution_id AS key, fire_at AS ready_at FROM timers "
+    "UNION ALL SELECT COALESCE(target_id, ''), :relay FROM outbox "
+    "UNION ALL SELECT parent_id, :relay FROM spawns) GROUP BY key",
+    "UPDATE harel_schema SET version = 5, written_by = :written_by "
+    "WHERE singleton = 1 AND version = 4",
+)
+
 UPGRADES: dict[int, tuple[str, ...]] = {
-    1: (*_TO_2, *_TO_3, *_TO_4),
-    2: (*_TO_3, *_TO_4),
-    3: _TO_4,
+    1: (*_TO_2, *_TO_3, *_TO_4, *_TO_5),
+    2: (*_TO_3, *_TO_4, *_TO_5),
+    3: (*_TO_4, *_TO_5),
+    4: _TO_5,
 }
 """For each older version, the statements (run in one write transaction) that bring it to
 :data:`SCHEMA_VERSION`.  ``:now`` is bound to the upgrade's epoch seconds, ``:written_by`` to
-the upgrading release."""
+the upgrading release, ``:relay`` to :func:`~harel.store.common.claims.relay_due` of
+``:now``."""
 
 SchemaAction = SchemaVerdict
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache, partial
 
+from harel.store.common.claims import PRIORITIES
 from harel.store.common.sql.dialect import Dialect, Rendered, render
 from harel.store.common.sql.schema import (
     DDL,
@@ -154,6 +155,7 @@ class SqlStatements:
                 ("outbox", "target_id"),
                 ("spawns", "parent_id"),
                 ("trace", "execution_id"),
+                ("work", "key"),
                 ("executions", "id"),  # last: the guards above read this row
             )
         )
@@ -187,6 +189,46 @@ class SqlStatements:
         )
         self.relay_outbox = self._side_insert(None, "outbox (target_id, event)", ":target, :event")
         """An outbox row with no owner guard: a relays-only import (no execution to own it)."""
+
+        # -- claims: the work rows (see harel.store.common.claims; key '' = untargeted)
+        self.touch_work = self._touch(guard)
+        """:func:`~harel.store.common.claims.touch` of one row (slots ``key``, ``priority``,
+        ``due``, ``own``; guarded like every side write): one upsert, or an ``UPDATE`` and an
+        ``INSERT OR IGNORE`` for an engine without ``ON CONFLICT``."""
+        self.touch_work_free = self._touch(None)
+        """:attr:`touch_work` without the owner guard (a relays-only import)."""
+        self.claim_probe = r(
+            "SELECT 1 FROM work WHERE priority IN ("
+            + ", ".join(str(p) for p in PRIORITIES)
+            + ") AND ready_at <= :now LIMIT 1"
+        )
+        """Whether any row is ready (a read: an idle claim writes nothing)."""
+        self.claim_units = r(_CLAIM_UNITS)
+        """The claim's plan and units, in claim order (see :data:`_CLAIM_UNITS`)."""
+        self.claim_lease = r(_CLAIM_LEASE)
+        """Lease each planned row with a due unit; re-date the others (``NULL``: to drop)."""
+        self.claim_drop = r(
+            "DELETE FROM work WHERE priority IN ("
+            + ", ".join(str(p) for p in PRIORITIES)
+            + ") AND ready_at IS NULL"
+        )
+        """Delete the rows :attr:`claim_lease` found with nothing behind them."""
+        self.renew_lease = r(
+            "UPDATE work SET ready_at = :expires "
+            "WHERE key = :key AND owner = :owner AND ready_at > :now"
+        )
+        self.work_row = r("SELECT priority, ready_at, owner FROM work WHERE key = :key")
+        self.release_drop = r(
+            "DELETE FROM work WHERE key = :key AND owner = :owner AND NOT ("
+            f"{_relay_exists(':key')} OR EXISTS (SELECT 1 FROM timers WHERE execution_id = :key))"
+        )
+        """Release a row with no unit left: delete it."""
+        self.release_free = r(
+            f"UPDATE work SET owner = NULL, ready_at = MAX({_next_ready(':key')}, "
+            "COALESCE(:retry_at, -9e999)) WHERE key = :key AND owner = :owner"
+        )
+        """Release a row with units left: free it, ready at
+        :func:`~harel.store.common.claims.next_ready` (run after :attr:`release_drop`)."""
 
         # -- single-statement writes
         self.ack_outbox = r("DELETE FROM outbox WHERE seq = :seq")
@@ -236,6 +278,31 @@ class SqlStatements:
         verb = "IGNORE" if clause.endswith("DO NOTHING") else "REPLACE"
         return f"INSERT OR {verb} INTO " + head.removeprefix("INSERT INTO ")
 
+    def _touch(self, guard: str | None) -> tuple[Rendered, ...]:
+        """The statements of one work-row touch (see :attr:`touch_work`)."""
+        if self.dialect.upsert == "on_conflict":
+            return (
+                self._r(
+                    "INSERT INTO work (key, priority, ready_at, owner) "
+                    f"SELECT :key, :priority, :due, NULL{_where(guard, upsert=True)} "
+                    "ON CONFLICT (key) DO UPDATE SET "
+                    "priority = CASE WHEN :own THEN excluded.priority ELSE priority END, "
+                    "ready_at = CASE WHEN owner IS NULL THEN MIN(ready_at, excluded.ready_at) "
+                    "ELSE ready_at END"
+                ),
+            )
+        return (
+            self._r(
+                "UPDATE work SET priority = CASE WHEN :own THEN :priority ELSE priority END, "
+                "ready_at = CASE WHEN owner IS NULL THEN MIN(ready_at, :due) ELSE ready_at END "
+                "WHERE key = :key" + _and(guard)
+            ),
+            self._r(
+                "INSERT OR IGNORE INTO work (key, priority, ready_at, owner) "
+                "SELECT :key, :priority, :due, NULL" + _where(guard)
+            ),
+        )
+
     def listing(self, clauses: Sequence[str], statuses: int) -> Rendered:
         """The keyset probe of ``list_executions``.
 
@@ -244,6 +311,110 @@ class SqlStatements:
         arm reads at most ``:probe`` rows and the cost grows with the page, not the matches.
         """
         return _listing(tuple(clauses), statuses, self.dialect)
+
+
+def _relay_exists(key: str) -> str:
+    """Whether the group ``key`` (a slot or a column; ``''``: untargeted) has a relay unit."""
+    return (
+        f"(CASE WHEN {key} = '' THEN EXISTS (SELECT 1 FROM outbox WHERE target_id IS NULL) "
+        f"ELSE EXISTS (SELECT 1 FROM outbox WHERE target_id = {key}) END "
+        f"OR EXISTS (SELECT 1 FROM spawns WHERE parent_id = {key}))"
+    )
+
+
+def _next_ready(key: str) -> str:
+    """:func:`~harel.store.common.claims.next_ready` of the group ``key`` without
+    ``retry_at``: its earliest timer, or ``:relay`` (``relay_due(now)``) when that is earlier
+    and it has a relay unit (``NULL``: no unit)."""
+    earliest = f"(SELECT MIN(fire_at) FROM timers WHERE execution_id = {key})"
+    relay = _relay_exists(key)
+    return f"(CASE WHEN {relay} THEN MIN(:relay, COALESCE({earliest}, :relay)) ELSE {earliest} END)"
+
+
+def _bounded_count(source: str) -> str:
+    return f"(SELECT COUNT(*) FROM (SELECT 1 FROM {source} LIMIT :limit))"
+
+
+_CLAIM_PLAN = (
+    "WITH ready AS ("
+    + " UNION ALL ".join(
+        "SELECT * FROM (SELECT key, priority, ready_at FROM work WHERE priority = "
+        f"{priority} AND ready_at <= :now ORDER BY ready_at, key LIMIT :limit)"
+        for priority in PRIORITIES
+    )
+    + "), counted AS (SELECT key, priority, ready_at, "
+    + _bounded_count("spawns WHERE parent_id = r.key")
+    + " AS s, CASE WHEN r.key = '' THEN "
+    + _bounded_count("outbox WHERE target_id IS NULL")
+    + " ELSE "
+    + _bounded_count("outbox WHERE target_id = r.key")
+    + " END AS o, "
+    + _bounded_count("timers WHERE execution_id = r.key AND fire_at <= :now")
+    + " AS t FROM ready AS r), ranked AS (SELECT *, :limit - COALESCE(SUM(s + o + t) OVER ("
+    "ORDER BY ready_at - :aging * priority, key ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
+    "PRECEDING), 0) AS budget, ROW_NUMBER() OVER (ORDER BY ready_at - :aging * priority, key) "
+    "AS ord FROM counted), "
+    "plan AS (SELECT *, MIN(s, budget) AS st, MIN(o, budget - MIN(s, budget)) AS ot "
+    "FROM ranked WHERE budget > 0)"
+)
+"""A claim's plan, as a ``WITH`` prefix: the ready rows of each tier (``:limit`` each, by
+``ready_at``), each with its due units counted (``s`` spawns, ``o`` outbox entries, ``t`` due
+timers, each count bounded by ``:limit``), ranked in claim order (``ord``), and the budget left
+before it; ``plan`` keeps the rows the budget reaches (the memory store's loop, in SQL), with
+how many spawns (``st``) and outbox entries (``ot``) the claim takes from each."""
+
+
+def _upto(source: str, take: str) -> str:
+    """The ``seq`` of the ``take``-th relay unit of ``source`` by ``seq`` (of its first
+    ``:limit``)."""
+    return (
+        f"(SELECT MAX(seq) FROM (SELECT seq, ROW_NUMBER() OVER (ORDER BY seq) AS n FROM ("
+        f"SELECT seq FROM {source} ORDER BY seq LIMIT :limit)) WHERE n <= {take})"
+    )
+
+
+_CLAIM_UNITS = (
+    f"SELECT * FROM ({_CLAIM_PLAN}, cut AS (SELECT key, ord, st, ot, CASE WHEN st > 0 THEN "
+    + _upto("spawns WHERE parent_id = p.key", "p.st")
+    + " END AS s_last, CASE WHEN ot > 0 AND key = '' THEN "
+    + _upto("outbox WHERE target_id IS NULL", "p.ot")
+    + " WHEN ot > 0 THEN "
+    + _upto("outbox WHERE target_id = p.key", "p.ot")
+    + " END AS o_last FROM plan AS p WHERE s + o + t > 0) "
+    "SELECT 0 AS kind, ord, key, priority, ready_at, NULL, NULL, NULL FROM plan "
+    "WHERE s + o + t > 0 "
+    "UNION ALL SELECT 1, c.ord, c.key, x.seq, x.child_id, x.root_path, x.context, NULL "
+    "FROM cut AS c CROSS JOIN spawns AS x ON x.parent_id = c.key AND x.seq <= c.s_last "
+    "UNION ALL SELECT 2, c.ord, c.key, x.seq, x.event, NULL, NULL, NULL FROM cut AS c "
+    "CROSS JOIN outbox AS x ON x.target_id IS NULL AND x.seq <= c.o_last WHERE c.key = '' "
+    "UNION ALL SELECT 2, c.ord, c.key, x.seq, x.event, NULL, NULL, NULL FROM cut AS c "
+    "CROSS JOIN outbox AS x ON x.target_id = c.key AND x.seq <= c.o_last WHERE c.key <> '' "
+    "UNION ALL SELECT 3, c.ord, c.key, x.path, x.fire_at_repr, NULL, NULL, NULL FROM cut AS c "
+    "CROSS JOIN timers AS x ON x.execution_id = c.key AND x.fire_at <= :now) ORDER BY 2, 1, 4"
+)
+"""A claim's units, as rows ``(kind, ord, key, a, b, c, d, _)`` sorted by claim order then
+kind: 0 a row the claim leases ``(priority, ready_at)``, 1 a spawn intent ``(seq, child_id,
+root_path, context)``, 2 an outbox entry ``(seq, event)``, 3 a due timer ``(path,
+fire_at_repr)`` (all of the row's: :func:`~harel.store.common.claims.take_units` cuts them).
+Only the spawns and outbox entries the budget takes are read, each group's first by ``seq``
+(``CROSS JOIN``: SQLite keeps the plan's rows outermost, so each is a bounded range read of an
+index, never a walk of the whole untargeted queue)."""
+
+_DUE = (
+    f"({_relay_exists('work.key')} OR EXISTS (SELECT 1 FROM timers "
+    "WHERE execution_id = work.key AND fire_at <= :now))"
+)
+
+_CLAIM_LEASE = (
+    f"UPDATE work SET owner = CASE WHEN {_DUE} THEN :owner END, "
+    f"ready_at = CASE WHEN {_DUE} THEN :expires ELSE "
+    "(SELECT MIN(fire_at) FROM timers WHERE execution_id = work.key) END "
+    f"WHERE key IN (SELECT key FROM ({_CLAIM_PLAN} SELECT key FROM plan))"
+)
+"""The claim's one write: each row of the plan is leased (``owner``, ``ready_at = :expires``)
+when it has a due unit, else re-dated to its earliest timer (``NULL`` when it has none: the
+claim then deletes it); run in the transaction of :data:`_CLAIM_UNITS`, it sees the same
+plan."""
 
 
 def _insert_execution(receipt: str) -> str:

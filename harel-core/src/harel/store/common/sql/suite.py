@@ -5,7 +5,9 @@ its ``conftest.py`` provides the ``sql_backend`` fixture (a
 :class:`~harel.store.common.sql.testing.FileBackend`). They check what the shared layout and the
 one-connection store guarantee beyond the conformance kit: the layout version and its writer
 recorded at creation, version-2 and version-3 files (written by earlier releases) upgraded in
-place with their data readable and re-sent commits recognised after the upgrade, a newer layout
+place with their data readable and re-sent commits recognised after the upgrade, a version-4
+file upgraded with work rows backfilled for its timers, outbox entries and spawn intents (a
+claim returns that work), a newer layout
 refused before anything is written, two processes upgrading one file at once, threads sharing
 one store, and records moved between files.
 """
@@ -25,10 +27,12 @@ import pytest
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
 from harel.store.common import record_digest, release_of
+from harel.store.common.claims import relay_due
 from harel.store.common.sql.schema import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
     RECEIPT_COLUMNS,
     VERSION_3_INDEXES,
+    VERSION_5_INDEXES,
     FileBackend,
     column_names,
     full_commit_args,
@@ -38,6 +42,7 @@ from harel.store.common.sql.testing import (
     table_counts,
     version_2_file,
     version_3_file,
+    version_4_file,
 )
 from harel.store.errors import (
     ExecutionAlreadyExists,
@@ -50,6 +55,7 @@ __all__ = [
     "test_a_newer_layout_is_refused_before_anything_is_written",
     "test_a_version_2_file_is_upgraded_in_place",
     "test_a_version_3_file_is_upgraded_in_place",
+    "test_a_version_4_file_is_upgraded_with_its_work_claimable",
     "test_harness_reopens_one_file_and_destroys_it",
     "test_layout_version_and_writer_are_recorded_at_creation",
     "test_locked_database_waits_then_raises_store_unavailable",
@@ -65,7 +71,7 @@ def test_layout_version_and_writer_are_recorded_at_creation(
     path = tmp_path / "new.db"
     sql_backend.open(str(path)).close()
     assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
-    assert SCHEMA_VERSION == 4 and index_names(path) >= VERSION_3_INDEXES
+    assert SCHEMA_VERSION == 5 and index_names(path) >= VERSION_3_INDEXES | VERSION_5_INDEXES
     assert column_names(path, "executions")[-len(RECEIPT_COLUMNS) :] == list(RECEIPT_COLUMNS)
 
 
@@ -115,6 +121,44 @@ def test_a_version_3_file_is_upgraded_in_place(sql_backend: FileBackend, tmp_pat
     layout = _layout(path)
     sql_backend.open(str(path)).close()  # idempotent: reopening changes nothing
     assert _layout(path) == layout and schema_row(path)[1] == SCHEMA_VERSION
+
+
+def test_a_version_4_file_is_upgraded_with_its_work_claimable(
+    sql_backend: FileBackend, tmp_path: Path
+) -> None:
+    path = tmp_path / "v4.db"
+    version_4_file(path)
+    assert schema_row(path)[:2] == (1, 4)
+    before = time.time()
+    sql_backend.open(str(path)).close()  # the upgrade backfills the work rows
+    after = time.time()
+    assert schema_row(path) == (1, SCHEMA_VERSION, release_of(sql_backend.distribution))
+    assert index_names(path) >= VERSION_5_INDEXES
+    conn = raw(path)
+    try:
+        rows = conn.execute("SELECT key, priority, ready_at, owner FROM work ORDER BY key")
+        work = {key: (priority, ready_at, owner) for key, priority, ready_at, owner in rows}
+    finally:
+        conn.close()
+    # t2 at its earliest timer; old (a timer at 99.5 and relay work) and '' (untargeted) at
+    # relay_due of the upgrade's time
+    assert set(work) == {"", "old", "t2"} and work["t2"] == (0, 5.0, None)
+    for key in ("", "old"):
+        assert relay_due(before) <= work[key][1] <= relay_due(after) and work[key][2] is None
+    layout = _layout(path)
+    with closing(sql_backend.open(str(path))) as store:
+        claims = store.claim("w", 1000.0, lease=30.0, limit=100)
+        assert [claim.execution_id for claim in claims] == [None, "old", "t2"]
+        untargeted, old, t2 = claims
+        assert [(entry.target_id, entry.event.id) for entry in untargeted.outbox] == [
+            (None, "bcast-old")
+        ]
+        assert old.timers == (("a.b", 99.5),)
+        assert [entry.event.id for entry in old.outbox] == ["out-old"]
+        assert [(spawn.child_id, spawn.parent_id) for spawn in old.spawns] == [("kid", "old")]
+        assert t2.timers == (("y", 5.0), ("x", 7.0)) and t2.priority == 0
+        assert store.claim("w2", 1000.0, lease=30.0) == []  # every group leased by w
+    assert _layout(path) == layout  # reopening an upgraded file changes no schema
 
 
 def _layout(path: Path) -> list[tuple[str, str, str]]:

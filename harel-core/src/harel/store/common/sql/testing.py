@@ -21,6 +21,7 @@ from typing import Any
 
 from harel.conformance.harness import StoreHarness
 from harel.model import Event, Execution, Status
+from harel.store.common.sql.requests import Batch, Result, Statement
 from harel.store.contract import AsyncExecutionStore, ExecutionStore, TimerOp
 
 TABLES = ("executions", "outbox", "processed_events", "timers", "spawns", "trace")
@@ -93,6 +94,50 @@ UPDATE harel_schema SET version = 3, written_by = 'harel-store-sqlite 0.2.0';
 
 RECEIPT_COLUMNS = tuple(f"r{slot}" for slot in range(8))
 """The receipt ring's columns version 4 added to ``executions`` (as test data)."""
+
+
+_TO_VERSION_4 = (
+    "".join(f"ALTER TABLE executions ADD COLUMN {column} TEXT;\n" for column in RECEIPT_COLUMNS)
+    + "UPDATE harel_schema SET version = 4, written_by = 'harel-store-sqlite 0.3.0';\n"
+)
+"""What the 0.3 releases (schema version 4) changed in a version-3 layout, as test data."""
+
+VERSION_5_INDEXES = frozenset({"work_ready", "outbox_untargeted"})
+"""The indexes version 5 added (claims)."""
+
+
+def version_4_file(path: Path) -> Execution:
+    """A version-4 database, as the 0.3 releases left it (no work rows): :func:`version_2_file`'s
+    data (timer ``a.b`` at 99.5, an outbox entry targeted at ``old``, a spawn intent of
+    ``old``) plus an untargeted outbox entry ``bcast-old`` and two timers of an execution
+    ``t2`` (5.0 and 7.0); returns ``old`` as stored."""
+    exe = version_3_file(path)
+    conn = raw(path)
+    try:
+        conn.executescript(_TO_VERSION_4)
+        event = Event(id="bcast-old", kind="K").model_dump_json()
+        conn.execute("INSERT INTO outbox (target_id, event) VALUES (NULL, ?)", (event,))
+        conn.execute("INSERT INTO timers VALUES ('t2', 'x', 7.0, '7.0'), ('t2', 'y', 5.0, '5.0')")
+    finally:
+        conn.close()
+    return exe
+
+
+def execute(conn: sqlite3.Connection, request: Statement | Batch) -> Any:
+    """A driver of the plan over a stdlib connection in autocommit: a statement alone (its
+    rows and rowcount), a :class:`Batch` in one transaction (as rqlite runs it: a list of
+    results, all applied or none)."""
+    if isinstance(request, Statement):
+        cursor = conn.execute(request.sql, request.params)
+        return Result(cursor.fetchall(), cursor.rowcount)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        results = [execute(conn, statement) for statement in request.statements]
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return results
 
 
 def raw(path: Path) -> sqlite3.Connection:

@@ -1,0 +1,120 @@
+"""Deliberately broken claims: each memory plan below has one classic lease bug.
+
+:mod:`broken_stores` registers them in ``BROKEN``; ``test_kit_strength_claims`` proves the
+kit's ``ClaimTests`` catch each one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from harel.store.common import WorkRow, import_touches, lease_lost, work_touches
+from harel.store.common.commit import PreparedCommit
+from harel.store.common.records import PreparedImport
+from harel.store.contract import FINISHED, Claim
+from harel.store.errors import ExecutionActive
+from harel.store.memory._plan import (
+    OWNED_TABLES,
+    DeleteOwned,
+    DropWork,
+    GetExecution,
+    GetWork,
+    MemoryPlan,
+    Plan,
+    PutWork,
+    ReadyWork,
+)
+
+
+class LeaseIgnored(MemoryPlan):
+    """Claims every group with due units, leased or not (the lease is written, never read)."""
+
+    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        rows: list[WorkRow] = yield ReadyWork(math.inf, limit)
+        claims: list[Claim] = yield from self._lease_rows(rows, owner, now, lease, limit)
+        return claims
+
+
+class NoPriority(MemoryPlan):
+    """Claims the oldest ready group first, whatever its priority."""
+
+    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        rows: list[WorkRow] = yield ReadyWork(now, limit)
+        flat = sorted(rows, key=lambda row: (row.ready_at, row.key or ""))
+        claims: list[Claim] = yield from self._lease_rows(flat, owner, now, lease, limit)
+        return claims
+
+
+class UnboundedClaim(MemoryPlan):
+    """Ignores ``limit``: a claim takes every ready group whole."""
+
+    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+        claims: list[Claim] = yield from super()._claim(owner, now, lease, 10**6)
+        return claims
+
+
+class ReleaseForgetsRetry(MemoryPlan):
+    """``release`` ignores ``retry_at``."""
+
+    def release(
+        self, owner: str, key: str | None, retry_at: float | None, now: float
+    ) -> Plan[None]:
+        yield from super().release(owner, key, None, now)
+
+
+class RenewAnyone(MemoryPlan):
+    """``renew`` extends the lease whoever asks and however late."""
+
+    def _renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
+        row: WorkRow | None = yield GetWork(key)
+        if row is None:
+            raise lease_lost(row, key, owner, now)
+        yield PutWork(WorkRow(key, row.priority, now + lease, owner))
+        return now + lease
+
+
+class PurgeKeepsWork(MemoryPlan):
+    """``purge`` leaves the execution's work row (and its lease) behind."""
+
+    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
+        row = yield GetExecution(execution_id)
+        if row is not None and not force and row.summary.status not in FINISHED:
+            raise ExecutionActive(execution_id, row.summary.status.value)
+        for table in OWNED_TABLES:
+            if table != "work":
+                yield DeleteOwned(table, execution_id)
+        return row is not None
+
+
+class CommitBreaksLease(MemoryPlan):
+    """A commit that touches a leased group re-dates it as if it were free."""
+
+    def _write_step(
+        self, prepared: PreparedCommit, trace_max: int | None, previous: Any
+    ) -> Plan[None]:
+        yield from super()._write_step(prepared, trace_max, previous)
+        for change in work_touches(prepared):
+            yield PutWork(WorkRow(change.key, change.priority, change.due))
+
+
+class NoImportTouches(MemoryPlan):
+    """``import_execution`` writes the units but no work rows."""
+
+    def _import(self, prepared: PreparedImport) -> Plan[None]:
+        yield from super()._import(prepared)
+        for change in import_touches(prepared):
+            yield DropWork(change.key)
+
+
+CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
+    "lease_ignored": LeaseIgnored,
+    "no_priority": NoPriority,
+    "unbounded_claim": UnboundedClaim,
+    "release_forgets_retry": ReleaseForgetsRetry,
+    "renew_anyone": RenewAnyone,
+    "purge_keeps_work": PurgeKeepsWork,
+    "commit_breaks_lease": CommitBreaksLease,
+    "no_import_touches": NoImportTouches,
+}
+"""The claim bugs, by name (``BrokenHarness.named(name)``)."""

@@ -1,0 +1,93 @@
+"""The kit's ``ClaimTests`` are strong: each fails on a store with the lease bug it targets.
+
+Each case runs ``ClaimTests`` alone (not the whole kit) in a nested pytest session against one
+broken memory store of :mod:`broken_claims` and asserts which tests fail; the correct store
+passes them all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+CONFTEST = """
+import pytest
+from broken_stores import BrokenHarness
+
+@pytest.fixture
+def harel_harness():
+    harness = BrokenHarness.named({name!r})
+    yield harness
+    harness.destroy()
+"""
+
+SUITE = """
+from harel.conformance.suite import ClaimTests
+
+class TestClaims(ClaimTests):
+    pass
+"""
+
+LEASES = {
+    "test_a_held_lease_hides_the_group_until_it_expires",
+    "test_renew_extends_only_the_holders_unexpired_lease",
+    "test_a_commit_to_a_leased_group_waits_for_the_lease",
+    "test_a_lease_is_seen_by_another_store_object",
+    "test_racing_claimers_get_disjoint_groups",
+}
+
+BUGS: dict[str, set[str]] = {
+    "lease_ignored": LEASES
+    | {"test_limit_spreads_executions_over_claimers", "test_release_not_before_retry_at"},
+    "no_priority": {"test_priority_orders_claims_and_aging_bounds_it"},
+    "unbounded_claim": {
+        "test_limit_bounds_units_and_cuts_a_group_in_order",
+        "test_limit_spreads_executions_over_claimers",
+        "test_priority_orders_claims_and_aging_bounds_it",
+    },
+    "release_forgets_retry": {"test_release_not_before_retry_at"},
+    "renew_anyone": {
+        "test_renew_extends_only_the_holders_unexpired_lease",
+        "test_a_held_lease_hides_the_group_until_it_expires",
+    },
+    "purge_keeps_work": {"test_purge_drops_the_group_and_its_lease"},
+    "commit_breaks_lease": {"test_a_commit_to_a_leased_group_waits_for_the_lease"},
+    "no_import_touches": {"test_imported_work_is_claimable"},
+}
+"""The tests that must catch each bug (every flavour)."""
+
+MAY_ALSO_FAIL: dict[str, set[str]] = {
+    "lease_ignored": {
+        "test_release_makes_what_is_left_claimable",
+        "test_purge_drops_the_group_and_its_lease",
+    },
+    "unbounded_claim": {"test_racing_claimers_get_disjoint_groups"},
+}
+
+
+def _failed(pytester: pytest.Pytester, name: str) -> tuple[set[str], int]:
+    pytester.syspathinsert(HERE)
+    pytester.makeconftest(CONFTEST.format(name=name))
+    pytester.makepyfile(test_claims=SUITE)
+    reprec = pytester.inline_run("-p", "harel.conformance.plugin", "-p", "no:cacheprovider")
+    passed, _, failed = reprec.listoutcomes()
+    names = {report.nodeid.split("::")[-1].split("[")[0] for report in failed}
+    return names, len(passed)
+
+
+def test_correct_store_passes_every_claim_test(pytester: pytest.Pytester) -> None:
+    failed, passed = _failed(pytester, "correct")
+    assert failed == set()
+    assert passed >= 17 * 2
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_claim_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
+    failed, _ = _failed(pytester, bug)
+    missing = BUGS[bug] - failed
+    assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
+    extra = failed - BUGS[bug] - MAY_ALSO_FAIL.get(bug, set())
+    assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"

@@ -1,0 +1,39 @@
+"""``store_exists(url)``: whether a MongoDB store exists at ``url`` (creates nothing).
+
+The plugin declares it as its ``exists`` hook; harel-core's registry calls it for
+``open_store(url, create=False)`` (the CLI's read-only commands): a read of the schema record
+in the ``?db=`` database (and, when it is missing, of one ``executions`` document).  Reads
+create neither a database nor a collection.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pymongo
+from harel.store.common import connect_with_retry, drive
+
+from harel_store_mongo._base import MongoStoreBase
+from harel_store_mongo._calls import issue
+from harel_store_mongo._errors import translate
+from harel_store_mongo._options import MongoOptions, from_url_args
+from harel_store_mongo._plan import exists_plan
+
+
+def store_exists(url: str, **knobs: Any) -> bool:
+    """Whether the database ``url`` names holds a harel store.  Errors: InvalidStoreURL,
+    StoreUnavailable (server unreachable, after the retries)."""
+    options, retry = from_url_args(url, knobs)
+    return connect_with_retry(partial(_probe, options), **retry)
+
+
+def _probe(options: MongoOptions) -> bool:
+    with translate(options.where):
+        client: Any = pymongo.MongoClient(options.driver_uri, **options.client_kwargs())
+    try:
+        database = MongoStoreBase(client, **options.store_kwargs())._database
+        with translate(options.where):
+            return drive(exists_plan(), partial(issue, database))
+    finally:
+        client.close()

@@ -1,0 +1,39 @@
+"""``store_exists(url)``: whether a Redis store exists at ``url`` (creates nothing).
+
+The plugin declares it as its ``exists`` hook; harel-core's registry calls it for
+``open_store(url, create=False)`` (the CLI's read-only commands): one ``EXISTS`` of the
+layout keys under the URL's prefix; no script is loaded, no key written.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import redis
+from harel.store.common import connect_with_retry, drive
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from harel_store_redis._errors import translate
+from harel_store_redis._options import RedisOptions, from_url_args
+from harel_store_redis._plan import exists_plan
+from harel_store_redis._schema import Keys
+
+
+def store_exists(url: str, **knobs: Any) -> bool:
+    """Whether the prefix ``url`` names holds a harel key layout.  Errors: InvalidStoreURL,
+    StoreUnavailable (server unreachable, after the retries)."""
+    options, retry = from_url_args(url, knobs)
+    return connect_with_retry(partial(_probe, options), **retry)
+
+
+def _probe(options: RedisOptions) -> bool:
+    keys = Keys(options.prefix_bytes)
+    client = redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
+    try:
+        send: Any = client.execute_command
+        with translate(options.where):
+            return drive(exists_plan(keys), lambda command: send(*command.wire))
+    finally:
+        client.close()
