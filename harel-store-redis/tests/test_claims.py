@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from harel.conformance.suite.claims import claim_content
 from harel.model import Event, Execution
 from harel.store.common import commit as commit_module
 from harel.store.common import plan_store as plan_store_module
@@ -51,19 +52,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def shape(claims: list[Claim]) -> list[tuple[Any, ...]]:
-    """Claims without seqs (each store numbers its relay entries its own way)."""
-    return [
-        (
-            c.execution_id,
-            c.owner,
-            c.expires_at,
-            c.priority,
-            c.timers,
-            tuple((e.target_id, e.event.id) for e in c.outbox),
-            tuple((s.parent_id, s.child_id, s.root_path) for s in c.spawns),
-        )
-        for c in claims
-    ]
+    """Claims without seqs (see :func:`harel.conformance.suite.claims.claim_content`)."""
+    return claim_content(claims)
 
 
 def outcome(call: Callable[[], Any]) -> Any:

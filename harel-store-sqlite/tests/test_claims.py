@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from harel.conformance.suite.claims import claim_content
 from harel.model import Event, Execution
 from harel.store import TimerOp
 from harel.store.common import drive
@@ -57,19 +58,8 @@ def family(request: pytest.FixtureRequest) -> Iterator[FamilyStore]:
 
 
 def shown(claims: list[Claim]) -> list[tuple[Any, ...]]:
-    """What a claim says, seqs aside (the memory store numbers both relays with one seq)."""
-    return [
-        (
-            c.execution_id,
-            c.owner,
-            c.expires_at,
-            c.priority,
-            c.timers,
-            tuple((e.target_id, e.event.id) for e in c.outbox),
-            tuple((s.parent_id, s.child_id, s.context) for s in c.spawns),
-        )
-        for c in claims
-    ]
+    """Claims without seqs (see :func:`harel.conformance.suite.claims.claim_content`)."""
+    return claim_content(claims)
 
 
 def outcome(store: Any, name: str, *args: Any, **kwargs: Any) -> Any:

@@ -33,6 +33,23 @@ def _later() -> float:
     return time.time() + 10_000.0
 
 
+def claim_content(claims: list[Claim]) -> list[tuple[object, ...]]:
+    """What claims say, seqs left out (each store numbers its relay entries its own way): for
+    comparing a store's claims with the memory store's over the same history."""
+    return [
+        (
+            c.execution_id,
+            c.owner,
+            c.expires_at,
+            c.priority,
+            c.timers,
+            tuple((e.target_id, e.event.id) for e in c.outbox),
+            tuple((s.parent_id, s.child_id, s.root_path, repr(s.context)) for s in c.spawns),
+        )
+        for c in claims
+    ]
+
+
 def _by_group(claims: list[Claim]) -> dict[str | None, Claim]:
     groups = {claim.execution_id: claim for claim in claims}
     assert len(groups) == len(claims), f"a claim returned one group twice: {claims}"
