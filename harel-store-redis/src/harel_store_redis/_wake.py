@@ -6,12 +6,23 @@ dedicated pub/sub connection each, ``SUBSCRIBE`` once) are the stores'
 (:class:`harel_store_redis.sync.RedisWakeups`, :class:`harel_store_redis.aio.AsyncRedisWakeups`),
 under :class:`harel.store.common.wakeups.Wakeups`' rules.
 
+:func:`confirm_plan` and :func:`receive_plan` are the waiters' message loops, written once:
+each yields :class:`NextMessage` requests (``pubsub.get_message(timeout=...)``, awaited or not)
+and the two stores drive them with :func:`harel.store.common.drive` / ``adrive``.
+
 A channel is not a key: ``PUBLISH`` from a script declares no key, so it does not break the
 one-slot rule of a hash-tagged prefix on a Redis Cluster (the message reaches subscribers on
 every node).
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from harel.store.common.wakeups import unavailable
 
 from harel_store_redis._schema import Keys
 
@@ -27,3 +38,42 @@ DRAIN_MAX = 1000
 def channel(keys: Keys) -> bytes:
     """The prefix's wake-up channel: ``<prefix>wake`` (``harel:wake`` by default)."""
     return keys.prefix + SUFFIX
+
+
+@dataclass(frozen=True, slots=True)
+class NextMessage:
+    """-> the next pub/sub message, or ``None`` after ``timeout`` seconds."""
+
+    timeout: float
+
+
+MessagePlan = Generator[NextMessage, "dict[str, Any] | None", Any]
+
+
+def confirm_plan(where: str) -> MessagePlan:
+    """Wait for the server's ``subscribe`` confirmation (listening from then on), at most
+    :data:`SUBSCRIBE_WITHIN` seconds; else ``StoreUnavailable``."""
+    deadline = time.monotonic() + SUBSCRIBE_WITHIN
+    while True:
+        message = yield NextMessage(max(deadline - time.monotonic(), 0.0))
+        if message is not None and message["type"] == "subscribe":
+            return None
+        if time.monotonic() >= deadline:
+            raise unavailable(where, "SUBSCRIBE was not confirmed")
+
+
+def receive_plan(seconds: float) -> MessagePlan:
+    """``True`` once a signal came within ``seconds`` (every signal already queued consumed
+    with it, at most :data:`DRAIN_MAX`), ``False`` when the time is up.  A ``subscribe``
+    message counts as a signal: the client reconnected and subscribed again by itself (a
+    client with retries), so signals may have been missed meanwhile."""
+    deadline = time.monotonic() + seconds
+    while True:
+        message = yield NextMessage(max(deadline - time.monotonic(), 0.0))
+        if message is not None and message["type"] in ("message", "subscribe"):
+            for _ in range(DRAIN_MAX):  # consumed: their writes ran before this returns
+                if (yield NextMessage(0.0)) is None:
+                    break
+            return True
+        if time.monotonic() >= deadline:
+            return False

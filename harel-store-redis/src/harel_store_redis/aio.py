@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Self, TypeVar
@@ -29,7 +28,7 @@ from harel.store.common import (
     in_settled_write,
 )
 from harel.store.common.threaded import SyncHops
-from harel.store.common.wakeups import AsyncWakeups, unavailable, wait_in_thread
+from harel.store.common.wakeups import AsyncWakeups, wait_in_thread
 from harel.store.errors import UnsupportedEventLoop
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
@@ -40,7 +39,7 @@ from harel_store_redis._errors import translate
 from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
-from harel_store_redis._wake import DRAIN_MAX, SUBSCRIBE_WITHIN, channel
+from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
 
 T = TypeVar("T")
 
@@ -61,6 +60,10 @@ async def _drain(reply: asyncio.Future[Any]) -> None:
         reply.exception()  # retrieved, so asyncio does not log it
 
 
+async def _next_message(pubsub: PubSub, request: NextMessage) -> Any:
+    return await pubsub.get_message(timeout=request.timeout)
+
+
 class AsyncRedisWakeups(AsyncWakeups[PubSub]):
     """The asyncio store's waiter: one pub/sub connection of the client, subscribed
     (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
@@ -76,33 +79,16 @@ class AsyncRedisWakeups(AsyncWakeups[PubSub]):
         try:
             with translate(self.where):
                 await pubsub.subscribe(self._channel)
-                deadline = time.monotonic() + SUBSCRIBE_WITHIN
-                while True:  # listening once the server confirmed it
-                    left = max(deadline - time.monotonic(), 0.0)
-                    message = await pubsub.get_message(timeout=left)
-                    if message is not None and message["type"] == "subscribe":
-                        return pubsub
-                    if time.monotonic() >= deadline:
-                        raise unavailable(self.where, "SUBSCRIBE was not confirmed")
+                await adrive(confirm_plan(self.where), partial(_next_message, pubsub))
+            return pubsub
         except BaseException:
             await asyncio.shield(self._hang_up(pubsub))
             raise
 
     async def _receive(self, handle: PubSub, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
         with translate(self.where):
-            while True:
-                left = max(deadline - time.monotonic(), 0.0)
-                message = await handle.get_message(timeout=left)
-                # "subscribe" here: the client reconnected and subscribed again by itself
-                # (a client with retries), so signals may have been missed meanwhile
-                if message is not None and message["type"] in ("message", "subscribe"):
-                    for _ in range(DRAIN_MAX):  # consumed: their writes ran before this returns
-                        if await handle.get_message(timeout=0.0) is None:
-                            break
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
+            woken: bool = await adrive(receive_plan(seconds), partial(_next_message, handle))
+        return woken
 
     async def _hang_up(self, handle: PubSub) -> None:
         with contextlib.suppress(aioredis.RedisError, OSError):

@@ -10,13 +10,13 @@ every script): the plan retries once what is.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Self, TypeVar
 
 import redis
 from harel.store.common import PlanStore, connect_with_retry, drive
-from harel.store.common.wakeups import Wakeups, unavailable
+from harel.store.common.wakeups import Wakeups
 from redis.backoff import NoBackoff
 from redis.client import PubSub
 from redis.retry import Retry
@@ -26,9 +26,13 @@ from harel_store_redis._errors import translate
 from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
-from harel_store_redis._wake import DRAIN_MAX, SUBSCRIBE_WITHIN, channel
+from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
 
 T = TypeVar("T")
+
+
+def _next_message(pubsub: PubSub, request: NextMessage) -> Any:
+    return pubsub.get_message(timeout=request.timeout)
 
 
 class RedisWakeups(Wakeups[PubSub]):
@@ -46,31 +50,16 @@ class RedisWakeups(Wakeups[PubSub]):
         try:
             with translate(self.where):
                 pubsub.subscribe(self._channel)
-                deadline = time.monotonic() + SUBSCRIBE_WITHIN
-                while True:  # listening once the server confirmed it
-                    message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0))
-                    if message is not None and message["type"] == "subscribe":
-                        return pubsub
-                    if time.monotonic() >= deadline:
-                        raise unavailable(self.where, "SUBSCRIBE was not confirmed")
+                drive(confirm_plan(self.where), partial(_next_message, pubsub))
+            return pubsub
         except BaseException:
             self._hang_up(pubsub)
             raise
 
     def _receive(self, handle: PubSub, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
         with translate(self.where):
-            while True:
-                message = handle.get_message(timeout=max(deadline - time.monotonic(), 0.0))
-                # "subscribe" here: the client reconnected and subscribed again by itself
-                # (a client with retries), so signals may have been missed meanwhile
-                if message is not None and message["type"] in ("message", "subscribe"):
-                    for _ in range(DRAIN_MAX):  # consumed: their writes ran before this returns
-                        if handle.get_message(timeout=0.0) is None:
-                            break
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
+            woken: bool = drive(receive_plan(seconds), partial(_next_message, handle))
+        return woken
 
     def _hang_up(self, handle: PubSub) -> None:
         with contextlib.suppress(redis.RedisError, OSError):
