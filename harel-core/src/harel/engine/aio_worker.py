@@ -134,13 +134,13 @@ class AsyncWorker:
         timer (:func:`~harel.engine.worker.idle_bound`)."""
         if self.waker is None:
             return adaptive
-        clock = self.runner.clock
+        now = self.runner.clock()
         try:
-            nxt = await self.runner.store.due_timers(clock() + self.poll, limit=1)
+            nxt = await self.runner.store.due_timers(now + self.poll, limit=1)
         except Exception as err:  # the pause only: the next round reports store trouble
             log.debug("cannot read the next timer: %s", error_text(err))
             return adaptive
-        return idle_bound(self.poll, adaptive, clock(), nxt)
+        return idle_bound(self.poll, adaptive, now, nxt)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep ``seconds``, waking early on a stop, and on the store's wake-ups when it has

@@ -278,12 +278,13 @@ class Worker:
         self._idle = next_idle(self._idle, self.poll)
         if self.waker is None:
             return self._idle
+        now = self.runner.clock()
         try:
-            nxt = self.runner.store.due_timers(self.runner.clock() + self.poll, limit=1)
+            nxt = self.runner.store.due_timers(now + self.poll, limit=1)
         except Exception as err:  # the pause only: the next round reports store trouble
             log.debug("cannot read the next timer: %s", error_text(err))
             return self._idle
-        return idle_bound(self.poll, self._idle, self.runner.clock(), nxt)
+        return idle_bound(self.poll, self._idle, now, nxt)
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``: on the store's wake-ups when it has them (a commit that adds work

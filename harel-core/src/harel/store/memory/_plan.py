@@ -700,7 +700,10 @@ class MemoryPlan:
         row: WorkRow | None = yield GetWork(key)
         if row is None or row.owner != owner:
             raise lease_lost(row, key, owner, None)
-        timers, outbox, spawns = yield from self._units(key)
+        # what is left decides the row: the relay rows need no decoding for that
+        outbox = yield ListOwned("outbox", key)
+        timers = [] if key is None else (yield ListOwned("timers", key))
+        spawns = [] if key is None else (yield ListOwned("spawns", key))
         yield from self._settle_row(row, timers, bool(outbox or spawns), now, retry_at)
 
 
