@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from common import Target, execution, open_harness, side_writes, ten_spawns
 from harel.conformance.harness import StoreHarness
 from harel.conformance.proxy import CountingProxy
-from harel.model import Status
+from harel.model import Event, Status
 from harel.registry import open_async_store, open_store
 
 OPERATIONS = (
@@ -32,6 +32,7 @@ OPERATIONS = (
     "commit state-only",
     "commit emit+mark+timer+trace",
     "commit 10 spawns",
+    "enqueue",
     "due_timers",
     "pending_outbox",
     "claim",
@@ -92,6 +93,7 @@ def script(tag: str) -> list[Step]:
         ("commit state-only", lambda s: s.commit(exe, [])),
         ("commit emit+mark+timer+trace", lambda s: s.commit(exe, **side_writes(exe, exe.version))),
         ("commit 10 spawns", lambda s: s.commit(exe, **ten_spawns(exe, 0))),
+        ("enqueue", lambda s: s.enqueue(exe.id, Event(id=f"{tag}-q", kind="Go"))),
         ("due_timers", lambda s: s.due_timers(time.time(), limit=100)),
         ("pending_outbox", lambda s: s.pending_outbox(limit=100)),
         # the side-write commit armed a timer: exe's group is due at CLAIM_NOW

@@ -132,6 +132,8 @@ def test_requests_per_operation(counted: tuple[DynamoDBStore, Requests]) -> None
     fresh = DynamoDBStore(store.options.table, client=store._client)
     measure("append_trace (cursor unknown)", lambda: fresh.append_trace("parent", step("M")))
     measure("list_executions", lambda: store.list_executions(limit=10))
+    measure("enqueue", lambda: store.enqueue("parent", Event(id="q0", kind="Go"), priority=2))
+    measure("enqueue (again)", lambda: store.enqueue("nobody", Event(id="q1", kind="Go")))
     measure("prune_processed (nothing old)", lambda: store.prune_processed(1.0))
     record = measure("export_execution", lambda: store.export_execution("parent"))
     assert record is not None and record.execution is not None
@@ -149,6 +151,8 @@ def test_requests_per_operation(counted: tuple[DynamoDBStore, Requests]) -> None
             assert n == 1, f"{label} sent {measured[label]}"
     assert measured["commit (150 spawns)"] == ["TransactWriteItems"]
     assert measured["commit (state only)"] == ["UpdateItem"]  # no side items: no transaction
+    # the relay item and the target's work row: one transaction, nothing read first
+    assert measured["enqueue"] == measured["enqueue (again)"] == ["TransactWriteItems"]
     shards = store._plan.shards
     assert shards == DEFAULT_INDEX_SHARDS
     # the execution's partition, every outbox shard (targets), its own spawn shard, the check
@@ -251,6 +255,27 @@ def test_items_follow_the_documented_layout(harness: DynamoDBHarness) -> None:
     assert ("meta", "schema", None) in keys
     timer = next(i for i in harness.scan() if i["sk"]["S"] == "t:/wait")
     assert timer["fa"]["S"] == repr(1700000000.123456789), "fire_at is kept as its exact repr"
+    store.close()
+
+
+def test_an_enqueue_writes_a_relay_item_and_the_work_row_only(harness: DynamoDBHarness) -> None:
+    """The outbox item a commit writes for one emit (in the target's shard, ``tg`` naming it)
+    and the target's work row; no execution item, nothing in the target's partition else."""
+    store = harness.open_sync()
+    before = {(i["pk"]["S"], i["sk"]["S"]) for i in harness.scan()}
+    seq = store.enqueue("a:b", Event(id="q1", kind="Go"), priority=3)
+    items = [i for i in harness.scan() if (i["pk"]["S"], i["sk"]["S"]) not in before]
+    shard = shard_of("a:b", store._plan.shards)
+    keys = sorted((i["pk"]["S"], i["sk"]["S"], i.get("g1p", {}).get("S")) for i in items)
+    relay = [k for k in keys if k[0].startswith("q:")]
+    assert [(k[1], k[2]) for k in relay] == [("o:0000", f"O.{shard}")]
+    assert ("x:a:b", "w", f"W3.{shard}") in keys and len(keys) == 2
+    (item,) = (i for i in items if i["pk"]["S"].startswith("q:"))
+    assert item["tg"] == {"SS": ["a:b"]}
+    (entry,) = item["e"]["M"].values()
+    assert int(entry["M"]["q"]["N"]) == seq
+    store.ack_outbox(seq)
+    assert not any(i["pk"]["S"].startswith("q:") for i in harness.scan())
     store.close()
 
 

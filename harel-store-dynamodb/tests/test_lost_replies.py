@@ -18,6 +18,7 @@ from botocore.exceptions import (  # type: ignore[import-untyped, unused-ignore]
 )
 from harel.model import Event, Execution
 from harel.store.contract import StoreConflict
+from harel.store.errors import StoreUnavailable
 from harel_store_dynamodb import DynamoDBStore
 from harel_store_dynamodb.sync import open_client
 from harel_store_dynamodb.testing import DynamoDBHarness
@@ -172,3 +173,61 @@ def test_a_lost_answer_of_a_write_that_did_not_land_is_a_conflict(
     assert info.value.found == 2
     assert mine.version == 1
     assert pending(other) == ["theirs"]
+
+
+def enqueued_on_top(other: DynamoDBStore) -> Fault:
+    """Our enqueue lands, another writer enqueues to the same target (moving its work row),
+    and our answer never arrives."""
+
+    def fault(send: Callable[[], Any]) -> Any:
+        send()
+        other.enqueue("q1", Event(id="theirs", kind="Raced"))
+        raise timeout()
+
+    return fault
+
+
+def retried_on_top(other: DynamoDBStore) -> Fault:
+    """botocore's first send of our enqueue lands, its answer is lost, and its retry (after
+    another writer touched the target's row) is refused by the conditions."""
+
+    def fault(send: Callable[[], Any]) -> Any:
+        send()
+        other.enqueue("q1", Event(id="theirs", kind="Raced"), priority=4)
+        try:
+            send()
+        except ClientError as exc:
+            exc.response.setdefault("ResponseMetadata", {})["RetryAttempts"] = 1
+            raise
+        return None  # the server answered the duplicate request as the original
+
+    return fault
+
+
+@pytest.mark.parametrize("fault", [enqueued_on_top, retried_on_top])
+def test_an_enqueue_that_landed_returns_its_seq_once_whatever_its_answer(
+    pair: tuple[DynamoDBStore, DynamoDBStore, Faulty], fault: Callable[[DynamoDBStore], Fault]
+) -> None:
+    store, other, faulty = pair
+    faulty.faults = [fault(other)]
+    seq = store.enqueue("q1", Event(id="mine", kind="Raced"))
+    entries = other.pending_outbox()
+    assert sorted(e.event.id for e in entries) == ["mine", "theirs"], "stored once"
+    assert next(e.seq for e in entries if e.event.id == "mine") == seq
+    (claim,) = other.claim("w1", 1e12)
+    assert claim.execution_id == "q1" and claim.units == 2
+
+
+def test_an_enqueue_whose_sends_all_go_unanswered_is_unavailable(
+    pair: tuple[DynamoDBStore, DynamoDBStore, Faulty],
+) -> None:
+    store, other, faulty = pair
+
+    def lost(send: Callable[[], Any]) -> Any:
+        raise timeout()
+
+    faulty.faults = [lost] * 50
+    with pytest.raises(StoreUnavailable):
+        store.enqueue("q2", Event(id="mine", kind="Raced"))
+    faulty.faults = []
+    assert other.pending_outbox() == []

@@ -21,7 +21,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from harel.model import Event, Execution
-from harel.store.common import committing
+from harel.store.common import committing, prepare_enqueue, relay_due
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import (
     CommitOutcomeUnknown,
@@ -44,6 +44,7 @@ from harel_store_dynamodb._requests import (
     ItemBusy,
     Pause,
     RequestInDoubt,
+    TableNotFound,
     TransactionCancelled,
 )
 from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, index_kind
@@ -285,6 +286,134 @@ def resent_after_doubt() -> Plan:
     plan.throw(RequestInDoubt("lost"))
     plan.send(None)
     return plan
+
+
+# -- enqueue --------------------------------------------------------------------------------
+
+
+def enqueue_plan(target: str = "kit-t", priority: int = 3, **data: Any) -> tuple[Plan, Any]:
+    """An enqueue's plan and its first request."""
+    plan = ops().enqueue(prepare_enqueue(target, Event(id="q", kind="K", data=data), priority))
+    return plan, first_request(plan)
+
+
+def relay_seq(request: Call) -> int:
+    """The seq of the one entry an enqueue's transaction writes."""
+    (entry,) = request.params["TransactItems"][1]["Put"]["Item"]["e"]["M"].values()
+    return int(entry["M"]["q"]["N"])
+
+
+def test_an_enqueue_is_one_transaction_of_the_relay_item_and_the_work_row() -> None:
+    """ONE ``TransactWriteItems``: the target's work row (absent to this store: a ``Put``
+    under ``attribute_not_exists``, with the enqueue's priority, due at once) and the relay
+    item a commit writes for one emit (guarded, returning the stored item when taken); the
+    execution item is not touched; the seq is the relay item's."""
+    plan, request = enqueue_plan()
+    assert request.operation == "transact_write_items"
+    work, relay = request.params["TransactItems"]
+    assert work["Put"]["Item"]["pk"]["S"] == "x:kit-t" and work["Put"]["Item"]["sk"]["S"] == "w"
+    assert work["Put"]["Item"]["pr"]["N"] == "3"
+    assert float(work["Put"]["Item"]["fa"]["S"]) < relay_due(0.0) + 1e10  # due at once
+    assert "attribute_not_exists" in work["Put"]["ConditionExpression"]
+    item = relay["Put"]["Item"]
+    assert item["pk"]["S"].startswith("q:") and item["sk"]["S"] == "o:0000"
+    assert item["tg"] == {"SS": ["kit-t"]}
+    assert "attribute_not_exists" in relay["Put"]["ConditionExpression"]
+    assert relay["Put"]["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    (entry,) = item["e"]["M"].values()
+    seq = relay_seq(request)
+    assert entry["M"]["t"] == {"S": "kit-t"}
+    location = locate(seq)
+    assert location is not None and not location.packed
+    assert finish(plan, {}) == seq
+
+
+def test_a_second_enqueue_builds_its_touch_from_the_row_it_wrote() -> None:
+    store = ops()
+    first = store.enqueue(prepare_enqueue("kit-t", Event(id="a", kind="K"), 0))
+    first_request(first)
+    finish(first, {})
+    second = store.enqueue(prepare_enqueue("kit-t", Event(id="b", kind="K"), 0))
+    work, _relay = first_request(second).params["TransactItems"]
+    assert "ConditionCheck" in work  # the row is already ready at once: checked, not written
+
+
+def test_an_enqueue_whose_work_row_moved_is_rebuilt_from_the_stored_row() -> None:
+    plan, _first = enqueue_plan()
+    stored = {
+        "pk": {"S": "x:kit-t"},
+        "sk": {"S": "w"},
+        "pr": {"N": "1"},
+        "fa": {"S": repr(500.0)},
+        "wv": {"N": "77"},
+        "ow": {"S": "w1"},
+    }
+    moved = TransactionCancelled(
+        [{"Code": "ConditionalCheckFailed", "Item": stored}, {"Code": "None"}]
+    )
+    again = plan.throw(moved)
+    assert isinstance(again, Call) and again.operation == "transact_write_items"
+    work = again.params["TransactItems"][0]["Put"]
+    assert work["ExpressionAttributeValues"] == {":v0": {"N": "77"}}
+    assert work["Item"]["ow"] == {"S": "w1"} and work["Item"]["pr"]["N"] == "1"  # leased: kept
+    assert finish(plan, {}) == relay_seq(again)
+
+
+def test_an_enqueue_whose_relay_key_is_taken_draws_a_fresh_base() -> None:
+    plan, first = enqueue_plan()
+    theirs = {"pk": first.params["TransactItems"][1]["Put"]["Item"]["pk"], "e": {"M": {}}}
+    taken = TransactionCancelled(
+        [{"Code": "None"}, {"Code": "ConditionalCheckFailed", "Item": theirs}]
+    )
+    second = plan.throw(taken)
+    key = lambda r: r.params["TransactItems"][1]["Put"]["Item"]["pk"]["S"]  # noqa: E731
+    assert isinstance(second, Call) and key(first) != key(second)
+    finish(plan, {})
+
+
+def test_an_unanswered_enqueue_is_resent_and_recognised_by_its_stored_entry() -> None:
+    plan, request = enqueue_plan()
+    assert isinstance(plan.throw(RequestInDoubt("lost")), Pause)
+    assert plan.send(None) == request  # the very same request (and ClientRequestToken)
+    relay = request.params["TransactItems"][1]["Put"]["Item"]
+    ours = TransactionCancelled(
+        [{"Code": "ConditionalCheckFailed"}, {"Code": "ConditionalCheckFailed", "Item": relay}]
+    )
+    with pytest.raises(StopIteration) as done:
+        plan.throw(ours)
+    assert done.value.value == relay_seq(request)
+
+
+def test_an_enqueue_with_no_answer_at_all_is_in_doubt() -> None:
+    plan, request = enqueue_plan()
+    with pytest.raises(RequestInDoubt):  # a StoreUnavailable: the caller re-sends
+        while True:
+            request = plan.throw(RequestInDoubt("lost")) if isinstance(request, Call) else None
+            assert isinstance(request, Pause)
+            request = plan.send(None)
+
+
+def test_a_busy_enqueue_is_resent_then_unavailable_and_a_missing_table_is_at_once() -> None:
+    plan, request = enqueue_plan()
+    busy = TransactionCancelled([{"Code": "None"}, {"Code": "TransactionConflict"}])
+    sends = 0
+    with pytest.raises(StoreUnavailable) as raised:
+        while True:
+            if isinstance(request, Call):
+                sends += 1
+                request = plan.throw(busy)
+            else:
+                request = plan.send(None)
+    assert sends > 1 and not isinstance(raised.value, RequestInDoubt)
+    plan, request = enqueue_plan()
+    with pytest.raises(TableNotFound):
+        plan.throw(TableNotFound("gone"))
+
+
+def test_an_enqueued_event_too_big_for_an_item_is_refused_before_anything_is_sent() -> None:
+    noise = base64.b64encode(os.urandom(450_000)).decode()
+    with pytest.raises(PayloadTooLarge):
+        enqueue_plan(blob=noise)
 
 
 def test_a_stale_trace_cursor_is_corrected_from_the_old_item() -> None:

@@ -224,6 +224,8 @@ def test_statements_per_other_operation(store: LibsqlStore, counted: Counting) -
     assert counted.verbs() == ["UPDATE"]
     store.release("w", "t")
     assert counted.verbs() == ["BEGIN", "DELETE", "UPDATE", "COMMIT"]
+    assert store.enqueue("t", Event(id="q", kind="K")) > 0  # the seq: the insert's RETURNING
+    assert counted.verbs() == ["BEGIN", "INSERT", "INSERT", "COMMIT"]  # the outbox, the work row
     assert store.purge("e") is True
     assert counted.verbs() == ["BEGIN", *["DELETE"] * 7, "COMMIT"]  # the tables, the work row
 
@@ -264,6 +266,10 @@ async def test_failed_side_write_rolls_back_everything(store: LibsqlStore, db_pa
         assert torn.version == 0
         await astore.commit(torn, [])
         assert torn.version == 1
+        after = table_counts(db_path)
+        with pytest.raises(StoreError, match="poisoned row"):  # an enqueue is all-or-nothing too
+            await astore.enqueue("fresh", Event(id="p", kind="poison"), priority=4)
+        assert table_counts(db_path) == after
 
 
 # -- libSQL's failures as typed errors -----------------------------------------------------------

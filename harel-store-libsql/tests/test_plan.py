@@ -15,8 +15,9 @@ from typing import Any
 
 import libsql  # type: ignore[import-untyped]
 import pytest
-from harel.store.common import drive
-from harel.store.common.sql import SQLITE, Rendered, statements_for
+from harel.model import Event
+from harel.store.common import drive, prepare_enqueue
+from harel.store.common.sql import SQLITE, Rendered, Statement, statements_for
 from harel.store.errors import InvalidPayload
 from harel_store_libsql._driver import bindable, execute
 from harel_store_libsql._options import make_options
@@ -74,6 +75,26 @@ def test_every_shared_statement_prepares_on_libsqls_engine(conn: Any) -> None:
             pytest.fail(f"{name} does not prepare on libSQL: {exc}\n{statement.sql}")
         seen += 1
     assert seen > 30
+
+
+def test_enqueue_reads_its_seq_from_libsqls_returning_row(tmp_path: Path, conn: Any) -> None:
+    options = make_options(str(tmp_path / "plan.db"))
+    plan = libsql_plan(options)
+    sent: list[str] = []
+
+    def run(request: Any) -> Any:
+        assert isinstance(request, Statement)
+        sent.append(request.sql.split(" ")[0])
+        return execute(conn, options, request)
+
+    seqs = [
+        drive(plan.enqueue(prepare_enqueue("t", Event(id=f"q{n}", kind="K"), 2)), run)
+        for n in range(2)
+    ]
+    assert seqs == [1, 2]
+    assert sent == ["BEGIN", "INSERT", "INSERT", "COMMIT"] * 2  # the outbox row, the work row
+    assert conn.execute("SELECT seq, target_id FROM outbox").fetchall() == [(1, "t"), (2, "t")]
+    assert conn.execute("SELECT key, priority, owner FROM work").fetchall() == [("t", 2, None)]
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from harel.store.errors import (
 )
 from harel_store_mongo import AsyncMongoStore, MongoStore
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, WORK
 from harel_store_mongo._server_rules import ELEMENT_FIELDS, FIELDS, violations
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
 
@@ -64,6 +64,7 @@ ALLOWED = {
     "claim (nothing ready)": 5,
     "renew": 1,
     "release": 3,
+    "enqueue": 4,
 }
 """The most driver calls each operation may take (the issue: state-only commit 1; a commit
 touching work rows: + 2, its rows upserted before its write and again after it)."""
@@ -161,6 +162,7 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
     assert claim.execution_id == "rt-2" and [e.event.id for e in claim.outbox] == ["out-1"]
     measure("renew", lambda: store.renew("w", "rt-2", 5.5))
     measure("release", lambda: store.release("w", "rt-2"))
+    measure("enqueue", lambda: store.enqueue("rt-2", ev("q-1"), priority=2))
     measure("load", lambda: store.load("rt-1"))
     measure("load_for_event", lambda: store.load_for_event("rt-1", "in-1"))
     measure("is_processed", lambda: store.is_processed("rt-1", "in-1"))
@@ -253,6 +255,8 @@ def test_every_request_of_a_workload_is_one_a_server_accepts(harness: Harness) -
         store.prune_processed(FAR, batch_size=2)
         record = store.export_execution("$where.a")
         store.import_execution(moved(record, "$where.b"))
+        store.enqueue("$x.y", ev("$q.1"), priority=4)
+        store.enqueue("$where.a", ev("$q.2"))
         store.export_execution("$x.y")
         store.purge("$where.a", force=True)
         assert store.sent
@@ -446,6 +450,48 @@ def test_a_new_execution_takes_over_a_relay_only_document(
         store.save(new_exe("reuse"))  # the document now holds a stored execution
 
 
+def test_an_enqueue_appends_to_the_targets_document_and_never_reads_it(
+    harness: Harness, store: MongoStore
+) -> None:
+    """Nothing stored: a relay-only document holds the entry (every read ignores it) and the
+    target's first commit takes it over; stored: the entry joins its document, which no
+    other field of changes."""
+    first = store.enqueue("later", ev("q-1"), priority=3)
+    doc = raw(harness, "later")
+    assert doc is not None and set(doc) == {"_id", "version", "outbox", "outbox_next"}
+    assert (doc["version"], doc["outbox_next"]) == (0, first)
+    assert [(e["seq"], e["target"]) for e in doc["outbox"]] == [(first, "later")]
+    assert store.load("later") is None and store.list_executions().items == []
+    row = harness.database()[WORK].find_one({"_id": "later"})
+    assert row is not None and (row["priority"], row["owner"]) == (3, None)
+    exe = new_exe("later")
+    store.commit(exe, [("peer", ev("o-1"))], trace=step())
+    assert exe.version == 1
+    before = raw(harness, "later")
+    second = store.enqueue("later", ev("q-2"))
+    after = raw(harness, "later")
+    assert before is not None and after is not None
+    assert {k: v for k, v in after.items() if k != "outbox"} == {
+        k: v for k, v in before.items() if k != "outbox"
+    }
+    assert [e["event"] for e in after["outbox"]][:-1] == [e["event"] for e in before["outbox"]]
+    assert [e.event.id for e in store.pending_outbox()] == ["q-1", "o-1", "q-2"]
+    assert second > first
+    store.save(exe)  # a state-only commit keeps the entries
+    assert [e.event.id for e in store.pending_outbox()] == ["q-1", "o-1", "q-2"]
+    for entry in store.pending_outbox():
+        store.ack_outbox(entry.seq)
+    assert store.load("later") == exe
+
+
+def test_acking_an_enqueue_to_a_missing_target_removes_its_document(
+    harness: Harness, store: MongoStore
+) -> None:
+    seq = store.enqueue("nobody", ev("q"))
+    store.ack_outbox(seq)
+    assert raw(harness, "nobody") is None
+
+
 # -- failure modes --------------------------------------------------------------------------------
 
 
@@ -609,25 +655,43 @@ async def gated(harness: Harness) -> GatedAsyncStore:
     return store
 
 
+async def cancel_midway(store: Any, call: Any) -> None:
+    """Start ``call``, cancel it while its first request (the seq reservation) is held at the
+    gate, release the gate: it must still send its write (and the work-row touches around it)
+    and then raise ``CancelledError``."""
+    task = asyncio.ensure_future(call)
+    await store.waiting.wait()
+    task.cancel()
+    await asyncio.sleep(0)
+    store.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the seqs, the work row touched, the write, the work row touched again
+    assert store.sent == ["find_one_and_update", "update_one", "update_one", "update_one"]
+
+
 async def test_a_cancelled_async_commit_finishes_its_write_first(harness: Harness) -> None:
     """Cancelled while its seq reservation is in flight, a commit still sends its update
     (the write runs to its end), bumps ``exe.version``, then raises ``CancelledError``."""
     store = await gated(harness)
     try:
         exe = new_exe("cx")
-        task = asyncio.ensure_future(store.commit(exe, [("cx", ev("o"))]))
-        await store.waiting.wait()
-        task.cancel()
-        await asyncio.sleep(0)
-        store.gate.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        # the seqs, the work row touched, the write, the work row touched again
-        assert store.sent == ["find_one_and_update", "update_one", "update_one", "update_one"]
+        await cancel_midway(store, store.commit(exe, [("cx", ev("o"))]))
         assert exe.version == 1
         stored = await store.load("cx")
         assert stored is not None and stored.version == 1
         assert [e.event.id for e in await store.pending_outbox()] == ["o"]
+    finally:
+        await store.close()
+
+
+async def test_a_cancelled_async_enqueue_finishes_its_write_first(harness: Harness) -> None:
+    """Cancelled while its seq reservation is in flight, an enqueue still writes its entry
+    (and touches the row around it), then raises ``CancelledError``."""
+    store = await gated(harness)
+    try:
+        await cancel_midway(store, store.enqueue("cq", ev("q")))
+        assert [e.event.id for e in await store.pending_outbox()] == ["q"]
     finally:
         await store.close()
 

@@ -5,13 +5,22 @@ options."""
 from __future__ import annotations
 
 import itertools
+import json
+import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import collapse_timer_ops, committing, listing_query, prepare_import
+from harel.store.common import (
+    collapse_timer_ops,
+    committing,
+    listing_query,
+    prepare_enqueue,
+    prepare_import,
+    relay_due,
+)
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     CommitOutcomeUnknown,
@@ -168,6 +177,76 @@ def test_requests_per_commit(
         assert not any(isinstance(v, dict) for v in update.args[1]["$set"].values())
 
 
+def enqueue(
+    target: str = "t", priority: int = 3, answer: Callable[[Request], Any] | None = None
+) -> tuple[Any, list[Request]]:
+    prepared = prepare_enqueue(target, Event(id="q", kind="k", data={"n": 1}), priority)
+    return run(_plan.enqueue_plan(prepared, "test"), answer or counter({"n": 41}))
+
+
+def test_an_enqueue_is_one_seq_one_upsert_and_the_targets_row_touched_around_it() -> None:
+    """The seq from the counter, the target's work row upserted (priority only when created,
+    relay work due at once), ONE unconditional upsert appending the entry to the target's own
+    document (never read), the row upserted again: 4 requests, like a commit that emits."""
+    seq, sent = enqueue()
+    assert seq == 41
+    assert [(r.collection, r.method) for r in sent] == [
+        ("meta", "find_one_and_update"),
+        (WORK, "update_one"),
+        (EXECUTIONS, "update_one"),
+        (WORK, "update_one"),
+    ]
+    reserve, before, write, after = sent
+    assert reserve.args[1] == {"$inc": {"n": 1}}
+    assert before == after and touched_ids(before) == ["t"]
+    stage = before.args[1][0]["$set"]
+    assert stage["priority"] == {"$ifNull": ["$priority", {"$literal": 3}]}  # not the row's own
+    due = stage["ready_at"]["$cond"][1]["$literal"]
+    assert due < relay_due(time.time()) + 1 < 0  # relay work: due at once
+    assert write.args[0] == {"_id": "t"} and write.kwargs == {"upsert": True}
+    (entry,) = write.args[1][0]["$set"]["outbox"]["$concatArrays"][1]["$literal"]
+    assert entry["seq"] == 41 and entry["target"] == "t"
+    assert json.loads(entry["event"])["id"] == "q"
+    assert write.args[1][0]["$set"]["version"] == {"$ifNull": ["$version", {"$literal": 0}]}
+    assert set(write.args[1][1]["$set"]) == {"outbox_next"}
+
+
+def test_an_enqueue_racing_a_document_insert_is_sent_again() -> None:
+    failed: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        if request.collection == EXECUTIONS and not failed:
+            failed.append(request)
+            raise DuplicateKey("E11000")
+        return counter({"n": 5})(request)
+
+    seq, sent = enqueue(answer=answer)
+    assert seq == 5
+    assert [r.collection for r in sent].count(EXECUTIONS) == 2
+
+
+@pytest.mark.parametrize("error", [WriteUnconfirmed("wtimeout"), ReplyLost("cut")])
+def test_an_enqueue_write_with_no_answer_is_unavailable_and_not_retouched(
+    error: Exception,
+) -> None:
+    """Its outcome is open (the caller re-sends); nothing is sent after the write."""
+
+    def answer(request: Request) -> Any:
+        if request.collection == EXECUTIONS:
+            raise error
+        return counter({"n": 5})(request)
+
+    with pytest.raises(StoreUnavailable):
+        enqueue(answer=answer)
+
+
+def test_an_enqueue_refused_by_the_seq_counter_writes_nothing() -> None:
+    plan = _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test")
+    assert next(plan).collection == "meta"
+    with pytest.raises(StoreUnavailable):
+        plan.throw(StoreUnavailable("no server"))
+
+
 def test_a_whole_step_is_two_requests_and_one_update() -> None:
     _, sent = commit(
         exe(),
@@ -281,6 +360,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
             listing_query(status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None)
         ),
         _records.export_plan(hostile),
+        _plan.enqueue_plan(prepare_enqueue(hostile, Event(id=hostile, kind="k"), 1), "test"),
         _records.import_plan(prepare_import(_record(hostile), trace_max=3), "test"),
         _records.import_plan(
             prepare_import(

@@ -15,6 +15,7 @@ from harel.store.common import (
     committing,
     import_touches,
     listing_query,
+    prepare_enqueue,
     prepare_import,
     relay_due,
 )
@@ -171,6 +172,43 @@ def test_first_commit_and_side_writes_go_through_the_function() -> None:
         driver = Scripted(Result([(True, exe.version + 1, None)], 1))
         driver.run(plan.commit(_prepared(exe, **effects), None))
         assert "harel_commit" in driver.sent[0].sql, effects
+
+
+# -- enqueue ------------------------------------------------------------------------------------
+
+
+def test_enqueue_is_one_statement_and_returns_the_seq() -> None:
+    """The outbox row, the target's work-row touch (the commit functions' rule, not own: the
+    priority is the caller's for a new row only) and the NOTIFY: one statement, no function
+    call, every value bound; the target's execution row is not read."""
+    prepared = prepare_enqueue("t", Event(id="q", kind="K", data={"n": 1}), 3)
+    driver = Scripted(Result([(41, "")], 1))
+    assert driver.run(plan.enqueue(prepared)) == 41
+    (statement,) = driver.sent
+    text = statement.sql
+    assert text.startswith("WITH entry AS (INSERT INTO {schema}.outbox")
+    assert _schema.touch_work_sql(
+        "{schema}.work", "%s::text", "%s::int", "%s::float8", "%s::boolean"
+    ) in (text)
+    assert "pg_notify(" in text and "harel_" + "commit" not in text
+    assert "executions" not in text
+    due = relay_due(prepared.enqueued_at)
+    assert statement.params == ("t", prepared.emit.event_json, "t", 3, due, False)
+
+
+def test_the_touch_rule_is_one_text_for_functions_and_enqueue() -> None:
+    loop = _schema.touch_work_sql(
+        "work", "p_work_keys[i]", "p_work_priority[i]", "p_work_due[i]", "p_work_own[i]"
+    )
+    assert loop in _schema._created(_schema.UPGRADE_TO_4, "harel_commit")
+    assert loop in _schema._created(_schema.UPGRADE_TO_4, "harel_import")
+    assert _schema.wake_channel_sql("current_schema()") == _schema.WAKE_CHANNEL_SQL
+
+
+def test_enqueue_without_a_row_back_is_corruption() -> None:
+    prepared = prepare_enqueue("t", Event(id="q", kind="K"), 0)
+    with pytest.raises(StoreCorrupted):
+        Scripted(Result([], 0)).run(plan.enqueue(prepared))
 
 
 # -- records ------------------------------------------------------------------------------------

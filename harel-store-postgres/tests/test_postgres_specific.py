@@ -127,6 +127,7 @@ def _operations(store: Any, exe: Execution) -> list[tuple[str, Callable[[], Any]
         ("export_execution", lambda: store.export_execution(exe.id)),
         ("import_execution (relays)", lambda: store.import_execution(_RELAYS)),
         ("import_execution (refused)", lambda: _refused_import(store, exe)),
+        ("enqueue", lambda: store.enqueue(exe.id, Event(id="q", kind="K"), priority=2)),
         ("claim", lambda: store.claim("rt-worker", LATER, limit=1000)),
         ("renew", lambda: store.renew("rt-worker", exe.id, LATER)),
         ("release", lambda: store.release("rt-worker", exe.id)),

@@ -3,6 +3,8 @@ work rows (harel.conformance.wakeups' checks, plus what only this backend has)."
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 from harel.conformance.wakeups import LONG, check_async_wakeups, check_sync_wakeups
@@ -12,6 +14,7 @@ from harel_store_postgres import AsyncPostgresStore
 from harel_store_postgres._schema import WAKE_CHANNEL_SQL
 from harel_store_postgres._wake import channel
 from harel_store_postgres.testing import PostgresHarness
+from psycopg import sql
 
 
 def test_wakeups_sync(harel_harness: PostgresHarness) -> None:
@@ -43,6 +46,24 @@ def test_the_channel_is_the_one_the_functions_compute(pg_url: str, schema: str) 
         row = conn.execute("SELECT " + expression, (schema,)).fetchone()
     assert row is not None and row[0] == channel(schema)
     assert len(channel(schema).encode()) <= 63
+
+
+def test_an_enqueue_notifies_its_schemas_channel_whatever_the_name(pg_url: str) -> None:
+    """``enqueue``'s statement computes the channel from the schema its outbox row went to:
+    the name :func:`channel` computes, quotes and non-ASCII included."""
+    schema = f"Enq 'q' \"x\" Ü {uuid.uuid4().hex[:8]}"
+    harness = PostgresHarness(pg_url, schema=schema, connect_retries=0, reuse=False)
+    store = harness.open_sync()
+    try:
+        with harness.connect(autocommit=True) as listener:
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(schema))))
+            seq = store.enqueue("enq-t", Event(id="q1", kind="Go"))
+            heard = [n.channel for n in listener.notifies(timeout=LONG, stop_after=1)]
+        assert heard == [channel(schema)]
+        assert [(e.seq, e.target_id) for e in store.pending_outbox()] == [(seq, "enq-t")]
+    finally:
+        store.close()
+        harness.destroy()
 
 
 def test_a_lost_listener_is_unavailable_then_listens_again(harel_harness: PostgresHarness) -> None:

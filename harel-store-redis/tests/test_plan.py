@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import redis.exceptions as rex
 from harel.model import Event, Execution, Status
-from harel.store.common import committing, encode_cursor, listing_query, relay_due
+from harel.store.common import (
+    committing,
+    encode_cursor,
+    listing_query,
+    prepare_enqueue,
+    relay_due,
+)
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     CommitOutcomeUnknown,
@@ -27,7 +33,7 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_redis import _commit, _keys, _plan, _requests, _schema, _scripts
+from harel_store_redis import _commit, _enqueue, _keys, _plan, _requests, _schema, _scripts
 from harel_store_redis._errors import map_error
 from harel_store_redis._legacy import url_from_env
 from harel_store_redis._options import parse_redis_url
@@ -180,6 +186,7 @@ def test_scripts_are_named_once_and_hashed_like_redis() -> None:
     ("script", "guard"),
     [
         (_scripts.COMMIT, "foreign_write_key("),
+        (_scripts.ENQUEUE, "foreign_write_key("),
         (_scripts.IMPORT, "foreign_write_key("),
         (_scripts.DELETE_TIMER, "wrong_type("),
         (_scripts.ACK, "wrong_type("),
@@ -198,7 +205,7 @@ def test_write_scripts_guard_types_before_writing(script: _scripts.LuaScript, gu
         body = body.removeprefix(helpers)
     commands = ("XADD", "HSET", "ZREM", "XDEL", "ZADD", "RPUSH", "HINCRBY")
     first_write = min([len(body), *(body.find(f"'{c}'") for c in commands if f"'{c}'" in body)])
-    writers = ("relay(", "work_put(", "work_drop(", "HSETNX")  # helpers that write
+    writers = ("relay(", "emit_entry(", "apply_touches(", "work_put(", "work_drop(", "HSETNX")
     first_write = min([first_write, *(body.find(w) for w in writers if w in body)])
     assert 0 <= body.find(guard) < first_write
 
@@ -470,6 +477,60 @@ def test_commit_failure_replies_are_typed() -> None:
 def test_bad_trace_max_is_refused_before_anything_is_sent() -> None:
     with pytest.raises(ValueError):
         next(_commit.commit_plan(KEYS, full_commit(), -1, where=WHERE))
+
+
+# -- enqueue ----------------------------------------------------------------------------------
+
+
+def test_enqueue_is_one_script_call_with_the_entry_the_touch_and_the_wake_up() -> None:
+    p = prepare_enqueue("t{1}", Event(id="q", kind="K", data={"n": 1}), 3)
+    keys, args = _enqueue.enqueue_request(KEYS, p)
+    assert keys == (*KEYS.write_keys("t{1}"), *KEYS.work_keys)  # a commit's, for the target
+    member = _keys.owner_prefix("t{1}")
+    due = repr(relay_due(p.enqueued_at)).encode()
+    assert args == (
+        b"t",
+        b"t{1}",
+        member,  # the entry is indexed under the target, like an emitted one
+        p.emit.event_json.encode(),
+        member,  # the target's work row: due at once, the caller's priority, not its own
+        due,
+        b"3",
+        b"0",
+        KEYS.prefix + b"wake",
+    )
+    assert args[:4] == tuple(_commit.emit_args(KEYS, p.emit))  # what a commit sends
+    requests, seq = step_through(
+        _enqueue.enqueue_plan(KEYS, p, where=WHERE), [[_scripts.APPLIED, b"1700000000000-5"]]
+    )
+    (request,) = requests
+    assert request.wire[:3] == ("EVALSHA", _scripts.ENQUEUE.sha, len(keys))
+    assert seq == _keys.seq_of(b"1700000000000-5")
+
+
+def test_commit_and_enqueue_write_an_emitted_entry_with_one_helper() -> None:
+    for script in (_scripts.COMMIT, _scripts.ENQUEUE):
+        assert script.source.count("local function emit_entry(") == 1
+        body = script.source.removeprefix(_scripts._WORK).removeprefix(_scripts._RELAY_WRITES)
+        assert "emit_entry(" in body and "'XADD'" not in body
+    assert _scripts.ENQUEUE in _scripts.SCRIPTS  # loaded at open, sent by SHA
+
+
+def test_enqueue_is_sent_once_and_its_failures_are_typed() -> None:
+    p = prepare_enqueue("t", Event(id="q", kind="K"), 0)
+    plan = _enqueue.enqueue_plan(KEYS, p, where=WHERE)
+    next(plan)
+    with pytest.raises(_requests.ReplyLost):  # it may have run: not re-sent (not idempotent)
+        plan.throw(_requests.ReplyLost("cut"))
+    with pytest.raises(StoreUnavailable, match="ran out of ids"):
+        _enqueue.decide_enqueue([_scripts.SEQ_EXHAUSTED], WHERE)
+    with pytest.raises(StoreCorrupted, match="p:outbox"):
+        _enqueue.decide_enqueue([_scripts.WRONG_TYPE, b"p:outbox"], WHERE)
+    for garbage in (b"garbage", [_scripts.APPLIED], [_scripts.CONFLICT]):
+        with pytest.raises(StoreCorrupted):
+            _enqueue.decide_enqueue(garbage, WHERE)
+    with pytest.raises(PayloadTooLarge):
+        next(_enqueue.enqueue_plan(KEYS, p, where=WHERE, limit=10))
 
 
 # -- other operations -------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_redis import AsyncRedisStore, RedisStore, _commit, aio
+from harel_store_redis import AsyncRedisStore, RedisStore, _commit, _keys, aio
 from harel_store_redis._keys import UNTARGETED, owned, owner_prefix
 from harel_store_redis._scripts import COMMIT
 from harel_store_redis.testing import RedisHarness, RedisServerProcess, free_port
@@ -108,6 +108,7 @@ EXPECTED_ROUND_TRIPS = {
     "export_execution": 1,
     "purge": 1,
     "import_execution": 1,
+    "enqueue": 1,
     "claim": 1,
     "renew": 1,
     "release": 1,
@@ -207,6 +208,7 @@ def operations(tag: str) -> list[tuple[str, Step]]:
         ("export_execution", export),
         ("purge", lambda s: s.purge(exe.id, force=True)),
         ("import_execution", import_),
+        ("enqueue", lambda s: s.enqueue(exe.id, ev("q"), priority=2)),
         ("claim", claim),
         ("renew", lambda s: s.renew("rt-worker", exe.id, CLAIM_NOW, lease=60.0)),
         ("release", lambda s: s.release("rt-worker", exe.id)),
@@ -554,6 +556,36 @@ def test_a_key_of_a_foreign_type_fails_before_anything_is_written(
     with pytest.raises(StoreCorrupted, match="timers"):
         store.commit(exe, [(None, ev("a"))], timers=(TimerOp.schedule("/t", 1.0),))
     assert exe.version == 0 and dataset(harel_harness) == before
+
+
+def test_an_enqueue_meets_foreign_keys_before_writing(harel_harness: RedisHarness) -> None:
+    store = harel_harness.open_sync()
+    with redis.Redis(**harel_harness.options.client_kwargs()) as client:
+        client.set(harel_harness.keys.ready_2, b"not a zset")
+    before = dataset(harel_harness)
+    with pytest.raises(StoreCorrupted, match="ready:2"):
+        store.enqueue("e1", ev("q"), priority=2)
+    assert dataset(harel_harness) == before
+
+
+def test_an_enqueue_writes_the_entry_its_index_and_the_work_row_only(
+    harel_harness: RedisHarness,
+) -> None:
+    """The outbox entry, its ``P own`` member under the target and the target's work row
+    (the caller's priority, due at once): no execution key, no listing index."""
+    store = harel_harness.open_sync()
+    before = dataset(harel_harness)
+    seq = store.enqueue("o:1", ev("q"), priority=3)
+    prefix = harel_harness.keys.prefix
+    data = dataset(harel_harness)
+    changed = {key[len(prefix) :] for key in data if data[key] != before.get(key)}
+    assert changed == {b"outbox", b"own", b"work", b"ready:3"}
+    entry_id = _keys.stream_id(seq)
+    assert entry_id is not None
+    assert [member for member, _ in data[prefix + b"own"]] == [
+        owner_prefix("o:1") + b"o" + entry_id
+    ]
+    assert data[prefix + b"work"][owner_prefix("o:1")].startswith(b"3 ")
 
 
 def test_a_state_only_commit_meets_foreign_keys_before_writing(

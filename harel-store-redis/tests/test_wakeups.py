@@ -52,6 +52,11 @@ def test_writes_publish_on_the_prefix_channel_only_with_touches(
         assert listener.get_message(timeout=0.2) is None  # one commit, one message
         store.commit(exe, [(None, Event(id="u", kind="Go"))])
         assert listener.get_message(timeout=LONG) is not None
+        assert listener.get_message(timeout=0.2) is None
+        store.enqueue("pub-b", Event(id="q", kind="Go"))  # an enqueue publishes once too
+        message = listener.get_message(timeout=LONG)
+        assert message is not None and message["channel"] == channel(harel_harness.keys)
+        assert listener.get_message(timeout=0.2) is None
     finally:
         listener.close()
         store.close()

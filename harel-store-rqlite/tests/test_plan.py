@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution
 from harel.store import TimerOp
-from harel.store.common import committing
+from harel.store.common import committing, prepare_enqueue, relay_due
 from harel.store.common.sql import RQLITE, Batch, Result, Statement
 from harel.store.errors import (
     ExecutionActive,
@@ -104,6 +104,27 @@ def test_purge_is_one_batch_with_the_status_read_first() -> None:
         op.send([Result(rows=[("RUNNING",)]), *[Result()] * (len(batch.statements) - 1)])
 
 
+@pytest.mark.parametrize("unified", [True, False])
+def test_an_enqueue_is_one_batch_of_writes_its_seq_the_inserts_rowid(unified: bool) -> None:
+    plan = rqlite_plan(make_options(f"rqlite://n?unified={str(unified).lower()}"))
+    enqueue = prepare_enqueue("t", Event(id="q", kind="K"), 3)
+    op = plan.enqueue(enqueue)
+    batch = next(op)
+    assert isinstance(batch, Batch)
+    insert, touch = batch.statements  # no read: the wire sends it to /db/execute?transaction
+    assert insert.sql == "INSERT INTO outbox (target_id, event) SELECT ?, ?"  # no owner guard
+    assert insert.params == ("t", enqueue.emit.event_json)
+    assert touch.sql.startswith("INSERT INTO work ") and "commit_token" not in touch.sql
+    assert touch.params[:3] == ("t", 3, relay_due(enqueue.enqueued_at))
+    with pytest.raises(StopIteration) as done:
+        op.send([Result(rowcount=1, last_id=17), Result(rowcount=1, last_id=4)])
+    assert done.value.value == 17
+    mute = plan.enqueue(enqueue)
+    next(mute)
+    with pytest.raises(StoreUnavailable, match="without telling its seq"):
+        mute.send([Result(rowcount=1), Result(rowcount=1)])
+
+
 def test_opening_asks_readyz_then_checks_the_schema() -> None:
     op = open_store(rqlite_plan(OPTIONS), 0.0, OPTIONS)
     assert next(op) is READY
@@ -186,6 +207,19 @@ def test_writes_go_to_execute_and_batches_in_one_transaction() -> None:
     assert call.url == "http://node:4001/db/request?transaction&level=linearizable"
     results = finish(exchange, reply(document={"results": [{}, {"values": [[1]]}]}))
     assert results == [Result(rows=(), rowcount=0), Result(rows=[[1]], rowcount=0)]
+
+
+def test_a_writes_rowid_comes_back_from_last_insert_id() -> None:
+    wire = Wire(OPTIONS)
+    writes = Batch((Statement("INSERT INTO a SELECT 1"), Statement("UPDATE b SET x = 1")))
+    exchange = wire.run(writes, "strong")
+    assert next(exchange).url == "http://node:4001/db/execute?transaction"
+    answer = {"results": [{"rows_affected": 1, "last_insert_id": 9}, {"rows_affected": 1}]}
+    assert [r.last_id for r in finish(exchange, reply(document=answer))] == [9, None]
+    exchange = wire.run(writes, "strong")
+    next(exchange)
+    with pytest.raises(StoreError, match="last_insert_id"):
+        exchange.send(reply(document={"results": [{"last_insert_id": "x"}, {}]}))
 
 
 def test_leader_redirects_are_followed_with_method_and_body() -> None:

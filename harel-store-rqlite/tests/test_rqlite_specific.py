@@ -162,6 +162,7 @@ EXPECTED_REQUESTS = {
     "claim": 2,
     "renew": 1,
     "release": 1,
+    "enqueue": 1,
 }
 """What the README's table says; the test below measures it."""
 
@@ -186,6 +187,7 @@ async def test_requests_per_operation(
     assert {claim.execution_id for claim in claims} == {"e1", "other", None}
     await count("renew", lambda: store.renew("w", "e1", time.time()))
     await count("release", lambda: store.release("w", "e1"))
+    await count("enqueue", lambda: store.enqueue("e1", Event(id="q1", kind="Go")))
     with pytest.raises(StoreConflict):
         await count("commit (lost CAS)", lambda: store.commit(new_exe(version=5), []))
     counts["commit (lost CAS)"] = len(node.take_requests())
@@ -227,6 +229,25 @@ async def test_a_commit_is_one_round_trip_on_the_wire(
             proxy.reset()
             await store.commit(exe, **{**shape, "processed_event_id": None})
             assert proxy.round_trips == 1, shape
+
+
+@pytest.mark.parametrize("unified", [True, False])
+async def test_an_enqueue_is_one_execute_transaction_and_its_seq_comes_back(
+    node: FakeRqlite, opener: Callable[..., Any], unified: bool
+) -> None:
+    store = await opener(node.url, unified=unified)
+    await store.commit(new_exe("a"), [("t", Event(id="e1", kind="Go"))])
+    paths(node)
+    seqs = [await store.enqueue("t", Event(id=f"q{n}", kind="Go"), priority=2) for n in range(2)]
+    assert paths(node) == ["POST /db/execute?transaction"] * 2
+    assert seqs == [2, 3]
+    outbox = await store.pending_outbox()
+    assert [(e.seq, e.event.id) for e in outbox] == [(1, "e1"), (2, "q0"), (3, "q1")]
+    with CountingProxy("127.0.0.1", node.port) as proxy:
+        other = await opener(f"rqlite://127.0.0.1:{proxy.port}", unified=unified)
+        proxy.reset()
+        assert await other.enqueue("nobody", Event(id="q2", kind="Go")) == 4
+        assert proxy.round_trips == 1
 
 
 async def test_without_the_unified_endpoint_commits_use_execute(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution, Status
 from harel.store import TimerOp
-from harel.store.common import committing, drive, listing_query
+from harel.store.common import committing, drive, listing_query, prepare_enqueue, relay_due
 from harel.store.common.sql import (
     RQLITE,
     SCHEMA_VERSION,
@@ -33,6 +33,7 @@ from harel.store.errors import (
     ExecutionNotFound,
     SchemaVersionError,
     StoreConflict,
+    StoreUnavailable,
 )
 from harel_store_sqlite._options import make_options
 from harel_store_sqlite._plan import DIALECT, sqlite_plan
@@ -218,6 +219,27 @@ def test_commit_rolls_back_when_a_side_write_fails() -> None:
     assert seen[-1] == ("raised", boom)
 
 
+def test_enqueue_is_one_transaction_of_the_insert_returning_its_seq_and_the_touch() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = prepare_enqueue("t", Event(id="q", kind="K"), 3)
+    seen = step(
+        plan.enqueue(prepared), Result(), Result(rows=[(41,)]), Result(rowcount=1), Result()
+    )
+    assert sql_of(seen[:-1]) == ["BEGIN", "INSERT", "INSERT", "COMMIT"]
+    insert, touch = seen[1], seen[2]
+    assert insert.sql.startswith("INSERT INTO outbox ") and insert.sql.endswith(" RETURNING seq")
+    assert insert.params == ("t", prepared.emit.event_json)  # no owner guard: nothing read
+    assert touch.sql.startswith("INSERT INTO work ")
+    assert touch.params[:3] == ("t", 3, relay_due(prepared.enqueued_at))
+    assert seen[-1] == ("returned", 41)
+    boom = sqlite3.OperationalError("disk I/O error")
+    failed = step(plan.enqueue(prepared), Result(), Result(rows=[(42,)]), boom, Result())
+    assert sql_of(failed[:-1]) == ["BEGIN", "INSERT", "INSERT", "ROLLBACK"]
+    assert failed[-1] == ("raised", boom)
+    mute = step(plan.enqueue(prepared), Result(), Result(), Result(), Result())
+    assert mute[-1][0] == "raised" and isinstance(mute[-1][1], StoreUnavailable)
+
+
 def test_append_trace_guard_raises_not_found_when_no_row_was_inserted() -> None:
     plan = sqlite_plan(make_options("x.db"))
     seen = step(plan.append_trace("ghost", {"a": 1}, 5), Result(), Result(rowcount=0), Result())
@@ -391,6 +413,26 @@ def test_every_dialect_runs_the_same_operations(family: Family) -> None:
     assert run(plan.purge("a", True)) is True
     assert run(plan.footprint("a")) == []
     assert run(plan.purge("a", False)) is False
+
+
+def test_enqueue_in_every_dialect(family: Family) -> None:
+    run, plan, commit = family.run, family.plan, family.commit
+    commit(Execution(id="a", definition_id="d", priority=2), [("b", Event(id="e1", kind="K"))])
+    first = run(plan.enqueue(prepare_enqueue("b", Event(id="q1", kind="K"), 4)))
+    second = run(plan.enqueue(prepare_enqueue("nobody", Event(id="q2", kind="K"), 1)))
+    assert (first, second) == (2, 3)
+    outbox = run(plan.pending_outbox(None))
+    assert [(e.seq, e.target_id, e.event.id) for e in outbox] == [
+        (1, "b", "e1"),
+        (2, "b", "q1"),
+        (3, "nobody", "q2"),
+    ]
+    assert run(plan.load("nobody")) is None
+    claims = run(plan.claim("w", 0.0, 30.0, 10))
+    assert {c.execution_id: (c.priority, c.units) for c in claims} == {
+        "b": (2, 2),
+        "nobody": (1, 1),
+    }
 
 
 def test_prune_in_every_dialect(family: Family) -> None:

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 from harel import Event, Execution, Status, StoreConflict, TimerOp
-from harel.store.common import ListingQuery, committing, drive, listing_query, relay_due
+from harel.store.common import (
+    ListingQuery,
+    committing,
+    drive,
+    listing_query,
+    prepare_enqueue,
+    relay_due,
+)
 from harel.store.errors import ExecutionActive, LeaseLost, StoreCorrupted
 from harel_example_jsondir import _schema
 from harel_example_jsondir._plan import PLAN, Plan, Read, Request, Write
@@ -263,6 +270,27 @@ def test_work_rows_ride_in_the_commits_own_state_write(files: Files) -> None:
         "a": [3, relay_due(committed_at)],  # the emit target's row: the emitter's priority
         "b": [3, 50.0],
     }
+
+
+def test_an_enqueue_is_one_read_and_one_write_of_the_state_alone(files: Files) -> None:
+    exe = Execution(id="t", definition_id="d", priority=1)
+    files.commit(exe, [], timers=[TimerOp.schedule("t", 50.0)])
+    files.log.clear()
+    old = prepare_enqueue("t", Event(id="q1", kind="k"), 4)
+    new = prepare_enqueue("nobody", Event(id="q2", kind="k"), 3)
+    first, second = files.run(PLAN.enqueue(old)), files.run(PLAN.enqueue(new))
+    assert (first, second) == (1, 2)
+    assert [type(request) for request in files.log] == [Read, Write] * 2
+    assert all(dict(write.files).keys() == {_schema.STATE} for write in files.writes())
+    assert [(e.seq, e.target_id) for e in files.run(PLAN.pending_outbox(None))] == [
+        (1, "t"),
+        (2, "nobody"),
+    ]
+    assert {row[0]: row[1:3] for row in _work(files)} == {
+        "t": [1, relay_due(old.enqueued_at)],  # an existing row keeps its own priority
+        "nobody": [3, relay_due(new.enqueued_at)],  # a new row takes the enqueue's
+    }
+    assert files.run(PLAN.load("t")) == exe
 
 
 def test_claim_renew_release_are_one_read_and_one_write_each(files: Files) -> None:

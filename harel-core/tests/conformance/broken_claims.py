@@ -1,4 +1,4 @@
-"""Deliberately broken claims: each memory plan below has one classic lease bug.
+"""Deliberately broken claims: each memory plan below has one classic lease (or enqueue) bug.
 
 :mod:`broken_stores` registers them in ``BROKEN``; ``test_kit_strength_claims`` proves the
 kit's ``ClaimTests`` catch each one.
@@ -6,24 +6,30 @@ kit's ``ClaimTests`` catch each one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from harel.store.common import WorkRow, import_touches, lease_lost, work_touches
 from harel.store.common.commit import PreparedCommit
+from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.records import PreparedImport
 from harel.store.contract import FINISHED, Claim
 from harel.store.errors import ExecutionActive
 from harel.store.memory._plan import (
     OWNED_TABLES,
+    AddRelay,
     DeleteOwned,
     DropWork,
     GetExecution,
     GetWork,
     MemoryPlan,
+    OutboxRow,
     Plan,
+    PutMark,
     PutWork,
     ReadyWork,
+    TouchWork,
 )
 
 
@@ -107,6 +113,43 @@ class NoImportTouches(MemoryPlan):
             yield DropWork(change.key)
 
 
+class EnqueueNoTouch(MemoryPlan):
+    """``enqueue`` writes the outbox row but not its target's work row."""
+
+    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        emit = prepared.emit
+        seq: int = yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+        return seq
+
+
+class EnqueueBreaksLease(MemoryPlan):
+    """``enqueue`` to a leased group re-dates it as if it were free."""
+
+    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        seq: int = yield from super()._enqueue(prepared)
+        change = prepared.touch
+        yield PutWork(WorkRow(change.key, change.priority, change.due))
+        return seq
+
+
+class EnqueueTakesPriority(MemoryPlan):
+    """``enqueue`` sets its priority on an existing group (as the target's own commit does)."""
+
+    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        seq: int = yield from super()._enqueue(prepared)
+        yield TouchWork(dataclasses.replace(prepared.touch, own=True))
+        return seq
+
+
+class EnqueueMarks(MemoryPlan):
+    """``enqueue`` also records the event's dedupe mark (so its delivery finds it done)."""
+
+    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        seq: int = yield from super()._enqueue(prepared)
+        yield PutMark(prepared.target_id, prepared.emit.event_id, prepared.enqueued_at)
+        return seq
+
+
 CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
     "lease_ignored": LeaseIgnored,
     "no_priority": NoPriority,
@@ -116,5 +159,9 @@ CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
     "purge_keeps_work": PurgeKeepsWork,
     "commit_breaks_lease": CommitBreaksLease,
     "no_import_touches": NoImportTouches,
+    "enqueue_no_touch": EnqueueNoTouch,
+    "enqueue_breaks_lease": EnqueueBreaksLease,
+    "enqueue_takes_priority": EnqueueTakesPriority,
+    "enqueue_marks": EnqueueMarks,
 }
 """The claim bugs, by name (``BrokenHarness.named(name)``)."""

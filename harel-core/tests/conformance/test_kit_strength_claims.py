@@ -1,4 +1,5 @@
-"""The kit's ``ClaimTests`` are strong: each fails on a store with the lease bug it targets.
+"""The kit's ``ClaimTests`` and ``EnqueueTests`` are strong: each fails on a store with the
+lease (or enqueue) bug it targets.
 
 Each case runs ``ClaimTests`` alone (not the whole kit) in a nested pytest session against one
 broken memory store of :mod:`broken_claims` and asserts which tests fail; the correct store
@@ -25,9 +26,9 @@ def harel_harness():
 """
 
 SUITE = """
-from harel.conformance.suite import ClaimTests
+from harel.conformance.suite import {suite}
 
-class TestClaims(ClaimTests):
+class TestClaims({suite}):
     pass
 """
 
@@ -68,10 +69,32 @@ MAY_ALSO_FAIL: dict[str, set[str]] = {
 }
 
 
-def _failed(pytester: pytest.Pytester, name: str) -> tuple[set[str], int]:
+ENQUEUE_BUGS: dict[str, set[str]] = {
+    "enqueue_no_touch": {
+        "test_enqueued_work_is_due_at_once",
+        "test_priority_is_the_new_groups_and_an_existing_group_keeps_its_own",
+        "test_purge_drops_enqueued_entries_and_records_carry_them",
+    },
+    "enqueue_breaks_lease": {"test_a_held_lease_hides_what_is_enqueued"},
+    "enqueue_takes_priority": {
+        "test_priority_is_the_new_groups_and_an_existing_group_keeps_its_own"
+    },
+    "enqueue_marks": {"test_enqueue_writes_one_entry_and_nothing_else"},
+}
+"""The ``EnqueueTests`` that must catch each enqueue bug (every flavour)."""
+
+ENQUEUE_MAY_ALSO_FAIL: dict[str, set[str]] = {
+    "enqueue_no_touch": {"test_a_held_lease_hides_what_is_enqueued"},
+    "enqueue_breaks_lease": {"test_priority_is_the_new_groups_and_an_existing_group_keeps_its_own"},
+}
+
+
+def _failed(
+    pytester: pytest.Pytester, name: str, suite: str = "ClaimTests"
+) -> tuple[set[str], int]:
     pytester.syspathinsert(HERE)
     pytester.makeconftest(CONFTEST.format(name=name))
-    pytester.makepyfile(test_claims=SUITE)
+    pytester.makepyfile(test_claims=SUITE.format(suite=suite))
     reprec = pytester.inline_run("-p", "harel.conformance.plugin", "-p", "no:cacheprovider")
     passed, _, failed = reprec.listoutcomes()
     names = {report.nodeid.split("::")[-1].split("[")[0] for report in failed}
@@ -90,4 +113,19 @@ def test_claim_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
     missing = BUGS[bug] - failed
     assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
     extra = failed - BUGS[bug] - MAY_ALSO_FAIL.get(bug, set())
+    assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"
+
+
+def test_correct_store_passes_every_enqueue_test(pytester: pytest.Pytester) -> None:
+    failed, passed = _failed(pytester, "correct", "EnqueueTests")
+    assert failed == set()
+    assert passed >= 18 * 2
+
+
+@pytest.mark.parametrize("bug", sorted(ENQUEUE_BUGS))
+def test_enqueue_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
+    failed, _ = _failed(pytester, bug, "EnqueueTests")
+    missing = ENQUEUE_BUGS[bug] - failed
+    assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
+    extra = failed - ENQUEUE_BUGS[bug] - ENQUEUE_MAY_ALSO_FAIL.get(bug, set())
     assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"

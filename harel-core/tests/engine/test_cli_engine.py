@@ -208,3 +208,23 @@ def test_demo_output(tmp_path: Path) -> None:
     assert "1 timer fired -> Delivered, DONE/success" in text
     assert "paid: 42.5" in text
     assert len(text.splitlines()) < 30
+
+
+def test_send_enqueue_hands_the_event_to_the_workers(
+    capsys: pytest.CaptureFixture[str], defs: Path, url: str
+) -> None:
+    code, _, _ = run(capsys, "run", str(defs / "m.stm"), "--store", url, "--id", "q")
+    assert code == 0
+    args = ("--store", url, "--definitions", str(defs))
+    code, out, err = run(capsys, "send", "q", "Go", "--event-id", "g1", "--enqueue", *args)
+    assert code == 0, err
+    assert out.startswith("q: enqueued 'Go' (event g1, outbox entry ")
+    assert "harel worker" in err
+    code, out, _ = run(capsys, "list", "--store", url)
+    assert out.splitlines()[1].split()[:3] == ["q", "m", "RUNNING"]  # not run here
+    code, out, err = run(capsys, "worker", *args, "--once")
+    assert (code, err) == (0, "")
+    code, out, _ = run(capsys, "list", "--store", url)
+    assert out.splitlines()[1].split()[:3] == ["q", "m", "DONE"]
+    code, out, err = run(capsys, "send", "q", "Nope", "--enqueue", *args)
+    assert code == 2 and "declares no event 'Nope'" in err

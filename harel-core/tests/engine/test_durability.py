@@ -228,14 +228,24 @@ def test_region_finished_on_start_then_crash(db: Callable[[], Any]) -> None:
     assert_drained(db())
 
 
-@pytest.mark.parametrize("method", ["delete_timer", "commit"])
-def test_sweep_crash_then_next_sweep(db: Callable[[], Any], method: str) -> None:
-    # "sleepy" has no Timeout handler: the delivery commits a no-op and leaves the row to delete
+def test_a_fired_timer_is_removed_by_the_steps_own_commit(db: Callable[[], Any]) -> None:
+    # "sleepy" has no Timeout handler: the step changes nothing but the timer's row, and that
+    # removal rides in the step's commit (one write per fired timer: no delete_timer call)
     fresh(db).create("sleepy", execution_id="w")
-    late = DurableRunner(CrashingStore(db(), method), defs(), clock=lambda: 200.0)  # type: ignore[arg-type]
+    runner = DurableRunner(CrashingStore(db(), "delete_timer"), defs(), clock=lambda: 200.0)  # type: ignore[arg-type]
+    assert runner.fire_due_timers() == 1
+    exe = db().load("w")
+    assert exe.version == 2 and "Wait" not in exe.armed_timers
+    assert db().due_timers(1e9) == []
+    assert runner.fire_due_timers() == 0
+
+
+def test_sweep_crash_then_next_sweep(db: Callable[[], Any]) -> None:
+    fresh(db).create("sleepy", execution_id="w")
+    late = DurableRunner(CrashingStore(db(), "commit"), defs(), clock=lambda: 200.0)  # type: ignore[arg-type]
     with pytest.raises(Crash):
         late.fire_due_timers()
-    assert db().load("w").version == (2 if method == "delete_timer" else 1)
+    assert db().load("w").version == 1
     assert db().due_timers(1e9) == [("w", "Wait", 110.0)]
     sweeper = DurableRunner(db(), defs(), clock=lambda: 200.0, trace=True)
     assert sweeper.fire_due_timers() == 1

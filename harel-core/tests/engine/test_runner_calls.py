@@ -146,3 +146,86 @@ async def test_async_step_without_relay_work_is_two_store_calls() -> None:
     got = await runner.process("t", Event(kind="Go"))
     assert calls(store) == ["load_for_event", "commit"]
     assert got == await store.store.load("t")
+
+
+TIMERS = """
+event Go {}
+machine timers {
+  initial Idle
+  state Idle { timeout 10 }
+  state Quiet { timeout 10 }
+  state Done {}
+  from Idle to Done on Timeout
+  from Idle to Quiet on Go
+  from Quiet to Done on Go
+}
+"""
+
+
+def timer_defs() -> dict[str, Definition]:
+    defn = definition_from_dsl(TIMERS)
+    return {defn.id: defn}
+
+
+@pytest.mark.parametrize("how", ["sweep", "claim"])
+@pytest.mark.parametrize("state", ["Idle", "Quiet"])
+def test_a_fired_timer_costs_one_write_its_steps_commit(how: str, state: str) -> None:
+    """Idle's Timeout leaves the state (the exit disarms it); Quiet has no Timeout transition
+    (the runner disarms it in the commit).  Either way no separate ``delete_timer``."""
+    inner = DictStore()
+    clock = [100.0]
+    runner = DurableRunner(counting(inner), timer_defs(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    runner.create("timers", execution_id="t")
+    if state == "Quiet":
+        runner.process("t", Event(kind="Go"))
+    clock[0] = 200.0
+    runner.store.reset_mock()
+    if how == "sweep":
+        assert runner.fire_due_timers() == 1
+    else:
+        assert runner.work("w1").fired == 1
+    writes = [name for name in calls(runner.store) if name in ("commit", "delete_timer")]
+    assert writes == ["commit"], calls(runner.store)
+    assert inner.due_timers(1e9) == []
+    exe = inner.load("t")
+    assert exe is not None and exe.armed_timers == {}
+    assert exe.active_path == ("Done" if state == "Idle" else "Quiet")
+    assert inner.claim("w2", 1e9) == []
+
+
+def test_enqueue_is_one_write_and_a_worker_delivers_it_once() -> None:
+    inner = DictStore()
+    runner = DurableRunner(counting(inner), defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    runner.store.reset_mock()
+    first = runner.enqueue("t", Event(id="go-1", kind="Go"), priority=3)
+    second = runner.enqueue("t", Event(id="go-1", kind="Go"))  # a re-send after an outage
+    assert calls(runner.store) == ["enqueue", "enqueue"] and second > first
+    exe = inner.load("t")
+    assert exe is not None and exe.active_path == "A", "enqueue ran the step"
+    (claim,) = inner.claim("peek", 0.0, lease=1.0)
+    assert claim.priority == 3 and [e.seq for e in claim.outbox] == [first, second]
+    inner.release("peek", "t")
+    done = runner.work("w1")
+    assert done.relayed == 2
+    exe = inner.load("t")
+    assert exe is not None and (exe.active_path, exe.version) == ("B", 2)  # delivered once
+    assert inner.pending_outbox() == []
+
+
+@pytest.mark.anyio
+async def test_async_enqueue_and_a_store_without_enqueue() -> None:
+    inner = AsyncDictStore()
+    runner = AsyncDurableRunner(inner, defs())
+    await runner.create("toggle", execution_id="t")
+    seq = await runner.enqueue("t", Event(id="go-1", kind="Go"))
+    assert [e.seq for e in await inner.pending_outbox()] == [seq]
+    assert (await runner.work("w1")).relayed == 1
+
+    class Old:
+        """A third-party store written before enqueue joined the contract."""
+
+    from harel.store.errors import StoreConfigError
+
+    with pytest.raises(StoreConfigError, match="no enqueue"):
+        DurableRunner(Old(), defs()).enqueue("t", Event(kind="Go"))  # type: ignore[arg-type]

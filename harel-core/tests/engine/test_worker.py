@@ -147,7 +147,8 @@ def test_sqlite_is_among_theusable_backend_names(multi_process=True) -> None:
 def test_three_worker_processes_share_one_store(
     backend: str, tmp_path: Path, isolated_url: Callable[[str], str]
 ) -> None:
-    jobs = 60
+    # moto (the DynamoDB test server) copies its table on every transaction: fewer jobs there
+    jobs = 20 if backend == "dynamodb" else 60
     defs_dir = tmp_path / "defs"
     defs_dir.mkdir()
     (defs_dir / "jobs.stm").write_text(JOBS)

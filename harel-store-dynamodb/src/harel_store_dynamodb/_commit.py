@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common import PreparedCommit, WorkTouch
+from harel.store.common import PreparedCommit, PreparedEmit, WorkTouch
 from harel.store.errors import PayloadTooLarge
 
 from harel_store_dynamodb._cursor import TraceCursor
@@ -186,6 +186,38 @@ def _packed(commit: PreparedCommit, base: int, kind: str, shard: int) -> list[It
     return items
 
 
+def relays_only(writer: str, emits: tuple[PreparedEmit, ...]) -> PreparedCommit:
+    """A commit of ``writer`` that writes nothing but ``emits``: what :func:`relay_items`
+    builds an enqueue's outbox item from (no execution item goes with it)."""
+    return PreparedCommit(
+        execution_id=writer,
+        expected_version=0,
+        new_version=0,
+        definition_id="",
+        status="",
+        outcome=None,
+        active_path=None,
+        parent_id=None,
+        document="",
+        emits=emits,
+        processed_event_id=None,
+        timers=(),
+        spawns=(),
+        trace=None,
+        committed_at=0.0,
+    )
+
+
+def check_relay_item(item: Item, what: str) -> None:
+    """Refuse a relay item DynamoDB cannot store (over 400 KB once compressed), before anything
+    is sent."""
+    if item_size(item) > ITEM_BUDGET:
+        raise PayloadTooLarge(
+            f"{what} needs more than a DynamoDB item (400 KB) after compression: keep large "
+            "data outside events"
+        )
+
+
 def relay_items(commit: PreparedCommit, base: int, budget: int, shard: int = 0) -> list[Item]:
     """The relay items of a commit: one per entry when they fit in ``budget`` actions, else
     packed (spawns first, then the outbox); indexed in the committing execution's ``shard``."""
@@ -276,11 +308,7 @@ def build_commit(
         )
     relays = relay_items(commit, base, MAX_ACTIONS - len(actions), shard)
     for item in relays:
-        if item_size(item) > ITEM_BUDGET:
-            raise PayloadTooLarge(
-                f"an emitted event or spawn context of execution {execution_id!r} needs more than "
-                "a DynamoDB item (400 KB) after compression: keep large data outside events"
-            )
+        check_relay_item(item, f"an emitted event or spawn context of execution {execution_id!r}")
         relay_indexes.add(len(actions))
         actions.append(guarded_put(table, item))
         total += item_size(item)

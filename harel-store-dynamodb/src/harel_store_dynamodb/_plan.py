@@ -8,8 +8,9 @@ drift.  Requests per operation (counted by the tests): ``load``, ``load_for_even
 object has not loaded or committed; +1 ``BatchWriteItem`` after lowering ``trace_max`` trims
 more steps than the transaction holds); ``pending_*``/``due_timers``/``list_executions``: 1 GSI
 query per index shard and page (fanned out and merged exactly, see :data:`._schema.shard_of`);
-``ack_*``: 1 (+1 when the last slot of a packed item goes).  ``claim``/``renew``/``release``:
-see :mod:`._claims`.
+``ack_*``: 1 (+1 when the last slot of a packed item goes); ``enqueue``: 1
+``TransactWriteItems`` (the relay item and the target's work row, see :mod:`._enqueue`).
+``claim``/``renew``/``release``: see :mod:`._claims`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from harel.model import Execution, ExecutionPage, ExecutionSummary
 from harel.store.common import (
     PreparedCommit,
+    PreparedEnqueue,
     check_event_ref,
     check_id,
     check_limit,
@@ -44,6 +46,7 @@ from harel_store_dynamodb import _claims
 from harel_store_dynamodb._commit import MAX_ACTIONS
 from harel_store_dynamodb._commit_plan import CommitPlan, delete_quietly
 from harel_store_dynamodb._cursor import CursorCache, cursor_of
+from harel_store_dynamodb._enqueue import enqueue
 from harel_store_dynamodb._items import (
     Action,
     cursor_update,
@@ -354,6 +357,11 @@ class Operations:
         return CommitPlan(
             self.table, self.cache, self.clock, commit, trace_max, self.shards, self.work
         ).run()
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan:
+        """Write one outbox entry for ``prepared.target_id`` with its work-row touch in ONE
+        ``TransactWriteItems`` and return its seq (see :mod:`._enqueue`)."""
+        return enqueue(self.table, self.clock, prepared, self.shards, self.work)
 
     # -- claims ------------------------------------------------------------------------------
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from harel.model import Execution, ExecutionPage
-from harel.store.common import ListingQuery, PreparedCommit, PreparedImport, release_of
+from harel.store.common import (
+    ListingQuery,
+    PreparedCommit,
+    PreparedEnqueue,
+    PreparedImport,
+    release_of,
+)
 from harel.store.contract import Claim, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
 
 from harel_store_mongo import _claims as claims
@@ -86,6 +92,10 @@ class MongoPlan:
     ) -> Plan[None]:
         """See :func:`harel_store_mongo._claims.release_plan`."""
         return claims.release_plan(owner, key, retry_at, now)
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        """See :func:`harel_store_mongo._plan.enqueue_plan`."""
+        return plan.enqueue_plan(prepared, self.where)
 
     def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
         """See :func:`harel_store_mongo._plan.read_trace_plan`."""

@@ -31,7 +31,9 @@ Round trips (each request is one server call; a cursor holding more than one bat
 * export_execution: 1 ``aggregate``; import_execution: 1 upsert (+1 seq reservation when the
   record carries relays, + 2 with work rows to touch) — see :mod:`harel_store_mongo._records`;
 * claim: 5 ``find`` + 2 per row taken or repaired; renew: 1; release: 3 — see
-  :mod:`harel_store_mongo._claims`.
+  :mod:`harel_store_mongo._claims`;
+* enqueue: 4 — the seq reservation, the target's work row upserted, the one upsert appending
+  the entry to the target's document, the row upserted again (:func:`enqueue_plan`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from harel.store.common import (
     MAX_INT,
     ListingQuery,
     PreparedCommit,
+    PreparedEmit,
+    PreparedEnqueue,
     WorkTouch,
     check_event_ref,
     check_flag,
@@ -267,15 +271,18 @@ def summary_of(prepared: PreparedCommit, token: str) -> dict[str, Any]:
     }
 
 
+def stored_emit(seq: int, emit: PreparedEmit) -> dict[str, Any]:
+    """One outbox entry as stored in a document's ``outbox`` array (a commit's emit, an
+    enqueue's entry)."""
+    return {"seq": seq, "target": emit.target_id, "event": emit.event_json}
+
+
 def write_of(prepared: PreparedCommit, seqs: Sequence[int]) -> CommitWrite:
     """The side data of a commit as stored, given its allocated seqs (emits first)."""
     p = prepared
     emit_seqs, spawn_seqs = seqs[: len(p.emits)], seqs[len(p.emits) :]
     return CommitWrite(
-        outbox=tuple(
-            {"seq": seq, "target": emit.target_id, "event": emit.event_json}
-            for seq, emit in zip(emit_seqs, p.emits, strict=True)
-        ),
+        outbox=tuple(stored_emit(seq, emit) for seq, emit in zip(emit_seqs, p.emits, strict=True)),
         spawns=tuple(
             {"seq": seq, "child": s.child_id, "root": s.root_path, "context": s.context_json}
             for seq, s in zip(spawn_seqs, p.spawns, strict=True)
@@ -425,6 +432,40 @@ def move_marks_out(execution_id: str, reply: Any) -> Plan[None]:
         yield rq.drop_copied_marks(execution_id, [m["event"] for m in marks])
     except StoreError as exc:
         log.warning("moving old marks of %r out failed (retried later): %s", execution_id, exc)
+
+
+# -- enqueue --------------------------------------------------------------------------------------
+
+
+def enqueue_plan(prepared: PreparedEnqueue, where: str) -> Plan[int]:
+    """Write one outbox entry targeted at ``prepared.target_id`` and return its seq: one seq
+    reserved from the counter (as a commit's emits get theirs), then ONE unconditional upsert
+    appending the entry to the target's own document (a relay-only one when nothing is
+    stored; the target is never read), the target's work row touched before that write and
+    again after it, as a commit touches an emit target's (see :mod:`harel_store_mongo._claims`):
+    4 requests, like a commit that emits.
+
+    A failure before the write leaves nothing but skipped seqs or an early row (harmless); a
+    ``StoreUnavailable`` from the write itself (a lost reply, an unconfirmed write concern)
+    leaves the entry possibly stored: the caller re-sends (the target's dedupe mark makes a
+    second entry for the same event harmless).
+    """
+    (seq,) = seq_block((yield rq.allocate_seqs(1)), 1, where)
+    touches = [prepared.touch]
+    yield from touch_plan(touches)  # before the write: a row is never missing (see _claims)
+    request = rq.append_outbox_request(prepared.target_id, [stored_emit(seq, prepared.emit)])
+    try:
+        try:
+            yield request
+        except DuplicateKey:  # a racing upsert created the document first: it exists now
+            yield request
+    except (DuplicateKey, WriteUnconfirmed) as exc:
+        raise StoreUnavailable(
+            f"the enqueue to {show(prepared.target_id)} (seq {seq}) may or may not be stored "
+            f"({exc}): re-send it"
+        ) from None
+    yield from retouch_plan(touches, f"the enqueue to {show(prepared.target_id)}")
+    return seq
 
 
 # -- work rows: the touches of commits and imports, the layout-4 backfill ----------------------

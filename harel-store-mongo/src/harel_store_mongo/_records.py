@@ -86,14 +86,12 @@ def import_request(
     """The one upsert of an import (see the module docstring): ``outbox`` and ``spawns`` hold
     the record's relays as stored, with their new seqs."""
     p = prepared
-    stage: dict[str, Any] = {"outbox": {"$concatArrays": [or_empty("outbox"), lit(list(outbox))]}}
-    keys: dict[str, Any] = {"outbox_next": minimum("outbox.seq")}
-    query: dict[str, Any] = {"_id": p.execution_id}
     exe = p.execution
     if exe is None:
-        stage["version"] = {"$ifNull": ["$version", lit(0)]}
-        return _upsert(query, stage, keys)
-    query["version"] = 0
+        return rq.append_outbox_request(p.execution_id, outbox)
+    stage: dict[str, Any] = {"outbox": {"$concatArrays": [or_empty("outbox"), lit(list(outbox))]}}
+    keys: dict[str, Any] = {"outbox_next": minimum("outbox.seq")}
+    query: dict[str, Any] = {"_id": p.execution_id, "version": 0}
     fields = {
         "version": exe.version,
         receipt_field(exe.version): token,

@@ -184,6 +184,16 @@ def commit_request(
     return Request(EXECUTIONS, "update_one", (query, update), kwargs)
 
 
+def append_outbox_request(execution_id: str, entries: Sequence[Mapping[str, Any]]) -> Request:
+    """Append outbox ``entries`` (as stored, seqs allocated) to the id's document with no
+    condition and without reading it: ONE upsert that creates a relay-only document
+    ``{_id, version: 0, outbox}`` when nothing is stored, and recomputes ``outbox_next``
+    (an enqueue's entry; a relays-only record's entries)."""
+    stage = {"outbox": _appended("outbox", entries), "version": {"$ifNull": ["$version", lit(0)]}}
+    pipeline = [{"$set": stage}, {"$set": {"outbox_next": minimum("outbox.seq")}}]
+    return Request(EXECUTIONS, "update_one", ({"_id": execution_id}, pipeline), {"upsert": True})
+
+
 def allocate_seqs(count: int) -> Request:
     """Reserve ``count`` consecutive seqs; the reply's ``n`` is the last one."""
     return Request(

@@ -30,6 +30,7 @@ from harel.store.common import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
+    PreparedEnqueue,
     PreparedImport,
     check_event_ref,
     check_flag,
@@ -68,10 +69,11 @@ from harel.store.errors import (
 )
 
 from harel_store_postgres import _claims, _records
-from harel_store_postgres._claims import work_arrays
+from harel_store_postgres._claims import stored_key, work_arrays
 from harel_store_postgres._listing import listing_statement, summary
 from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._rows import first_row, spawn_context
+from harel_store_postgres._schema import ENQUEUE
 
 T = TypeVar("T")
 
@@ -235,6 +237,29 @@ class PostgresPlan:
             *work_arrays(work_touches(p)),
         )
         return Statement(_COMMIT, params)
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        """Write one outbox entry for ``prepared.target_id`` and touch the target's work row
+        (``prepared.touch``), waking the schema's waiting workers, in ONE statement (one round
+        trip, one transaction: all of it or nothing); the entry's ``seq``.  The target's
+        execution row is never read.  A request lost on the wire raises ``StoreUnavailable``
+        (the entry may be stored)."""
+        result = yield self.enqueue_statement(prepared)
+        return int(first_row(result)[0])
+
+    @staticmethod
+    def enqueue_statement(prepared: PreparedEnqueue) -> Statement:
+        """The one statement of an enqueue (every value a bound parameter)."""
+        emit, change = prepared.emit, prepared.touch
+        params = (
+            emit.target_id,
+            emit.event_json,
+            stored_key(change.key),
+            change.priority,
+            change.due,
+            change.own,
+        )
+        return Statement(ENQUEUE, params)
 
     def append_trace(
         self, execution_id: str, entry: dict[str, Any], trace_max: int | None

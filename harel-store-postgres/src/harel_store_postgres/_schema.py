@@ -435,24 +435,51 @@ WORK_PARAMS = (
 )
 """The four parallel arrays of work touches ``harel_commit`` and ``harel_import`` take."""
 
-WAKE_CHANNEL_SQL = (
-    "'harel_wake_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 32)"
-)
+
+def wake_channel_sql(schema_name: str) -> str:
+    """The wake-up channel of the schema named by the SQL text expression ``schema_name``, as
+    SQL (:func:`harel_store_postgres._wake.channel` computes the same name in Python)."""
+    return (
+        "'harel_wake_' || left(encode(sha256(convert_to(" + schema_name + ", 'UTF8')), 'hex'), 32)"
+    )
+
+
+WAKE_CHANNEL_SQL = wake_channel_sql("current_schema()")
 """The schema's wake-up channel as the functions compute it (their ``search_path`` starts with
 the schema, so ``current_schema()`` is its name): :func:`harel_store_postgres._wake.channel`
 computes the same name in Python.  Each write that touches work rows (a commit or import with
-work touches, a release that leaves work) sends ``pg_notify`` on it; delivered at commit."""
+work touches, a release that leaves work, an enqueue) sends ``pg_notify`` on it; delivered at
+commit."""
 
-# The touch rule (harel.store.common.touch) for each work row of the write, in the order given
-# (the plan sorts them by key, so two writes lock shared rows in one order: no deadlock).
+
+def touch_work_sql(table: str, key: str, priority: str, due: str, own: str) -> str:
+    """The touch rule (:func:`harel.store.common.touch`) of one work row as one ``INSERT ...
+    ON CONFLICT`` on ``table``, over the SQL expressions of the touch's key, priority, due
+    time and own flag: an absent row is inserted free at ``due``; a free row's ``ready_at``
+    drops to ``due`` when that is earlier; a leased row keeps its lease's expiry; the
+    priority changes only when ``own``.  The functions' loop and ``enqueue``'s statement
+    both use it, so the rule is written once."""
+    return (
+        "INSERT INTO " + table + " AS w (key, priority, ready_at)\n"
+        "            VALUES (" + key + ", " + priority + ", " + due + ")\n"
+        "            ON CONFLICT (key) DO UPDATE\n"
+        "            SET priority = CASE WHEN " + own + " THEN excluded.priority "
+        "ELSE w.priority END,\n"
+        "                ready_at = CASE WHEN w.owner IS NULL THEN "
+        "least(w.ready_at, excluded.ready_at)\n"
+        "                                ELSE w.ready_at END"
+    )
+
+
+# The touch rule for each work row of the write, in the order given (the plan sorts them by
+# key, so two writes lock shared rows in one order: no deadlock).
 _TOUCH_WORK = (
     """        FOR i IN 1 .. coalesce(array_length(p_work_keys, 1), 0) LOOP
-            INSERT INTO work AS w (key, priority, ready_at)
-            VALUES (p_work_keys[i], p_work_priority[i], p_work_due[i])
-            ON CONFLICT (key) DO UPDATE
-            SET priority = CASE WHEN p_work_own[i] THEN excluded.priority ELSE w.priority END,
-                ready_at = CASE WHEN w.owner IS NULL THEN least(w.ready_at, excluded.ready_at)
-                                ELSE w.ready_at END;
+            """
+    + touch_work_sql(
+        "work", "p_work_keys[i]", "p_work_priority[i]", "p_work_due[i]", "p_work_own[i]"
+    )
+    + """;
         END LOOP;
         IF coalesce(array_length(p_work_keys, 1), 0) > 0 THEN
             PERFORM pg_notify("""
@@ -461,6 +488,24 @@ _TOUCH_WORK = (
         END IF;
 """
 )
+
+ENQUEUE = (
+    "WITH entry AS (INSERT INTO {schema}.outbox (target_id, event) VALUES (%s, %s) "
+    "RETURNING seq, tableoid), "
+    "touched AS ("
+    + touch_work_sql("{schema}.work", "%s::text", "%s::int", "%s::float8", "%s::boolean")
+    + ") SELECT entry.seq, pg_notify("
+    + wake_channel_sql("n.nspname::text")
+    + ", '') FROM entry JOIN pg_catalog.pg_class AS c ON c.oid = entry.tableoid "
+    "JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+)
+"""``enqueue`` as ONE statement, no function call (so no layout change): the outbox row a
+commit writes for one emitted event (target, event JSON), the touch of the target's work row
+by the functions' rule (:func:`touch_work_sql`; key, priority, due, own), and the
+``pg_notify`` a write with work touches sends, in the statement's one transaction (the signal
+is delivered when it commits); it returns the entry's ``seq``.  No function runs it, so no
+``search_path`` names the schema: the channel is computed from the namespace of the table the
+outbox row went to (its ``tableoid``), which is the name :func:`wake_channel_sql` hashes."""
 
 UNTARGETED = ""
 """The work row key of the untargeted outbox entries (no execution id is empty)."""

@@ -22,6 +22,7 @@ from typing import Any
 from harel.model import Status
 from harel.store.common import (
     PreparedCommit,
+    PreparedEmit,
     conflict,
     resent_and_stored,
     trace_keep_from,
@@ -97,6 +98,26 @@ def state_request(
     return (keys.of(prepared.execution_id).execution, keys.summaries), tuple(args)
 
 
+def emit_args(keys: Keys, emit: PreparedEmit) -> list[bytes]:
+    """The 4 ``ARGV`` items of one emitted event, as the commit and enqueue scripts take them
+    (``emit_entry``): ``t``/``u``, the raw target id (or nothing), the target's owner prefix
+    (or the untargeted one), the event JSON."""
+    if emit.target_id is None:
+        return [b"u", b"", UNTARGETED, emit.event_json.encode()]
+    target = keys.of(emit.target_id)
+    return [b"t", target.raw_id, target.owner, emit.event_json.encode()]
+
+
+def seq_exhausted(where: str, what: str) -> StoreUnavailable:
+    """The error of a write whose script found no stream id that can be a seq (it wrote
+    nothing); ``what`` names the write."""
+    return StoreUnavailable(
+        f"{where}: the outbox/spawn stream ran out of ids in the current millisecond (the "
+        f"server clock stepped back, or over a million entries in one millisecond); nothing "
+        f"was written, retry the {what}"
+    )
+
+
 def commit_request(
     keys: Keys, prepared: PreparedCommit, trace_max: int | None, token: bytes
 ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
@@ -123,11 +144,7 @@ def commit_request(
         str(len(touches)).encode(),
     ]
     for emit in p.emits:
-        if emit.target_id is None:
-            args += [b"u", b"", UNTARGETED, emit.event_json.encode()]
-        else:
-            target = keys.of(emit.target_id)
-            args += [b"t", target.raw_id, target.owner, emit.event_json.encode()]
+        args += emit_args(keys, emit)
     for spawn in p.spawns:
         args += [text(spawn.child_id), text(spawn.root_path), spawn.context_json.encode()]
     for op in p.timers:
@@ -212,11 +229,7 @@ def decide_commit(prepared: PreparedCommit, reply: Any, where: str) -> None:
     if code == APPLIED:
         return
     if code == SEQ_EXHAUSTED:
-        raise StoreUnavailable(
-            f"{where}: the outbox/spawn stream ran out of ids in the current millisecond (the "
-            "server clock stepped back, or over a million entries in one commit); nothing was "
-            "written, retry the commit"
-        )
+        raise seq_exhausted(where, "commit")
     if code != CONFLICT:
         raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
     if len(reply) < 2:

@@ -18,7 +18,9 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
   success without writing again, in the same script call;
 * requests larger than ``max_payload_bytes`` are refused before anything is sent;
 * ``claim``, ``renew`` and ``release`` are one script each (:mod:`harel_store_redis._claims`);
-  a commit or import that adds work touches the claims' work rows in its own script.
+  a commit or import that adds work touches the claims' work rows in its own script, and so
+  does ``enqueue`` (:mod:`harel_store_redis._enqueue`): one script for the entry, the touch
+  and the wake-up.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from harel.store.common import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
+    PreparedEnqueue,
     PreparedImport,
     check_event_ref,
     check_flag,
@@ -66,6 +69,7 @@ from harel.store.errors import (
 
 from harel_store_redis._claims import claim_plan, release_plan, renew_plan
 from harel_store_redis._commit import commit_plan, new_token
+from harel_store_redis._enqueue import enqueue_plan
 from harel_store_redis._keys import (
     TAG_MARK,
     TAG_TIMER,
@@ -410,6 +414,12 @@ class RedisPlan:
         """One step in one script."""
         limit = self.max_payload_bytes
         return commit_plan(self.keys, prepared, trace_max, where=self.where, limit=limit)
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        """One outbox entry for the target, its work-row touch and the wake-up, in one script;
+        the entry's seq."""
+        limit = self.max_payload_bytes
+        return enqueue_plan(self.keys, prepared, where=self.where, limit=limit)
 
     def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
         """Whether the mark exists."""

@@ -91,14 +91,26 @@ local function relay(ids, key, ...)
   ids[#ids + 1] = entry_id
   return entry_id
 end
+-- append the emitted event at ARGV[a .. a + 3] (t|u, target, the target's owner prefix or the
+-- untargeted one, event JSON) to the outbox; its owned member (the caller indexes it)
+local function emit_entry(a)
+  local entry_id
+  if ARGV[a] == 't' then
+    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3], 't', ARGV[a + 1], 'o', ARGV[a + 2])
+  else
+    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3])
+  end
+  return ARGV[a + 2] .. 'o' .. entry_id
+end
 local function undo_relays()
   for _, e in ipairs(outbox_ids) do redis.call('XDEL', KEYS[8], e) end
   for _, e in ipairs(spawn_ids) do redis.call('XDEL', KEYS[9], e) end
 end
 """
-"""What the commit and import scripts share: the type probe of the keys they write (checked
-before the first write, like :data:`_TYPE_GUARD`) and the relay entries they append (undone
-when a stream id cannot be a seq)."""
+"""What the commit, enqueue and import scripts share: the type probe of the keys they write
+(checked before the first write, like :data:`_TYPE_GUARD`), the relay entries they append
+(undone when a stream id cannot be a seq), an emitted event's outbox entry, and the work
+touches with their wake-up."""
 
 
 _WORK = """
@@ -193,13 +205,7 @@ if bad then return {3, bad} end
 local a = 19
 local owned = {}
 for i = 1, n_emits do
-  local entry_id
-  if ARGV[a] == 't' then
-    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3], 't', ARGV[a + 1], 'o', ARGV[a + 2])
-  else
-    entry_id = relay(outbox_ids, KEYS[8], 'e', ARGV[a + 3])
-  end
-  owned[#owned + 1] = ARGV[a + 2] .. 'o' .. entry_id
+  owned[#owned + 1] = emit_entry(a)
   a = a + 4
 end
 for i = 1, n_spawns do
@@ -250,6 +256,35 @@ apply_touches(work_at, a, n_touches)
 return {1}
 """,
 )
+
+ENQUEUE = LuaScript(
+    "enqueue",
+    _WORK
+    + _RELAY_WRITES
+    + """
+-- KEYS: a commit's 1 .. 9 for the target (only 4 owned and 8 outbox are written; the target's
+--       hash and trace are declared, never read), then the work hash and the 5 ready zsets
+-- ARGV: 1 .. 4 the entry as a commit's emit (t, raw target id, target owner prefix, event
+--       JSON), 5 .. 8 the touch (group member, repr(due), priority, own 0), 9 the wake-up
+--       channel
+-- reply: {1, entry id}, {2} (the stream id cannot be a seq: nothing written) or {3, key}
+local work_at = work_keys_at(1)
+local need = {false, false, false, true, false, false, false, true, false}
+local bad = foreign_write_key(need, work_at)
+if bad then return {3, bad} end
+local member = emit_entry(1)
+if overflow then
+  undo_relays()
+  return {2}
+end
+redis.call('ZADD', KEYS[4], 0, member)
+apply_touches(work_at, 5, 1)
+return {1, outbox_ids[1]}
+""",
+)
+"""A producer's enqueue: the outbox entry a commit writes for one emitted event, indexed in
+``P own`` under the target, the target's work-row touch and the ``PUBLISH`` a commit with work
+touches sends, in one script (atomic); the target's execution is never read."""
 
 COMMIT_STATE = LuaScript(
     "commit_state",
@@ -844,6 +879,7 @@ order, after every existing one."""
 SCRIPTS: tuple[LuaScript, ...] = (
     COMMIT,
     COMMIT_STATE,
+    ENQUEUE,
     APPEND_TRACE,
     DELETE_TIMER,
     ACK,

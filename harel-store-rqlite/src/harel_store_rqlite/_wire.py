@@ -372,11 +372,15 @@ class Wire:
             )
         try:
             return [
-                Result(rows=r.get("values") or (), rowcount=int(r.get("rows_affected", 0)))
+                Result(
+                    rows=r.get("values") or (),
+                    rowcount=int(r.get("rows_affected", 0)),
+                    last_id=None if r.get("last_insert_id") is None else int(r["last_insert_id"]),
+                )
                 for r in results
             ]
         except (TypeError, ValueError):
-            raise reply_error("a malformed rows_affected", self.options) from None
+            raise reply_error("a malformed rows_affected or last_insert_id", self.options) from None
 
 
 class _Tripped(Exception):

@@ -17,9 +17,10 @@ One exception to the last rule keeps a worker serving: a sweep (``pending_outbox
 directly (``export_execution``) still raises ``StoreCorrupted``.
 
 Claims are the simplest thing that is correct here: the work rows live in ``state.json``
-beside the tables they describe, so a commit's, an import's or a purge's work-row changes ride
-in the ``state.json`` write it makes anyway, and ``claim``, ``renew`` and ``release`` are each
-one read and (when something changed) one write of ``state.json`` under the directory lock.
+beside the tables they describe, so a commit's, an enqueue's, an import's or a purge's
+work-row changes ride in the ``state.json`` write it makes anyway, and ``claim``, ``renew`` and
+``release`` are each one read and (when something changed) one write of ``state.json`` under
+the directory lock.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from harel.store.common import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
+    PreparedEnqueue,
     PreparedImport,
     WorkRow,
     cas_decision,
@@ -257,6 +259,14 @@ class JsonDirPlan:
             ring.append(prepared.trace, trace_max)
             files.append((_schema.trace_path(execution_id), ring.dump()))
         yield Write(tuple(files))
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        """Write one outbox entry for the target and its work-row touch, in one
+        :class:`Write` of ``state.json`` (the target's document is not read); the entry's seq."""
+        state = yield from read_state()
+        seq = state.enqueue(prepared)
+        yield Write(((_schema.STATE, state.dump()),))
+        return seq
 
     def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
         """Whether that execution already processed that event."""

@@ -23,6 +23,7 @@ from harel.store.common import (
     RECEIPT_WINDOW,
     PreparedCommit,
     PreparedEmit,
+    PreparedEnqueue,
     PreparedExecution,
     PreparedImport,
     PreparedSpawn,
@@ -216,11 +217,27 @@ class StoreState:
         self._append_relays(execution_id, record.emits, record.spawns)
         self.touch_work(import_touches(record))
 
+    def enqueue(self, prepared: PreparedEnqueue) -> int:
+        """Apply a producer's enqueue: its outbox row under the next seq (written as a commit
+        writes an emitted event) and its target's work-row touch; returns the seq.  The
+        target's index row is neither read nor required."""
+        (seq,) = self._append_outbox((prepared.emit,))
+        self.touch_work((prepared.touch,))
+        return seq
+
+    def _append_outbox(self, emits: Iterable[PreparedEmit]) -> list[int]:
+        """Append these outbox rows under new seqs, in order; their seqs."""
+        seqs = []
+        for emit in emits:
+            seq = self.take_seq()
+            self.outbox[seq] = (emit.target_id, emit.event_json)
+            seqs.append(seq)
+        return seqs
+
     def _append_relays(
         self, execution_id: str, emits: Iterable[PreparedEmit], spawns: Iterable[PreparedSpawn]
     ) -> None:
-        for emit in emits:
-            self.outbox[self.take_seq()] = (emit.target_id, emit.event_json)
+        self._append_outbox(emits)
         for spawn in spawns:
             row = (execution_id, spawn.child_id, spawn.root_path, spawn.context_json)
             self.spawns[self.take_seq()] = row

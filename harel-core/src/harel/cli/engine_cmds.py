@@ -94,6 +94,12 @@ def register(subparsers: Any) -> None:
     send.add_argument("kind", metavar="EVENT", help="the event kind")
     send.add_argument("--data", default="{}", help="the event data as a JSON object")
     send.add_argument("--event-id", help="the event id (reuse it to retry safely)")
+    send.add_argument(
+        "--enqueue",
+        action="store_true",
+        help="hand the event to the workers in one write instead of running the step here "
+        "(a running `harel worker` delivers it)",
+    )
     _runner_options(send)
     send.set_defaults(handler=cmd_send)
 
@@ -383,7 +389,8 @@ def _notice(text: str) -> None:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    """Deliver one event durably (a retry with the same ``--event-id`` is a no-op).
+    """Deliver one event durably (a retry with the same ``--event-id`` is a no-op); with
+    ``--enqueue`` write it for the workers in one write instead (at the target's priority).
 
     Says when nothing happened: undeclared kind (refused, exit 2), finished execution (not
     sent, exit 1), event id already processed (exit 0, a safe retry).
@@ -407,6 +414,11 @@ def cmd_send(args: argparse.Namespace) -> int:
                 f"more events, so {event.kind!r} was not sent"
             )
             return EXIT_NOTHING_HAPPENED
+        if args.enqueue:
+            seq = _runner(store, definitions, config).enqueue(exe.id, event, priority=exe.priority)
+            print(f"{exe.id}: enqueued {event.kind!r} (event {event.id}, outbox entry {seq})")
+            print("a running `harel worker` on this store delivers it", file=sys.stderr)
+            return 0
         before = _versions(store, exe)
         exe = _runner(store, definitions, config).process(args.execution_id, event)
         print(f"{exe.id}: {_state(exe)} (event {event.id})")

@@ -5,8 +5,9 @@ are two objects, as two workers would be) and asserts the rules of
 :mod:`harel.store.common.wakeups`: the first call listens (and may return ``True`` at once),
 a commit that touches work through *another* store object wakes a waiting call, a state-only
 commit does not, a commit made between two waits is not lost, a release that leaves work
-wakes, a bad timeout is a typed error and closing the store ends a wait.  No check measures
-time: a wake that never comes shows as a ``False`` after a long timeout (a slow failure).
+wakes, an enqueue wakes, a bad timeout is a typed error and closing the store ends a wait.
+No check measures time: a wake that never comes shows as a ``False`` after a long timeout (a
+slow failure).
 The async check runs under asyncio and trio alike (anyio tasks).
 """
 
@@ -100,6 +101,12 @@ def check_sync_wakeups(open_store: Callable[[], Any], prefix: str = "wake") -> N
         writer.release(f"{prefix}-owner", claims[0].execution_id)
         assert waiter.wait_for_work(LONG) is True, "a release that leaves work did not wake"
 
+        _settle(waiter)
+        waiting = _Waiting(waiter, LONG)
+        waiting.start()
+        writer.enqueue(f"{prefix}-c", Event(id="q1", kind="Go"))
+        assert waiting.result() is True, "an enqueue did not wake the waiting call"
+
         waiting = _Waiting(waiter, LONG)
         waiting.start()
         waiter.close()
@@ -179,6 +186,14 @@ async def check_async_wakeups(
         await _asettle(waiter)
         await writer.release(f"{prefix}-owner", claims[0].execution_id)
         assert await waiter.wait_for_work(LONG) is True, "a release that leaves work did not wake"
+
+        await _asettle(waiter)
+
+        async def enqueue() -> None:
+            await writer.enqueue(f"{prefix}-c", Event(id="q1", kind="Go"))
+
+        woke = await _wait_while(waiter, LONG, enqueue)
+        assert woke is True, "an enqueue did not wake the waiting task"
 
         outcome = await _wait_while(waiter, LONG, waiter.close)
         assert outcome is False or isinstance(outcome, StoreError), outcome

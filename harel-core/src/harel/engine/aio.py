@@ -81,6 +81,12 @@ class AsyncDurableRunner(RunnerShell[AsyncExecutionStore]):
         """Deliver one event exactly once per ``event.id`` and return the settled execution."""
         return await self._run(self.plan.process(execution_id, event, relay=_relay))
 
+    async def enqueue(self, execution_id: str, event: Event, *, priority: int = 0) -> int:
+        """Hand ``event`` to the workers in one store write; the entry's seq (see
+        ``DurableRunner.enqueue``)."""
+        self._can_enqueue()
+        return await self._run(self.plan.enqueue(execution_id, event, priority))
+
     async def relay(self) -> int:
         """Drain pending spawns and outbox entries store-wide; returns how many were acked."""
         return await self._run(self.plan.relay())

@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from harel.engine import core
@@ -59,6 +60,7 @@ from harel.store.errors import (
     ExecutionAlreadyExists,
     ExecutionNotFound,
     LeaseLost,
+    StoreConfigError,
     StoreConflict,
     StoreCorrupted,
     StoreUnavailable,
@@ -153,6 +155,38 @@ class Collected:
     timers: list[TimerOp] = field(default_factory=list)
     spawns: list[Spawn] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+
+
+class Acked(Enum):
+    """The answer of a unit of work whose own commit acked it (see :data:`ACKED`)."""
+
+    ACKED = "acked"
+
+
+ACKED = Acked.ACKED
+"""What a unit's work answers when its step's commit already removed the unit (a fired timer
+disarmed in the step's own commit): done, and no separate ack is written."""
+
+
+def disarm_fired(exe: Execution, got: Collected, path: str, fire_at: object) -> bool:
+    """Make the step's commit remove the fired timer ``(path, fire_at)``; whether it does.
+
+    A step whose own timer ops touch ``path`` (the state was left, or left and re-entered)
+    already removes or replaces the row.  Otherwise, when ``exe`` still records exactly that
+    arming, a ``cancel`` of ``path`` joins the commit (and the record drops it): the fired
+    timer is gone with the step, in the same write.  A ``Timeout`` for an earlier arming
+    (stale), or an execution with no record of the arming, keeps the separate
+    ``delete_timer`` (which removes the row only while it holds ``fire_at``).
+    """
+    if any(op.path == path for op in got.timers):
+        return True
+    if isinstance(fire_at, bool) or not isinstance(fire_at, int | float):
+        return False
+    if exe.armed_timers.get(path) != fire_at:
+        return False
+    got.timers.append(TimerOp.cancel(path))
+    del exe.armed_timers[path]
+    return True
 
 
 class RunnerPlan:
@@ -323,14 +357,23 @@ class RunnerPlan:
         """Deliver ``event`` to the loaded ``exe``: drive ``process`` and commit (may conflict).
 
         Returns whether the step wrote relay work (an outbox entry or a spawn intent)."""
+        wrote_relays, _ = yield from self.fire_step(exe, event, None)
+        return wrote_relays
+
+    def fire_step(self, exe: Execution, event: Event, fired: str | None) -> Plan[tuple[bool, bool]]:
+        """:meth:`step`, where ``fired`` is the path of the timer whose ``Timeout`` ``event``
+        is (``None``: any other event): the commit carries that timer's removal when the step
+        left it armed (:func:`disarm_fired`).  Returns whether the step wrote relay work and
+        whether its commit removed or replaced the fired timer's row."""
         defn = self.definition(exe.definition_id)
         from_path = exe.active_path
         got = yield from self.drive(exe, core.process(defn, exe, event))
+        took = fired is not None and disarm_fired(exe, got, fired, event.data.get("fire_at"))
         if self.trace:
             yield from self.commit(exe, got, event, from_path)
         else:
             yield from self.send_commit(self.commit_call(exe, got, event, None))  # untraced
-        return bool(got.emits or got.spawns)
+        return bool(got.emits or got.spawns), took
 
     def start(self, exe: Execution) -> Plan[bool]:
         """Drive ``start`` on a new execution and insert it (``StoreConflict`` if it exists).
@@ -412,6 +455,14 @@ class RunnerPlan:
         if only_itself and committed is not None and not wrote_relays:
             return committed  # exactly the stored copy: nothing to relay, nothing else changed
         return (yield from self.settle(exe, execution_id, relay))
+
+    def enqueue(self, execution_id: str, event: Event, priority: int) -> Plan[int]:
+        """Hand ``event`` to the fleet for ``execution_id``: one outbox entry, written in one
+        store write (the store's ``enqueue``), that a worker delivers like an emitted event
+        (exactly once per ``event.id``); the entry's seq.  A ``StoreUnavailable`` leaves the
+        outcome open: enqueue the same event again (a duplicate is delivered once)."""
+        seq: int = yield StoreCall("enqueue", (execution_id, event), {"priority": priority})
+        return seq
 
     def targets(self, exe: Execution, event: Event) -> Plan[list[Execution]]:
         """The rows ``event`` goes to: the live region children for a domain event, else ``exe``.
@@ -585,8 +636,11 @@ class RunnerPlan:
                 log.info("dead-letter record busy, retrying (attempt %d)", attempt + 1)
         raise StoreConflict(DEAD_LETTERS_ID, -1, None)
 
-    def unit(self, ref: str, work: Plan[bool], letter: DeadLetter, ack: StoreCall) -> Plan[str]:
-        """Run one unit of work and ack it when done: ``"done"``, ``"quarantined"`` (failed
+    def unit(
+        self, ref: str, work: Plan[bool | Acked], letter: DeadLetter, ack: StoreCall
+    ) -> Plan[str]:
+        """Run one unit of work and ack it when done (not when the work answers
+        :data:`ACKED`: its own commit acked it): ``"done"``, ``"quarantined"`` (failed
         ``quarantine_after`` times: recorded as ``letter`` and acked), ``"left"`` (for a later
         pass) or ``"skipped"`` (this process gave up on it, or a stop was asked for)."""
         if self.interrupted() or ref in self.skipped:
@@ -601,6 +655,9 @@ class RunnerPlan:
             outcome = "quarantined"
         if not done:
             return "left"
+        if done is ACKED:
+            self.failures.pop(ref, None)
+            return outcome
         return outcome if (yield from self.finish(ref, ack)) else "skipped"
 
     def spawn_pass(self) -> Plan[int]:
@@ -750,9 +807,9 @@ class RunnerPlan:
 
     def _claim_units(
         self, claim: Claim
-    ) -> list[tuple[str, str, Plan[bool], DeadLetter, StoreCall]]:
+    ) -> list[tuple[str, str, Plan[bool | Acked], DeadLetter, StoreCall]]:
         """``(kind, ref, work, letter, ack)`` for each unit of ``claim``, in order."""
-        units: list[tuple[str, str, Plan[bool], DeadLetter, StoreCall]] = []
+        units: list[tuple[str, str, Plan[bool | Acked], DeadLetter, StoreCall]] = []
         for spawn in claim.spawns:
             letter = DeadLetter(
                 f"spawn:{spawn.seq}", spawn.child_id, "Start", None, "", 0, 0.0, spawn.context
@@ -779,10 +836,11 @@ class RunnerPlan:
 
     def fire_one(
         self, execution_id: str, path: str, event: Event, relay: bool = True
-    ) -> Plan[bool]:
-        """Deliver one due timer's ``Timeout``; whether it is done (to be deleted).  With
-        ``relay`` the relay work the step wrote is relayed at once (claiming workers leave it
-        to the claims)."""
+    ) -> Plan[bool | Acked]:
+        """Deliver one due timer's ``Timeout``; whether it is done (to be deleted), or
+        :data:`ACKED` when the step's own commit removed the timer (one write per fired timer).
+        With ``relay`` the relay work the step wrote is relayed at once (claiming workers leave
+        it to the claims)."""
         exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
         if exe is not None and exe.definition_id not in self.definitions:
             log.warning(
@@ -791,16 +849,17 @@ class RunnerPlan:
             return False
         if exe is not None and seen:
             self.repeats += 1
-        if exe is not None and not seen:
-            try:
-                wrote_relays = yield from self.step(exe, event)
-            except StoreConflict:
-                self.conflicts += 1
-                log.info("timer %s/%s left for later: conflict", execution_id, path)
-                return False
-            if wrote_relays and relay:
-                yield from self.relay()
-        return True
+        if exe is None or seen:
+            return True
+        try:
+            wrote_relays, took = yield from self.fire_step(exe, event, path)
+        except StoreConflict:
+            self.conflicts += 1
+            log.info("timer %s/%s left for later: conflict", execution_id, path)
+            return False
+        if wrote_relays and relay:
+            yield from self.relay()
+        return ACKED if took else True
 
     def is_idle(self) -> Plan[bool]:
         """Whether no spawn and no outbox entry is pending."""
@@ -867,3 +926,11 @@ class RunnerShell(Generic[S]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.store!r}, definitions={sorted(self.definitions)})"
+
+    def _can_enqueue(self) -> None:
+        """Refuse, naming the fix, a store that predates the contract's ``enqueue``."""
+        if not callable(getattr(self.store, "enqueue", None)):
+            raise StoreConfigError(
+                f"{type(self.store).__name__} has no enqueue() (it predates the contract's "
+                "enqueue): deliver the event with process(), or upgrade the store's package"
+            )

@@ -115,6 +115,19 @@ class DurableRunner(RunnerShell[ExecutionStore]):
         """
         return self._run(self.plan.process(execution_id, event, relay=_relay))
 
+    def enqueue(self, execution_id: str, event: Event, *, priority: int = 0) -> int:
+        """Hand ``event`` to the workers for ``execution_id`` in one store write, without running
+        the step here; returns the outbox entry's seq.
+
+        A worker (``harel worker``, :meth:`work`, :meth:`relay`) delivers it exactly once per
+        ``event.id``; ``priority`` (0-4) is the work group's when this write creates it.  The
+        target is not read: an entry for an execution that is not stored is dropped by the
+        relay.  After ``StoreUnavailable`` enqueue the same event again (the outcome is open;
+        a duplicate is delivered once).  ``StoreConfigError`` for a store without ``enqueue``.
+        """
+        self._can_enqueue()
+        return self._run(self.plan.enqueue(execution_id, event, priority))
+
     def relay(self) -> int:
         """Drain pending spawns and outbox entries store-wide; returns how many were acked."""
         return self._run(self.plan.relay())

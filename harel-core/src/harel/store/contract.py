@@ -79,6 +79,20 @@ Semantics every store must honour (the conformance kit pins each one):
   A lost listening connection raises :class:`StoreUnavailable` and the next call listens again;
   ``close()`` ends a wait in progress; a cancelled async wait leaves nothing held.  Shared
   rules: ``harel.store.common.wakeups`` (PostgreSQL ``LISTEN/NOTIFY``, Redis pub/sub).
+* Enqueue (a producer hands an event to the fleet without running the step):
+  ``enqueue(target_id, event, *, priority=0)`` writes one outbox entry targeted at
+  ``target_id``, and nothing else, in one atomic write, and returns its ``seq``.  The entry is
+  relay work like an emitted event: ``pending_outbox`` lists it, it joins the target's claim
+  group (due at once), it wakes waiting workers, ``purge`` of the target drops it and the
+  target's record carries it; it is ordered after every entry written before ``enqueue``
+  returned.  ``priority`` (0-4) is the priority the target's group takes when the enqueue
+  creates it (the target's own commits set it from then on).  The store does not read the
+  target: an entry for an execution that is not stored is dropped by the relay, like any emit.
+  The target id and the event are checked like an emit's (``InvalidIdentifier``,
+  ``InvalidPayload``, ``PayloadTooLarge``; a bad ``priority``: ``InvalidArgument``) before
+  anything is written.  A :class:`StoreUnavailable` from ``enqueue`` leaves the outcome open
+  (the entry may be stored): re-send it — a second entry for the same event is delivered once
+  (the target's dedupe mark for ``event.id``); every other error means nothing was written.
 * Records: ``export_execution(id)`` returns, from one consistent read, everything the store
   holds for the id as an :class:`ExecutionRecord` (``None`` when it holds nothing);
   ``import_execution(record)`` writes such a record in one atomic write, keeping the
@@ -329,6 +343,8 @@ class ExecutionStore(Protocol):
         self, owner: str, execution_id: str | None, *, retry_at: float | None = None
     ) -> None: ...
 
+    def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int: ...
+
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 
     def append_trace(self, execution_id: str, entry: dict[str, Any]) -> None: ...
@@ -408,6 +424,8 @@ class AsyncExecutionStore(Protocol):
     async def release(
         self, owner: str, execution_id: str | None, *, retry_at: float | None = None
     ) -> None: ...
+
+    async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int: ...
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
 

@@ -15,6 +15,7 @@ from harel.conformance.suite.concurrency import ConcurrencyTests
 from harel.conformance.suite.contract import ContractTests
 from harel.conformance.suite.dedupe import DedupeTests
 from harel.conformance.suite.durability import DurabilityTests
+from harel.conformance.suite.enqueue import EnqueueTests
 from harel.conformance.suite.errors import ArgumentErrorTests
 from harel.conformance.suite.listing import ListingTests
 from harel.conformance.suite.lost_reply import LostReplyTests
@@ -52,6 +53,7 @@ class ConformanceSuite(
     UnknownFieldTests,
     NormalFormTests,
     ClaimTests,
+    EnqueueTests,
 ):
     """Every kit test.  Declare known deviations as
     ``expected_failures: ClassVar[dict[str, str]] = {test name: reason}``.
@@ -72,6 +74,7 @@ __all__ = [
     "ContractTests",
     "DedupeTests",
     "DurabilityTests",
+    "EnqueueTests",
     "Kit",
     "KitBase",
     "ListingTests",

@@ -151,6 +151,9 @@ class SyncAsAsync:
     ) -> None:
         self.sync.release(owner, execution_id, retry_at=retry_at)
 
+    async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
+        return self.sync.enqueue(target_id, event, priority=priority)
+
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         return self.sync.read_trace(execution_id)
 

@@ -274,6 +274,14 @@ class StoreMachine(RuleBasedStateMachine):
         self.ref.ack_spawn(ref_entries[i].seq)
         self.sut("ack_spawn", sut_entries[i].seq)
 
+    @rule(n=st.integers(0, IDS), priority=st.integers(0, 4))
+    def enqueue(self, n: int, priority: int) -> None:
+        # n == IDS never exists: the entry is stored all the same (the target is not read)
+        queued = Event(id=self._fresh("q"), kind="Queued", data={"n": n})
+        expected = _outcome(lambda: self.ref.enqueue(self._id(n), queued, priority=priority))
+        got = _outcome(lambda: self.sut("enqueue", self._id(n), queued, priority=priority))
+        assert got[0] == expected[0], f"enqueue: store gave {got}, reference {expected}"
+
     @rule()
     def ack_unknown(self) -> None:
         self._both("ack_outbox", 2**62 + self.counter)

@@ -41,6 +41,7 @@ from harel.store.common.commit import (
     resent_and_stored,
 )
 from harel.store.common.drive import Plan, adrive, drive
+from harel.store.common.enqueue import PreparedEnqueue, prepare_enqueue
 from harel.store.common.lazy import lazy_exports
 from harel.store.common.limits import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -121,6 +122,7 @@ __all__ = [
     "PlanStore",
     "PreparedCommit",
     "PreparedEmit",
+    "PreparedEnqueue",
     "PreparedExecution",
     "PreparedImport",
     "PreparedSpawn",
@@ -174,6 +176,7 @@ __all__ = [
     "outbox_or_damaged",
     "page_from_probe",
     "parse_store_url",
+    "prepare_enqueue",
     "prepare_import",
     "receipt_slot",
     "record_content",

@@ -181,14 +181,19 @@ def _prepare_emits(emits: Sequence[Emit], max_bytes: int) -> tuple[PreparedEmit,
             raise TypeError(
                 f"emits[{index}] must be a (target_id, Event) tuple, got {type(item).__name__}"
             )
-        target, event = item
-        if target is not None and not key_ok(target):
-            check_id(target, f"emits[{index}] target id")
-        if not isinstance(event, Event):
-            raise TypeError(f"emits[{index}] event must be an Event, got {type(event).__name__}")
-        json = encode_event(event, what=f"emits[{index}] event", max_bytes=max_bytes)
-        prepared.append(PreparedEmit(target, event.id, json))
+        prepared.append(prepare_emit(item[0], item[1], f"emits[{index}]", max_bytes))
     return tuple(prepared)
+
+
+def prepare_emit(target: str | None, event: Event, what: str, max_bytes: int) -> PreparedEmit:
+    """One outbox row, validated and encoded (``what`` names it in the errors): the target is
+    a usable key, the event an :class:`Event` that reads back equal and fits ``max_bytes``."""
+    if target is not None and not key_ok(target):
+        check_id(target, f"{what} target id")
+    if not isinstance(event, Event):
+        raise TypeError(f"{what} event must be an Event, got {type(event).__name__}")
+    json = encode_event(event, what=f"{what} event", max_bytes=max_bytes)
+    return PreparedEmit(target, event.id, json)
 
 
 def _prepare_spawns(spawns: Sequence[Spawn], max_bytes: int) -> tuple[PreparedSpawn, ...]:

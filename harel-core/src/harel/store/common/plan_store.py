@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, cast
 import anyio
 import anyio.to_thread
 
-from harel.model import Execution, ExecutionPage, Status
+from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.common.claims import check_claim, check_release, check_renew
 from harel.store.common.commit import (
     PreparedCommit,
@@ -37,6 +37,7 @@ from harel.store.common.commit import (
     committing,
     outcome_error,
 )
+from harel.store.common.enqueue import PreparedEnqueue, prepare_enqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.listing import ListingQuery, listing_query
 from harel.store.common.offload import Offload
@@ -66,7 +67,7 @@ class ContractPlan(Protocol):
 
     Arguments arrive as the caller passed them (the plan validates them with
     :mod:`harel.store.common.validate`), except ``commit`` and ``import_execution``, which
-    receive the envelope's validated, encoded form.
+    receive the envelope's validated, encoded form (``enqueue`` too).
     """
 
     max_document_bytes: int
@@ -100,6 +101,8 @@ class ContractPlan(Protocol):
     def release(
         self, owner: str, key: str | None, retry_at: float | None, now: float
     ) -> Op[None]: ...
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Op[int]: ...
 
     def read_trace(self, execution_id: str) -> Op[list[dict[str, Any]]]: ...
 
@@ -156,6 +159,12 @@ class _PlanStoreBase(Generic[P]):
         """The backend's per-document limit (its plan's ``max_document_bytes``)."""
         limit: int = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
         return limit
+
+    def _prepare_enqueue(self, target_id: str, event: Event, priority: int) -> PreparedEnqueue:
+        """Validate and encode one enqueue under this store's limits (nothing is written)."""
+        return prepare_enqueue(
+            target_id, event, priority, max_document_bytes=self._document_limit()
+        )
 
     def _prepare_import(self, record: ExecutionRecord) -> PreparedImport:
         """Validate and encode ``record`` under this store's limits (nothing is written)."""
@@ -265,6 +274,10 @@ class PlanStore(_PlanStoreBase[P]):
         """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
         checked = check_release(owner, execution_id, retry_at)
         self._run(self._plan.release(*checked, time.time()))
+
+    def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
+        """Write one outbox entry for ``target_id`` (relay work, due at once); its ``seq``."""
+        return self._run(self._plan.enqueue(self._prepare_enqueue(target_id, event, priority)))
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         """The retained trace steps, oldest first, each with its ``index``."""
@@ -475,6 +488,12 @@ class AsyncPlanStore(_PlanStoreBase[P]):
         """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
         checked = check_release(owner, execution_id, retry_at)
         await self._write(self._plan.release(*checked, time.time()))
+
+    async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
+        """Write one outbox entry for ``target_id``; its ``seq``.  Cancelled midway, it waits
+        for the write's outcome, then re-raises."""
+        prepared = self._prepare_enqueue(target_id, event, priority)
+        return await self._write(self._plan.enqueue(prepared))
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]:
         """The retained trace steps, oldest first, each with its ``index``."""

@@ -592,6 +592,7 @@ class SyncHops(Generic[S]):
     claim = _hop(ExecutionStore.claim)
     renew = _hop(ExecutionStore.renew)
     release = _hop(ExecutionStore.release)
+    enqueue = _hop(ExecutionStore.enqueue)
     read_trace = _hop(ExecutionStore.read_trace)
     append_trace = _hop(ExecutionStore.append_trace)
     list_executions = _hop(ExecutionStore.list_executions)

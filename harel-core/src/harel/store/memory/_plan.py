@@ -24,6 +24,7 @@ from harel.store.common import (
     RECEIPT_WINDOW,
     ListingQuery,
     PreparedCommit,
+    PreparedEnqueue,
     PreparedExecution,
     PreparedImport,
     WorkRow,
@@ -467,6 +468,17 @@ class MemoryPlan:
             yield from self._append_step(execution_id, prepared.trace, trace_max)
         for change in work_touches(prepared):
             yield TouchWork(change)
+
+    def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        """One outbox row and its target's work-row touch, in one transaction; the row's seq."""
+        seq: int = yield Transaction(self._enqueue(prepared))
+        return seq
+
+    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
+        emit = prepared.emit
+        seq: int = yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+        yield TouchWork(prepared.touch)
+        return seq
 
     def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
         last, _ = yield ReadTraceRows(execution_id)

@@ -126,7 +126,7 @@ class MemoryData:
                 aged = self.ages.while_true(lambda key: key[0] < before, limit)
                 return [(execution_id, event_id) for _, execution_id, event_id in aged]
             case AddRelay(row):
-                self._add_relay(row)
+                return self._add_relay(row)
             case PutTimer(execution_id, path, fire_at):
                 self._drop_timer(execution_id, path, None)
                 self.timers[(execution_id, path)] = fire_at
@@ -165,7 +165,7 @@ class MemoryData:
     def _relay(self, table: str) -> dict[int, Any]:
         return self.outbox if table == "outbox" else self.spawns
 
-    def _add_relay(self, row: OutboxRow | SpawnRow) -> None:
+    def _add_relay(self, row: OutboxRow | SpawnRow) -> int:
         seq = self.next_seq
         self.next_seq += 1
         if isinstance(row, OutboxRow):
@@ -174,6 +174,7 @@ class MemoryData:
         else:
             self.spawns[seq] = row
             self.spawns_of.add(row.parent_id, seq)
+        return seq
 
     def _ack(self, table: str, seq: int) -> None:
         rows = self._relay(table)

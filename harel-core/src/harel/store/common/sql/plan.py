@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common.claims import (
     WorkRow,
+    WorkTouch,
     import_touches,
     lease_lost,
     outbox_or_damaged,
@@ -40,10 +41,12 @@ from harel.store.common.codec import decode_event, decode_execution, decode_payl
 from harel.store.common.commit import (
     RECEIPT_WINDOW,
     PreparedCommit,
+    PreparedEmit,
     conflict,
     receipt_slot,
     resent_and_stored,
 )
+from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.records import PreparedImport
@@ -63,6 +66,7 @@ from harel.store.common.validate import (
     check_prune,
     check_seq,
     check_timer_ref,
+    show,
 )
 from harel.store.contract import (
     FINISHED,
@@ -80,6 +84,7 @@ from harel.store.errors import (
     ExecutionNotFound,
     StoreConfigError,
     StoreCorrupted,
+    StoreUnavailable,
 )
 
 T = TypeVar("T")
@@ -277,7 +282,7 @@ class SqlPlan:
     ) -> Iterator[Statement]:
         sql, owner = self.sql, {"id": p.execution_id, "token": token}
         for emit in p.emits:
-            yield sql.insert_outbox.bind(target=emit.target_id, event=emit.event_json, **owner)
+            yield _outbox_row(sql.insert_outbox, emit, owner)
         if p.processed_event_id is not None:
             yield sql.mark_processed.bind(event_id=p.processed_event_id, at=p.committed_at, **owner)
         for spawn in p.spawns:
@@ -296,9 +301,34 @@ class SqlPlan:
             if trace_max:
                 yield sql.trim_trace.bind(keep=trace_max, **owner)
         for change in work_touches(p):  # empty unless the commit arms, spawns or emits
-            yield from _touched(
-                sql.touch_work, change.key, change.priority, change.due, change.own, owner
+            yield from _touched(sql.touch_work, change, owner)
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    def enqueue(self, prepared: PreparedEnqueue) -> SqlOp[int]:
+        """Write one outbox entry for ``prepared.target_id`` and its target's work-row touch
+        (:attr:`~harel.store.common.enqueue.PreparedEnqueue.touch`, the rows a commit's emit
+        writes), all-or-nothing, without reading the target; returns the entry's ``seq``.
+
+        An interactive dialect runs ``BEGIN IMMEDIATE``, the insert (``RETURNING seq``), the
+        touch and ``COMMIT``; a single-request dialect sends both writes as ONE batch (rqlite:
+        one ``/db/execute?transaction``) and reads the seq from the insert's rowid.
+        """
+        sql = self.sql
+        statements = [
+            _outbox_row(sql.enqueue_outbox, prepared.emit, _NO_OWNER),
+            *_touched(sql.touch_work_free, prepared.touch, _NO_OWNER),
+        ]
+        results = yield from self._atomic(statements)
+        inserted = results[0]
+        row = inserted.first
+        seq = row[0] if row is not None else inserted.last_id
+        if seq is None:
+            raise StoreUnavailable(
+                f"{self.where} stored an outbox entry for {show(prepared.target_id)} without "
+                "telling its seq (the entry may be stored: a re-send is delivered once)"
             )
+        return int(seq)
 
     # -- trace ----------------------------------------------------------------------------------
 
@@ -401,10 +431,8 @@ class SqlPlan:
                 for path, at in p.timers
             ),
             *(
-                (sql.insert_outbox if exe else sql.relay_outbox).bind(
-                    target=emit.target_id, event=emit.event_json, **owner
-                )
-                for emit in p.emits
+                _outbox_row(sql.insert_outbox if exe else sql.relay_outbox, e, owner)
+                for e in p.emits
             ),
             *(
                 sql.insert_spawn.bind(
@@ -416,9 +444,7 @@ class SqlPlan:
         ]
         touch = sql.touch_work if exe else sql.touch_work_free
         for change in import_touches(p):
-            statements += _touched(
-                touch, change.key, change.priority, change.due, change.own, owner
-            )
+            statements += _touched(touch, change, owner)
         if exe is None:
             if statements:
                 yield from self._atomic(statements)
@@ -637,17 +663,29 @@ def stored_receipt(row: Sequence[Any], version: int) -> str | None:
     return None if receipt is None else str(receipt)
 
 
+def _outbox_row(statement: Rendered, emit: PreparedEmit, owner: Mapping[str, Any]) -> Statement:
+    """The bound insert of one outbox row (a commit's emit, an import's or an enqueue's entry;
+    ``owner`` binds the guard's ``id`` and ``token`` where ``statement`` has one)."""
+    return statement.bind(target=emit.target_id, event=emit.event_json, **owner)
+
+
 def _touched(
-    statements: Sequence[Rendered],
-    key: str | None,
-    priority: int,
-    due: float,
-    own: bool,
-    owner: dict[str, Any],
+    statements: Sequence[Rendered], change: WorkTouch, owner: Mapping[str, Any]
 ) -> list[Statement]:
-    """The bound statements of one work-row touch (``key`` ``None``: the untargeted row)."""
-    values = {"key": key or "", "priority": priority, "due": due, "own": int(own), **owner}
+    """The bound statements of one work-row touch (``change.key`` ``None``: the untargeted
+    row; ``owner`` binds the guard's ``id`` and ``token`` where the statements have one)."""
+    values = {
+        "key": change.key or "",
+        "priority": change.priority,
+        "due": change.due,
+        "own": int(change.own),
+        **owner,
+    }
     return [statement.bind_map(values) for statement in statements]
+
+
+_NO_OWNER: Mapping[str, Any] = {}
+"""The guard values of a write no execution owns (an enqueue binds no ``id`` / ``token``)."""
 
 
 def _work_row(key: str | None, row: Sequence[Any] | None) -> WorkRow | None:

@@ -2,7 +2,8 @@
 
 A plan yields a :class:`Statement` (the driver runs it and sends a :class:`Result`) or, for
 single-request dialects, a :class:`Batch` (the driver runs every statement in one transaction
-and sends a list of :class:`Result`, one per statement).
+and sends a list of :class:`Result`, one per statement; a single-request driver reports each
+insert's rowid in :attr:`Result.last_id`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Result(NamedTuple):
 
     rows: Sequence[Sequence[Any]] = ()
     rowcount: int = -1
+    last_id: int | None = None
+    """The rowid of the row an ``INSERT`` wrote, when the driver reports it (rqlite's
+    ``last_insert_id``; ``None`` otherwise: a DB-API driver returns ``RETURNING`` rows instead)."""
 
     @property
     def first(self) -> Sequence[Any] | None:

@@ -187,8 +187,16 @@ class SqlStatements:
             ":id, :idx, :entry",
             "(execution_id, idx) DO UPDATE SET entry = excluded.entry",
         )
-        self.relay_outbox = self._side_insert(None, "outbox (target_id, event)", ":target, :event")
+        relay = partial(self._side_insert, None, "outbox (target_id, event)", ":target, :event")
+        self.relay_outbox = relay()
         """An outbox row with no owner guard: a relays-only import (no execution to own it)."""
+
+        # -- enqueue: an outbox row with no owner (the target is never read) and its seq
+        self.enqueue_outbox = relay() if dialect.single_request else relay(returning="seq")
+        """:attr:`relay_outbox`, telling the new row's ``seq``: as a ``RETURNING`` row in an
+        interactive dialect (SQLite 3.35+), as the write's rowid
+        (:attr:`~harel.store.common.sql.requests.Result.last_id`, rqlite's ``last_insert_id``)
+        in a single-request one."""
 
         # -- claims: the work rows (see harel.store.common.claims; key '' = untargeted)
         self.touch_work = self._touch(guard)
@@ -264,11 +272,20 @@ class SqlStatements:
         return render(text, self.dialect)
 
     def _side_insert(
-        self, guard: str | None, into: str, values: str, conflict: str | None = None
+        self,
+        guard: str | None,
+        into: str,
+        values: str,
+        conflict: str | None = None,
+        *,
+        returning: str | None = None,
     ) -> Rendered:
-        """``INSERT INTO into SELECT values [WHERE guard] [ON CONFLICT conflict]``."""
+        """``INSERT INTO into SELECT values [WHERE guard] [ON CONFLICT conflict] [RETURNING
+        returning]``."""
         text = f"INSERT INTO {into} SELECT {values}" + _where(guard, upsert=conflict is not None)
-        return self._r(text if conflict is None else self._upsert(f"{text} ON CONFLICT {conflict}"))
+        if conflict is not None:
+            text = self._upsert(f"{text} ON CONFLICT {conflict}")
+        return self._r(text if returning is None else f"{text} RETURNING {returning}")
 
     def _upsert(self, text: str) -> str:
         """``text`` as written (``ON CONFLICT``), or rewritten to ``INSERT OR ...``."""

@@ -125,11 +125,14 @@ def version_4_file(path: Path) -> Execution:
 
 def execute(conn: sqlite3.Connection, request: Statement | Batch) -> Any:
     """A driver of the plan over a stdlib connection in autocommit: a statement alone (its
-    rows and rowcount), a :class:`Batch` in one transaction (as rqlite runs it: a list of
-    results, all applied or none)."""
+    rows and rowcount, and a write's rowid as rqlite reports ``last_insert_id``), a
+    :class:`Batch` in one transaction (as rqlite runs it: a list of results, all applied or
+    none)."""
     if isinstance(request, Statement):
         cursor = conn.execute(request.sql, request.params)
-        return Result(cursor.fetchall(), cursor.rowcount)
+        rows = cursor.fetchall()
+        last_id = cursor.lastrowid if cursor.description is None else None
+        return Result(rows, cursor.rowcount, last_id or None)
     conn.execute("BEGIN IMMEDIATE")
     try:
         results = [execute(conn, statement) for statement in request.statements]
