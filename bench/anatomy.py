@@ -11,9 +11,15 @@ on an execution row of its own:
   active path, ``updated_at`` and the new version's receipt column, and its ``WHERE`` also
   checks status, definition and parent, so no index entry is rewritten): what the store
   sends, without its Python;
-* ``store`` — ``SqliteStore.commit(exe, [])``.
+* ``store`` — ``SqliteStore.commit(exe, [])``;
+* ``pydantic`` — ``exe.model_dump_json()``, and ``plain raw`` — that + the CAS ``UPDATE`` of
+  the plain four-column table of :mod:`plain`: figure 2's headline baseline.
 
 ``store`` minus ``store SQL`` is the store's own Python (plan, commit envelope, validation).
+
+:func:`redis_anatomy` does the same for Redis: ``pydantic``, ``plain raw`` (that + one plain
+``SET``), ``encode``, ``script`` (encode + the store's own state-only commit script sent raw,
+``raw_script_commit()``: one ``EVALSHA``) and ``store`` (``RedisStore.commit(exe, [])``).
 """
 
 from __future__ import annotations
@@ -27,9 +33,79 @@ from typing import Any
 
 from common import execution, interleaved, rate
 from harel.conformance.harness import StoreHarness
+from harel.model import Execution
 from harel.store.common import encode_execution, receipt_slot
 from harel.store.common.sql import SQLITE, statements_for
 from harel.store.common.sql.harness import RAW_UPDATE
+from plain import plain_raw
+
+
+def _pydantic_loop(exe: Execution) -> Callable[[int], None]:
+    """``exe.model_dump_json()`` of a changing execution."""
+
+    def step(i: int) -> None:
+        exe.context["n"] = i
+        exe.model_dump_json()
+
+    return step
+
+
+def _plain_loop(exe: Execution, write: Callable[[Execution], None]) -> Callable[[int], None]:
+    """The plain raw write of a changing execution."""
+
+    def step(i: int) -> None:
+        exe.context["n"] = i
+        write(exe)
+
+    return step
+
+
+def _timed(
+    loops: dict[str, Callable[[int], None]], seconds: float, rounds: int
+) -> dict[str, float]:
+    """Microseconds per call of each loop (the best of ``rounds`` interleaved samples)."""
+    rates = interleaved(
+        {name: partial(rate, step, seconds) for name, step in loops.items()}, rounds, best=True
+    )
+    return {name: 1e6 / value for name, value in rates.items()}
+
+
+def redis_anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
+    """Microseconds per call of each Redis loop of the module docstring (best of ``rounds``
+    interleaved samples), each on an execution of its own."""
+    store: Any = harness.open_sync()
+    script = getattr(harness, "raw_script_commit")()  # noqa: B009
+    rows = {name: execution(f"anatomy-{name}") for name in ("plain", "script", "store")}
+    for exe in rows.values():
+        store.commit(exe, [])
+
+    def encode(i: int) -> None:
+        rows["script"].context["n"] = i
+        encode_execution(rows["script"])
+
+    def scripted(i: int) -> None:
+        exe = rows["script"]
+        exe.context["n"] = i
+        script(exe.id, exe.version, encode_execution(exe))
+        exe.version += 1
+
+    def commit(i: int) -> None:
+        rows["store"].context["n"] = i
+        store.commit(rows["store"], [])
+
+    try:
+        with plain_raw(harness) as write:
+            assert write is not None
+            loops: dict[str, Callable[[int], None]] = {
+                "pydantic": _pydantic_loop(rows["plain"]),
+                "plain raw": _plain_loop(rows["plain"], write),
+                "encode": encode,
+                "script": scripted,
+                "store": commit,
+            }
+            return _timed(loops, seconds, rounds)
+    finally:
+        store.close()
 
 
 def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
@@ -79,17 +155,19 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
         rows["store"].context["n"] = i
         store.commit(rows["store"], [])
 
-    loops: dict[str, Callable[[int], None]] = {
-        "encode": encode,
-        "raw": raw_update,
-        "store SQL": store_sql,
-        "store": commit,
-    }
+    plain = execution("anatomy-plain")
     try:
-        rates = interleaved(
-            {name: partial(rate, step, seconds) for name, step in loops.items()}, rounds
-        )
+        with plain_raw(harness) as write:
+            assert write is not None
+            loops: dict[str, Callable[[int], None]] = {
+                "pydantic": _pydantic_loop(plain),
+                "plain raw": _plain_loop(plain, write),
+                "encode": encode,
+                "raw": raw_update,
+                "store SQL": store_sql,
+                "store": commit,
+            }
+            return _timed(loops, seconds, rounds)
     finally:
         conn.close()
         store.close()
-    return {name: 1e6 / value for name, value in rates.items()}

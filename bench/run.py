@@ -33,7 +33,7 @@ import growth
 import overhead
 import roundtrips
 import throughput
-from anatomy import anatomy
+from anatomy import anatomy, redis_anatomy
 from common import FULL, QUICK, open_harness, targets
 from report import Results, plot, render
 
@@ -64,7 +64,14 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
                     with open_harness(target, workdir / "an") as harness:
                         results.anatomy = anatomy(harness, mode.seconds, mode.rounds)
                 except Exception as exc:  # reported, the other figures go on
-                    results.anatomy_error = f"{type(exc).__name__}: {exc}"[:300]
+                    results.anatomy_error = f"sqlite: {type(exc).__name__}: {exc}"[:300]
+            if target.backend == "redis":
+                _say(f"[2 anatomy] {target.label}")
+                try:
+                    with open_harness(target, workdir / "an") as harness:
+                        results.redis_anatomy = redis_anatomy(harness, mode.seconds, mode.rounds)
+                except Exception as exc:  # reported, the other figures go on
+                    results.anatomy_error = f"redis: {type(exc).__name__}: {exc}"[:300]
     if 3 in figures:
         for target in plain:
             _say(f"[3 growth] {target.label}")
