@@ -500,14 +500,18 @@ def kill_workers(
     stall_limit: float = 120.0,
     lease: float = 2.0,
     stalls: int = 0,
+    batch: int = 5,
 ) -> AttackResult:
     """Run ``workers`` ``harel worker`` processes (claiming under ``lease``-second leases) over
     ``jobs`` jobs, SIGKILL one ``kills`` times (a fresh worker replaces it each time) and
     SIGSTOP one ``stalls`` times for longer than a lease (its leases are taken over; it
     resumes mid-step), then check every timer fired once, every Tick reached the counter
-    exactly once and no child was spawned twice.  No fixed deadline (backends differ a lot in
-    speed): the attack fails when the work makes no progress (no job finishes) for
-    ``stall_limit`` seconds."""
+    exactly once and no child was spawned twice.  Each worker claims ``batch`` groups at a
+    time: a claim must take well under a lease (a claim of many groups on a slow store can
+    outlast a 2-second lease, and a worker gives up a claim whose lease it lost).  No fixed
+    deadline (backends differ a lot in
+    speed): the attack fails when the work makes no progress (no step of any of its executions
+    is committed) for ``stall_limit`` seconds."""
     from harel.engine.dsl import definition_from_dsl
     from harel.engine.runner import DurableRunner
 
@@ -535,7 +539,7 @@ def kill_workers(
     command = [
         *(sys.executable, "-m", "harel.cli", "worker", "--store", url),
         *("--definitions", str(defs_dir), "--actions", "attack_actions", "--poll", "0.02"),
-        *("--lease", repr(lease), "--batch", "20"),
+        *("--lease", repr(lease), "--batch", str(batch)),
     ]
 
     def spawn() -> subprocess.Popen[str]:
@@ -549,18 +553,19 @@ def kill_workers(
         stall_at = sorted(rng.uniform(0.3, 2.0) for _ in range(stalls))
         stalled: list[tuple[float, subprocess.Popen[str]]] = []
         begin = time.monotonic()
-        progress, progressed_at = -1, 0.0
+        progress, progressed_at, looked_at = -1, 0.0, -PROGRESS_EVERY
         while kill_at or stall_at or stalled or not _workers_done(store, jobs):
             now = time.monotonic() - begin
-            done = _finished_jobs(store)
-            if done != progress:
-                progress, progressed_at = done, now
-            elif now - progressed_at > stall_limit:
-                result.failures.append(
-                    f"no progress for {stall_limit:.0f} s ({done} of {jobs} jobs done after "
-                    f"{now:.0f} s)"
-                )
-                break
+            if now - looked_at >= PROGRESS_EVERY:
+                looked_at, seen = now, _progress(store, jobs)
+                if seen != progress:
+                    progress, progressed_at = seen, now
+                elif now - progressed_at > stall_limit:
+                    result.failures.append(
+                        f"no progress for {stall_limit:.0f} s ({_finished_jobs(store)} of "
+                        f"{jobs} jobs done after {now:.0f} s)"
+                    )
+                    break
             if stall_at and now >= stall_at[0]:
                 stall_at.pop(0)
                 sleeper = procs[rng.randrange(len(procs))]
@@ -601,6 +606,17 @@ def kill_workers(
     store.close()
     result.seconds = time.perf_counter() - started
     return result
+
+
+PROGRESS_EVERY = 2.0
+"""Seconds between two looks at the fleet attack's progress (each lists the executions)."""
+
+
+def _progress(store: ExecutionStore, jobs: int) -> int:
+    """A number that grows with every step any worker commits: the versions of every
+    execution of the attack, summed (jobs, their children and the counter)."""
+    page = store.list_executions(limit=min(jobs * 3 + 1, 1000))
+    return sum(item.version for item in page.items)
 
 
 def _finished_jobs(store: ExecutionStore) -> int:
