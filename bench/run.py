@@ -57,21 +57,17 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
             _say(f"[2 throughput] {target.label}")
             where = workdir / "tp" / target.label
             results.throughput.append(throughput.measure(target, where, mode))
+        anatomies = {"sqlite": ("anatomy", anatomy), "redis": ("redis_anatomy", redis_anatomy)}
         for target in plain:
-            if target.backend == "sqlite":
-                _say(f"[2 anatomy] {target.label}")
-                try:
-                    with open_harness(target, workdir / "an") as harness:
-                        results.anatomy = anatomy(harness, mode.seconds, mode.rounds)
-                except Exception as exc:  # reported, the other figures go on
-                    results.anatomy_error = f"sqlite: {type(exc).__name__}: {exc}"[:300]
-            if target.backend == "redis":
-                _say(f"[2 anatomy] {target.label}")
-                try:
-                    with open_harness(target, workdir / "an") as harness:
-                        results.redis_anatomy = redis_anatomy(harness, mode.seconds, mode.rounds)
-                except Exception as exc:  # reported, the other figures go on
-                    results.anatomy_error = f"redis: {type(exc).__name__}: {exc}"[:300]
+            if target.backend not in anatomies:
+                continue
+            field, measure_parts = anatomies[target.backend]
+            _say(f"[2 anatomy] {target.label}")
+            try:
+                with open_harness(target, workdir / "an") as harness:
+                    setattr(results, field, measure_parts(harness, mode.seconds, mode.rounds))
+            except Exception as exc:  # reported, the other figures go on
+                results.anatomy_error = f"{target.backend}: {type(exc).__name__}: {exc}"[:300]
     if 3 in figures:
         for target in plain:
             _say(f"[3 growth] {target.label}")
