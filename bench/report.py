@@ -10,6 +10,7 @@ from pathlib import Path
 import concurrency
 import fleet
 import growth
+import latency
 import overhead
 import roundtrips
 import throughput
@@ -33,6 +34,7 @@ class Results:
     overhead: list[overhead.Overhead] = field(default_factory=list)
     concurrency: list[concurrency.Concurrency] = field(default_factory=list)
     fleet: list[fleet.Fleet] = field(default_factory=list)
+    latency: list[latency.Latency] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
     anatomy: dict[str, float] = field(default_factory=dict)
     redis_anatomy: dict[str, float] = field(default_factory=dict)
@@ -47,6 +49,7 @@ class Results:
             | list[overhead.Overhead]
             | list[concurrency.Concurrency]
             | list[fleet.Fleet]
+            | list[latency.Latency]
         ] = [
             self.roundtrips,
             self.throughput,
@@ -54,6 +57,7 @@ class Results:
             self.overhead,
             self.concurrency,
             self.fleet,
+            self.latency,
         ]
         found = [f"{r.target.label}: {r.error}" for rows in figures for r in rows if r.error]
         return found + ([f"anatomy: {self.anatomy_error}"] if self.anatomy_error else [])
@@ -99,16 +103,34 @@ def _roundtrips(results: Results) -> list[str]:
         "Counted by a loopback proxy between store and server (`CountingProxy`), on the",
         "second of two passes.  **Target:** every commit shape = 1 round trip on Redis,",
         "PostgreSQL, rqlite and DynamoDB; ≤ 2 on MongoDB (mongomock has no wire: its",
-        "harness's driver calls are counted instead).",
+        "harness's driver calls are counted instead).  The runner's columns drive a two-state",
+        "toggle (no actions, no emits) through `DurableRunner` (sync) or `AsyncDurableRunner`",
+        "(async): `runner.create` with an explicit id, `runner.process` of an execution that",
+        "runner created (stepped from its kept copy: one `commit`), `runner.process unseen`",
+        "by a second runner that never stored it (`load_for_event` + `commit`, no target).",
+        "**Target:** `runner.create` = 1 and `runner.process` = 1 round trip on Redis,",
+        "PostgreSQL, rqlite and DynamoDB; on MongoDB `runner.create` = 1 and",
+        "`runner.process` ≤ 2 driver calls.",
         "",
     ]
-    head = ["backend", "counted", "flavour", *roundtrips.OPERATIONS, "commit target", "✓/✗"]
+    runner_ops = tuple(roundtrips.RUNNER_TARGETS)
+    head = [
+        "backend",
+        "counted",
+        "flavour",
+        *roundtrips.OPERATIONS,
+        "commit target",
+        "✓/✗",
+        "runner target",
+        "✓/✗",
+    ]
     rows: list[list[str]] = []
     for r in results.roundtrips:
         if r.error or not r.counts:
             rows.append([r.target.label, r.error or r.how, *[""] * (len(head) - 2)])
             continue
         limit = roundtrips.COMMIT_TARGETS.get(r.target.backend)
+        limits = {op: roundtrips.RUNNER_TARGETS[op].get(r.target.backend) for op in runner_ops}
         for flavour, counts in r.counts.items():
             worst = max(counts.get(op, 0) for op in roundtrips.COMMITS)
             mark = "n/a" if limit is None else ratio_mark(worst, limit, at_most=True)
@@ -124,9 +146,36 @@ def _roundtrips(results: Results) -> list[str]:
                     *[str(counts.get(op, "")) for op in roundtrips.OPERATIONS],
                     "n/a" if limit is None else f"≤ {limit}",
                     mark,
+                    *_runner_marks(results, r, flavour, counts, limits),
                 ]
             )
     return [*out, *_table(head, rows), ""]
+
+
+def _runner_marks(
+    results: Results,
+    r: roundtrips.RoundTrips,
+    flavour: str,
+    counts: dict[str, int],
+    limits: dict[str, int | None],
+) -> list[str]:
+    """The runner target cell (``create ≤ 1, process ≤ 2``) and its mark, noting each miss;
+    a runner operation with no count (not measured) is judged n/a."""
+    judged = {op: limit for op, limit in limits.items() if limit is not None}
+    if not judged:
+        return ["n/a", "n/a"]
+    marks: list[str] = []
+    for op, limit in judged.items():
+        got = counts.get(op)
+        mark = ratio_mark(got, limit, at_most=True)
+        marks.append(mark)
+        if mark == "✗":
+            results.misses.append(
+                f"round trips: {r.target.label} {flavour} {op} takes {got} (> {limit})"
+            )
+    cell = ", ".join(f"{op.removeprefix('runner.')} ≤ {limit}" for op, limit in judged.items())
+    mark = "✗" if "✗" in marks else ("n/a" if "n/a" in marks else "✓")
+    return [cell, mark]
 
 
 def _throughput(results: Results) -> list[str]:
@@ -580,6 +629,50 @@ def _fleet(results: Results) -> list[str]:
     return [*out, ""]
 
 
+def _latency(results: Results) -> list[str]:
+    if not results.latency:
+        return []
+    out = [
+        "## 7. Events per second over a slow network",
+        "",
+        "Sync `DurableRunner.process` of a two-state toggle (no actions, no emits) through a "
+        f"`CountingProxy` adding {latency.DELAY * 1000:g} ms each way, "
+        f"{latency.EXECUTIONS} executions stepped round-robin, one event at a time.  *before* "
+        "= `keep_copies=0` (`load_for_event` + `commit` per event), *after* = the default "
+        "kept copies (the runner steps the execution it committed last: one `commit`); the "
+        "two take turns, round after round, each on executions of its own created beforehand. "
+        " Round trips per event = the proxy's count ÷ events.  No target: it shows what one "
+        "round trip less per event is worth once the network costs something.",
+        "",
+    ]
+    head = [
+        "backend",
+        "events a side",
+        "before events/s",
+        "after events/s",
+        "after÷before",
+        "round trips/event before",
+        "after",
+    ]
+    rows: list[list[str]] = []
+    for r in results.latency:
+        if r.error or r.how:
+            rows.append([r.target.label, r.error or r.how, *[""] * (len(head) - 2)])
+            continue
+        rows.append(
+            [
+                r.target.label,
+                f"{r.events.get('after', 0):,}",
+                _n(r.rate("before")),
+                _n(r.rate("after")),
+                _x(r.ratio),
+                _n(r.per_event("before"), 2),
+                _n(r.per_event("after"), 2),
+            ]
+        )
+    return [*out, *_table(head, rows), ""]
+
+
 def _drain(drain: fleet.Drain | None) -> str:
     if drain is None:
         return "n/a"
@@ -615,7 +708,8 @@ def render(results: Results) -> str:
             "side by side in one run, are what the targets judge."
         )
     lines.append("")
-    for section in (_roundtrips, _throughput, _growth, _overhead, _concurrency, _fleet):
+    sections = (_roundtrips, _throughput, _growth, _overhead, _concurrency, _fleet, _latency)
+    for section in sections:
         lines += section(results)
     lines += ["## Targets missed", ""]
     lines += [f"* {miss}" for miss in results.misses] or ["None."]

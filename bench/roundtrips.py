@@ -6,6 +6,11 @@ URL-valued query parameter such as DynamoDB's ``endpoint_url``).  A backend whos
 counts driver calls itself (``harness.counting()``: mongomock has no wire) is counted that
 way; a backend whose URL names no server is embedded.  Every operation runs twice (a warm-up
 pass, then the counted pass on fresh records), so connection set-up is never counted.
+
+The durable runner's own calls are counted on a tiny toggle machine (no actions, no emits):
+``runner.create`` with an explicit id, ``runner.process`` of an execution that runner created
+(stepped from its kept copy: one ``commit``) and ``runner.process unseen`` by a second runner
+on the same store that never stored it (``load_for_event`` + ``commit``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from common import Target, execution, open_harness, side_writes, ten_spawns
 from harel.conformance.harness import StoreHarness
 from harel.conformance.proxy import CountingProxy
+from harel.engine import AsyncDurableRunner, DurableRunner, definition_from_dsl
 from harel.model import Event, Status
 from harel.registry import open_async_store, open_store
+from overhead import TOGGLE
 
 OPERATIONS = (
     "load",
@@ -40,10 +47,20 @@ OPERATIONS = (
     "release",
     "list_executions page",
     "purge",
+    "runner.create",
+    "runner.process",
+    "runner.process unseen",
 )
 COMMITS = OPERATIONS[2:5]
 COMMIT_TARGETS = {"redis": 1, "postgres": 1, "rqlite": 1, "dynamodb": 1, "mongo": 2}
 """Most round trips (driver calls on mongomock) a commit of any shape may take."""
+RUNNER_TARGETS: dict[str, dict[str, int]] = {
+    "runner.create": {"redis": 1, "postgres": 1, "rqlite": 1, "dynamodb": 1, "mongo": 1},
+    "runner.process": {"redis": 1, "postgres": 1, "rqlite": 1, "dynamodb": 1, "mongo": 2},
+}
+"""Most round trips (driver calls on mongomock) ``runner.create`` with an explicit id and
+``runner.process`` from the runner's kept copy may take (``runner.process unseen`` has none:
+it loads first, by design)."""
 
 CLAIM_NOW = 1e15
 """The ``now`` of the counted claim: every timer the script armed is due."""
@@ -81,10 +98,30 @@ def proxied(url: str, port: int) -> tuple[str, str, int] | None:
     return None
 
 
-def script(tag: str) -> list[Step]:
-    """Set-up and counted calls over fresh records named after ``tag``."""
+@dataclass(frozen=True)
+class Runners:
+    """Two runners over the store under count: ``own`` creates and steps the runner's
+    execution (from its kept copy), ``stranger`` never stored it (it loads first)."""
+
+    own: Any
+    stranger: Any
+    definition_id: str
+
+
+def runners(store: Any, *, asynchronous: bool) -> Runners:
+    """An own and a stranger runner (``AsyncDurableRunner`` when ``asynchronous``) over
+    ``store`` with the toggle definition, keeping copies as by default."""
+    defn = definition_from_dsl(TOGGLE)
+    kind: Any = AsyncDurableRunner if asynchronous else DurableRunner
+    return Runners(kind(store, {defn.id: defn}), kind(store, {defn.id: defn}), defn.id)
+
+
+def script(tag: str, run: Runners) -> list[Step]:
+    """Set-up and counted calls over fresh records named after ``tag``; the runner's calls
+    come last, on an execution of their own, so they change no other count."""
     exe = execution(f"rt-{tag}")
     done = execution(f"rt-{tag}-done", status=Status.DONE)
+    toggle = f"rt-{tag}-toggle"
     return [
         (None, lambda s: s.commit(exe, [])),
         (None, lambda s: s.commit(done, [])),
@@ -102,6 +139,9 @@ def script(tag: str) -> list[Step]:
         ("release", lambda s: s.release(f"rt-{tag}", exe.id)),
         ("list_executions page", lambda s: s.list_executions(limit=50)),
         ("purge", lambda s: s.purge(done.id)),
+        ("runner.create", lambda s: run.own.create(run.definition_id, execution_id=toggle)),
+        ("runner.process", lambda s: run.own.process(toggle, Event(kind="Go"))),
+        ("runner.process unseen", lambda s: run.stranger.process(toggle, Event(kind="Go"))),
     ]
 
 
@@ -132,8 +172,9 @@ class Meter:
 def run_sync(store: Any, meter: Meter) -> dict[str, int]:
     """The script twice on a sync store; the counts of the second pass."""
     counts: dict[str, int] = {}
+    run = runners(store, asynchronous=False)
     for tag in ("warm-s", "counted-s"):
-        for name, call in script(tag):
+        for name, call in script(tag, run):
             if name is None or tag == "warm-s":
                 call(store)
                 continue
@@ -145,8 +186,9 @@ def run_sync(store: Any, meter: Meter) -> dict[str, int]:
 async def run_async(store: Any, meter: Meter) -> dict[str, int]:
     """The script twice on an async store; the counts of the second pass."""
     counts: dict[str, int] = {}
+    run = runners(store, asynchronous=True)
     for tag in ("warm-a", "counted-a"):
-        for name, call in script(tag):
+        for name, call in script(tag, run):
             if name is None or tag == "warm-a":
                 await call(store)
                 continue

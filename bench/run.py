@@ -1,11 +1,13 @@
-"""``make bench``: the figures of issues 10 and 16 over every installed backend; RESULTS.md.
+"""``make bench``: the figures of issues 10, 16 and 20 over every installed backend; RESULTS.md.
 
 1. round trips per operation (a counting proxy between store and server);
 2. commit throughput against the driver's raw equivalent, sync and async;
 3. cost of each operation as the stored data grows (and ``growth.png``);
 4. the durable runner's overhead over bare commits, and the engine's own speed;
 5. throughput and conflicts with many tasks and several processes;
-6. a fleet of ``harel worker`` processes draining due work, and timer lateness (issue 16).
+6. a fleet of ``harel worker`` processes draining due work, and timer lateness (issue 16);
+7. runner events per second through a slow (1 ms each way) proxy, with and without the
+   runner's kept copies (issue 20).
 
 A backend joins by being installed: the registry lists it, its ``local_url`` (or
 ``HAREL_TEST_<NAME>_URL``) says where its data goes, and its harness gives each figure an
@@ -30,6 +32,7 @@ from pathlib import Path
 import concurrency
 import fleet
 import growth
+import latency
 import overhead
 import roundtrips
 import throughput
@@ -46,7 +49,7 @@ def _say(text: str) -> None:
 
 def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
     """Measure the figures asked for, backend by backend, into ``results``."""
-    mode, only, figures = results.mode, args.backend or None, set(args.figure or range(1, 7))
+    mode, only, figures = results.mode, args.backend or None, set(args.figure or range(1, 8))
     plain = targets(workdir, only, every_setting=False)
     if 1 in figures:
         for target in plain:
@@ -89,6 +92,11 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
             if target.backend in fleet.BACKENDS:
                 _say(f"[6 fleet] {target.label}")
                 results.fleet.append(fleet.measure(target, workdir / "fl" / target.label, mode))
+    if 7 in figures:
+        for target in plain:
+            _say(f"[7 latency] {target.label}")
+            where = workdir / "la" / target.label
+            results.latency.append(latency.measure(target, where, mode))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="long samples, up to 100k executions")
     parser.add_argument("--backend", action="append", help="only this backend (repeatable)")
-    parser.add_argument("--figure", action="append", type=int, choices=range(1, 7))
+    parser.add_argument("--figure", action="append", type=int, choices=range(1, 8))
     parser.add_argument("--budget", type=float, help="seconds of population per backend")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args(argv)

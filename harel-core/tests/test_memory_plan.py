@@ -9,7 +9,12 @@ import pytest
 from harel.model import Event, Execution, ExecutionSummary, Status
 from harel.store.common import PreparedImport, committing, prepare_import, relay_due
 from harel.store.contract import ExecutionRecord, OutboxEntry
-from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, StoreConflict
+from harel.store.errors import (
+    AlreadyProcessed,
+    ExecutionActive,
+    ExecutionAlreadyExists,
+    StoreConflict,
+)
 from harel.store.memory._plan import (
     OWNED_TABLES,
     PLAN,
@@ -17,6 +22,7 @@ from harel.store.memory._plan import (
     DeleteOwned,
     DropMarks,
     GetExecution,
+    GetForEvent,
     ListOwned,
     OldMarks,
     Plan,
@@ -46,8 +52,8 @@ def test_commit_reads_the_version_then_writes_every_effect() -> None:
     exe = Execution(id="x", definition_id="d")
     with committing(exe, [(None, _event())], "in-1", (), (), {"event_kind": "Go"}) as prepared:
         plan = _inner(PLAN.commit(prepared, 5))
-        assert next(plan) == GetExecution("x")
-        put = plan.send(None)  # no row: an insert
+        assert next(plan) == GetForEvent("x", "in-1")  # the row and the dedupe mark, at once
+        put = plan.send((None, False))  # no row: an insert
         assert isinstance(put, PutExecution) and put.row.version == 1
         assert put.row.summary.updated_at == prepared.committed_at
         assert isinstance(plan.send(None), AddRelay)
@@ -69,6 +75,15 @@ def test_commit_raises_the_conflict_before_any_write() -> None:
         assert next(plan) == GetExecution("x")
         plan.send(_row(3))
     assert exe.version == 1
+
+
+def test_commit_refuses_a_recorded_event_id_before_any_write() -> None:
+    exe = Execution(id="x", definition_id="d", version=3)
+    with pytest.raises(AlreadyProcessed), committing(exe, [(None, _event())], "in-1") as prepared:
+        plan = _inner(PLAN.commit(prepared, None))
+        assert next(plan) == GetForEvent("x", "in-1")
+        plan.send((_row(3), True))  # the version matches, the mark is stored: nothing written
+    assert exe.version == 3
 
 
 def test_purge_refuses_an_unfinished_execution_before_deleting() -> None:

@@ -18,6 +18,7 @@ import pytest
 from harel.model import Event, Execution, Status
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     InvalidIdentifier,
     PayloadTooLarge,
     SchemaVersionError,
@@ -26,6 +27,7 @@ from harel.store.errors import (
 )
 from harel_store_dynamodb import AsyncDynamoDBStore, DynamoDBStore
 from harel_store_dynamodb._client import client_arguments
+from harel_store_dynamodb._items import mark_item
 from harel_store_dynamodb._local import MotoServer
 from harel_store_dynamodb._options import make_options
 from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, META_KEY, shard_of
@@ -207,6 +209,86 @@ def test_a_lost_cas_costs_one_request_and_writes_nothing(
     assert requests.take() == ["TransactWriteItems"], "found must come from ALL_OLD, not a read"
     assert stale.version == 1
     assert _sorted(harness.scan()) == _sorted(before), "a lost CAS left a side write"
+
+
+SIDE_EFFECTS: dict[str, Any] = {
+    "timers": (TimerOp.schedule("/again", 1.0),),
+    "spawns": [("again-child", "/r", {})],
+    "trace": step("Again"),
+}
+"""Every side write a refused commit must not leave behind (next to its emits and mark)."""
+
+
+def test_an_already_processed_commit_is_one_transaction_and_writes_nothing(
+    counted: tuple[DynamoDBStore, Requests], harness: DynamoDBHarness
+) -> None:
+    """The mark's guard refuses the commit inside its own TransactWriteItems: no read before,
+    none after, nothing written — from the copy that recorded the event and from a stale one."""
+    store, requests = counted
+    first = exe(context={"n": 1})
+    store.commit(first, [], processed_event_id="e-1")
+    stale = store.load("kit-1")
+    assert stale is not None
+    before = harness.scan()
+    emits = [("kit-2", Event(id="out", kind="Go")), (None, Event(id="out2", kind="Go"))]
+    requests.take()
+    first.context["n"] = 2
+    with pytest.raises(AlreadyProcessed) as info:
+        store.commit(first, emits, processed_event_id="e-1", **SIDE_EFFECTS)
+    assert (info.value.event_id, info.value.found, first.version) == ("e-1", 1, 1)
+    assert requests.take() == ["TransactWriteItems"]
+    assert _sorted(harness.scan()) == _sorted(before), "a refused commit left a write"
+
+    store.commit(first, [], processed_event_id="e-2")  # the live copy moves on
+    before = harness.scan()
+    requests.take()
+    with pytest.raises(AlreadyProcessed) as info:  # version AND mark fail: still dedupe
+        store.commit(stale, emits, processed_event_id="e-2", **SIDE_EFFECTS)
+    assert (info.value.expected, info.value.found) == (1, 2)
+    assert requests.take() == ["TransactWriteItems"], "found and the mark come from one answer"
+    assert _sorted(harness.scan()) == _sorted(before)
+
+
+def test_a_fenced_copy_is_refused_in_its_one_request_after_purge_and_recreate(
+    counted: tuple[DynamoDBStore, Requests], harness: DynamoDBHarness
+) -> None:
+    store, requests = counted
+    old = exe(status=Status.DONE)
+    store.commit(old, [])
+    assert store.purge("kit-1") is True
+    new = exe(context={"who": "new"})
+    store.commit(new, [])
+    before = harness.scan()
+    requests.take()
+    with pytest.raises(StoreConflict) as info:  # same version 1, another commit's receipt
+        store.commit(old, [])
+    assert not isinstance(info.value, AlreadyProcessed) and info.value.found == 1
+    assert requests.take() == ["UpdateItem"]
+    with pytest.raises(StoreConflict):
+        store.commit(old, [], processed_event_id="e-9", **SIDE_EFFECTS)
+    assert requests.take() == ["TransactWriteItems"]  # a traced one is refused, not retried
+    assert _sorted(harness.scan()) == _sorted(before)
+    store.commit(new, [])
+    assert requests.take() == ["UpdateItem"]  # the live copy: fenced, still one request
+
+
+def test_an_insert_overwrites_a_mark_an_absent_execution_left(
+    counted: tuple[DynamoDBStore, Requests], harness: DynamoDBHarness
+) -> None:
+    """A purge or big import that died midway may leave marks of an execution that is not
+    stored; no execution holds them, so an insert with that event id commits (it overwrites
+    the mark on a second attempt)."""
+    store, requests = counted
+    mark = mark_item("kit-1", "e-1", 1.0, shard_of("kit-1", store._plan.shards))
+    store._client.put_item(TableName=harness.table, Item=mark)
+    requests.take()
+    created = exe()
+    store.commit(created, [], processed_event_id="e-1")
+    assert created.version == 1
+    assert requests.take() == ["TransactWriteItems", "TransactWriteItems"]
+    assert store.is_processed("kit-1", "e-1") is True
+    with pytest.raises(AlreadyProcessed):
+        store.commit(created, [], processed_event_id="e-1")
 
 
 @pytest.mark.anyio

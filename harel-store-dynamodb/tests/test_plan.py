@@ -24,6 +24,7 @@ from harel.model import Event, Execution
 from harel.store.common import committing, prepare_enqueue, relay_due
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     InvalidIdentifier,
     InvalidPayload,
@@ -286,6 +287,127 @@ def resent_after_doubt() -> Plan:
     plan.throw(RequestInDoubt("lost"))
     plan.send(None)
     return plan
+
+
+# -- dedupe in the commit, and the fence ----------------------------------------------------
+
+CCF = "ConditionalCheckFailed"
+
+
+def cancelled(*codes: str, old: dict[str, Any] | None = None) -> TransactionCancelled:
+    """A cancellation with these reason codes by action (``old``: action 0's ALL_OLD item)."""
+    reasons: list[dict[str, Any]] = [{"Code": code} for code in codes]
+    if old is not None:
+        reasons[0]["Item"] = old
+    return TransactionCancelled(reasons)
+
+
+def stored_copy(exe: Execution) -> str:
+    """Commit ``exe`` as a store would (version bumped, success recorded): the next commit of
+    this very object is fenced by the token returned."""
+    manager = committing(exe)
+    token = manager.__enter__().token
+    manager.__exit__(None, None, None)
+    return token
+
+
+def test_the_mark_is_guarded_and_a_recorded_event_id_is_already_processed() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = ops().commit(prepared(exe, processed_event_id="e-1"), 200)
+    actions = first_request(plan).params["TransactItems"]
+    mark = actions[1]["Put"]
+    assert mark["Item"]["sk"]["S"] == "p:e-1"
+    assert mark["ConditionExpression"] == "attribute_not_exists(#n0)"
+    assert mark["ExpressionAttributeNames"] == {"#n0": "pk"}
+    # the execution's condition held (reason None): refused by the mark alone, no extra read
+    with pytest.raises(AlreadyProcessed) as info:
+        plan.throw(cancelled("None", CCF, "None"))
+    assert (info.value.event_id, info.value.expected, info.value.found) == ("e-1", 1, 1)
+
+
+def test_a_stale_copy_with_a_recorded_event_id_is_already_processed() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=1)
+    plan = ops().commit(prepared(exe, processed_event_id="e-1"), 200)
+    first_request(plan)
+    theirs = {"v": {"N": "4"}, "tn": {"N": "0"}, "tl": {"N": "0"}, "k2": {"S": "theirs"}}
+    with pytest.raises(AlreadyProcessed) as info:
+        plan.throw(cancelled(CCF, CCF, "None", old=theirs))
+    assert info.value.found == 4
+    # the version alone failed: a plain conflict
+    plan = ops().commit(prepared(exe, processed_event_id="e-1"), 200)
+    first_request(plan)
+    with pytest.raises(StoreConflict) as conflict:
+        plan.throw(cancelled(CCF, "None", "None", old=theirs))
+    assert not isinstance(conflict.value, AlreadyProcessed)
+
+
+def test_a_resent_stored_commit_succeeds_although_its_mark_is_stored() -> None:
+    commit = prepared(Execution(id="kit-1", definition_id="d", version=1), processed_event_id="e")
+    plan = ops().commit(commit, 200)
+    first_request(plan)
+    ours = {"v": {"N": "2"}, "tn": {"N": "0"}, "tl": {"N": "0"}, "k2": {"S": commit.token}}
+    assert finish_by_throwing(plan, cancelled(CCF, CCF, "None", old=ours)) is None
+
+
+def finish_by_throwing(plan: Plan, error: BaseException) -> Any:
+    with pytest.raises(StopIteration) as done:
+        plan.throw(error)
+    return done.value.value
+
+
+def test_a_fenced_update_conditions_on_the_receipt_of_its_expected_version() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=2)
+    base = stored_copy(exe)  # this object stored version 3
+    commit = prepared(exe)
+    assert commit.base == base and commit.expected_version == 3
+    request = first_request(ops().commit(commit, 200))
+    assert request.operation == "update_item"  # the fence adds no request
+    params = request.params
+    condition = params["ConditionExpression"]
+    names, values = params["ExpressionAttributeNames"], params["ExpressionAttributeValues"]
+    terms = [term.split(" = ") for term in condition.split(" AND ")]
+    assert [(names[n], values[v]) for n, v in terms] == [("v", {"N": "3"}), ("k3", {"S": base})]
+    # a loaded copy carries no fence: the version alone
+    loaded = first_request(ops().commit(prepared(Execution(id="kit-1", definition_id="d")), 200))
+    assert "k" not in str(loaded.params.get("ConditionExpression"))
+
+
+def test_a_fence_that_fails_at_the_same_version_is_a_conflict_never_a_cursor_retry() -> None:
+    operations = ops()
+    exe = Execution(id="kit-1", definition_id="d", version=0)
+    stored_copy(exe)
+    operations.cache.put("kit-1", TraceCursor(1, 0, 0))
+    plan = operations.commit(prepared(exe, trace={"event_kind": "Go"}), 200)
+    first_request(plan)
+    recreated = {"v": {"N": "1"}, "tn": {"N": "0"}, "tl": {"N": "0"}, "k1": {"S": "another"}}
+    with pytest.raises(StoreConflict) as info:
+        plan.throw(cancelled(CCF, "None", old=recreated))
+    assert not isinstance(info.value, AlreadyProcessed) and info.value.found == 1
+
+
+def test_an_insert_over_a_stale_mark_of_an_absent_execution_overwrites_it() -> None:
+    plan = ops().commit(
+        prepared(Execution(id="kit-1", definition_id="d"), processed_event_id="e"), 200
+    )
+    first = first_request(plan)
+    assert "ConditionExpression" in first.params["TransactItems"][1]["Put"]
+    second = plan.throw(cancelled("None", CCF, "None"))  # no execution item, but a mark
+    assert isinstance(second, Call) and second.operation == "transact_write_items"
+    mark = second.params["TransactItems"][1]["Put"]
+    assert mark["Item"]["sk"]["S"] == "p:e" and "ConditionExpression" not in mark
+    assert finish(plan, {}) is None
+
+
+def test_a_cold_traced_commit_on_a_moved_execution_reads_the_mark_to_classify() -> None:
+    exe = Execution(id="kit-1", definition_id="d", version=2)
+    plan = ops().commit(prepared(exe, processed_event_id="e", trace={"event_kind": "Go"}), 200)
+    first_request(plan)  # the cursor read
+    read = plan.send({"Item": {"v": {"N": "7"}, "tn": {"N": "1"}, "tl": {"N": "0"}}})
+    assert read.operation == "get_item" and read.params["ConsistentRead"] is True
+    assert read.params["Key"]["sk"]["S"] == "p:e"
+    with pytest.raises(AlreadyProcessed) as info:
+        plan.send({"Item": {"ev": {"S": "e"}}})
+    assert info.value.found == 7
 
 
 # -- enqueue --------------------------------------------------------------------------------

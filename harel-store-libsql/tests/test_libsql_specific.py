@@ -35,6 +35,7 @@ from harel.store.common import MAX_INT
 from harel.store.common.sql import SCHEMA_VERSION, Statement
 from harel.store.common.sql.testing import full_commit_args
 from harel.store.errors import (
+    AlreadyProcessed,
     HarnessUnavailable,
     InvalidIdentifier,
     InvalidPayload,
@@ -186,6 +187,37 @@ def test_statements_per_commit_shape(store: LibsqlStore, counted: Counting) -> N
     # both CAS forms miss: no side write, then the found version
     assert counted.verbs() == ["BEGIN", "UPDATE", "UPDATE", "COMMIT", "SELECT"]
     assert counted.sent == []
+
+
+def test_statements_of_refused_commits(
+    store: LibsqlStore, counted: Counting, db_path: Path
+) -> None:
+    """An already-recorded event id and a stale kept copy are refused by the CAS statements
+    the happy path sends (their conditions are the CAS's own): no read before them, no side
+    write, and the read after the miss tells ``AlreadyProcessed`` from ``StoreConflict``."""
+    exe = Execution(id="e", definition_id="d")
+    store.commit(*full_commit_args(exe, "a"))
+    counted.verbs()
+    before = table_counts(db_path)
+    with pytest.raises(AlreadyProcessed) as caught:
+        store.commit(*full_commit_args(exe, "a"))  # the same event id again, from version 1
+    assert (caught.value.event_id, caught.value.found, exe.version) == ("a-in", 1, 1)
+    assert counted.verbs() == ["BEGIN", "UPDATE", "UPDATE", "COMMIT", "SELECT"]
+    assert table_counts(db_path) == before
+    store.save(exe)
+    assert counted.verbs() == ["UPDATE"]  # the happy path of a kept (fenced) copy: unchanged
+    store.purge("e", force=True)
+    again = Execution(id="e", definition_id="d")
+    store.save(again)
+    store.save(again)  # re-created, at the version the old copy kept
+    counted.verbs()
+    with pytest.raises(StoreConflict) as fenced:
+        store.save(exe)
+    assert type(fenced.value) is StoreConflict and fenced.value.found == exe.version == 2
+    assert counted.verbs() == ["UPDATE", "UPDATE", "SELECT"]  # both CAS forms, the read
+    loaded = store.load("e")
+    assert loaded is not None and loaded.version == 2
+    assert counted.sent == ["SELECT data FROM executions WHERE id = ?"]
 
 
 def test_statements_per_other_operation(store: LibsqlStore, counted: Counting) -> None:

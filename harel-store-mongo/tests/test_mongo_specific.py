@@ -21,14 +21,16 @@ from harel.model import Event, Execution, Status
 from harel.registry import open_store
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     ExecutionNotFound,
     InvalidIdentifier,
     StoreConflict,
     StoreUnavailable,
 )
 from harel_store_mongo import AsyncMongoStore, MongoStore
+from harel_store_mongo._moved import may_hold
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, WORK
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, MARKS_HIGH, WORK
 from harel_store_mongo._server_rules import ELEMENT_FIELDS, FIELDS, violations
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
 
@@ -41,8 +43,9 @@ ALLOWED = {
     "commit: state only (update)": 1,
     "commit: + mark, timers, trace": 3,
     "commit: + mark, cancel, trace": 1,
-    "commit: + emits": 4,
-    "commit: everything": 4,
+    "commit: + emits, store's 1st seq": 4,
+    "commit: + emits": 3,
+    "commit: everything": 3,
     "load": 1,
     "load_for_event": 1,
     "is_processed": 1,
@@ -59,15 +62,16 @@ ALLOWED = {
     "purge": 4,
     "export_execution": 1,
     "import_execution (no relays)": 3,
-    "import_execution (with relays)": 4,
+    "import_execution (with relays)": 3,
     "claim (one group)": 7,
     "claim (nothing ready)": 5,
     "renew": 1,
     "release": 3,
-    "enqueue": 4,
+    "enqueue": 3,
 }
 """The most driver calls each operation may take (the issue: state-only commit 1; a commit
-touching work rows: + 2, its rows upserted before its write and again after it)."""
+touching work rows: + 2, its rows upserted before its write and again after it; seqs: no
+request, but the writer registration before a store's first seq, once)."""
 MEASURED: dict[str, int] = {}
 
 
@@ -146,6 +150,10 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
         "commit: + mark, cancel, trace",
         lambda: store.commit(exe, [], processed_event_id="in-0", timers=(TimerOp.cancel("/z"),)),
     )
+    measure(
+        "commit: + emits, store's 1st seq",
+        lambda: store.commit(exe, [("rt-2", ev("out-0"))]),
+    )
     measure("commit: + emits", lambda: store.commit(exe, [("rt-2", ev("out-1"))]))
     measure(
         "commit: everything",
@@ -159,7 +167,8 @@ def test_driver_calls_per_operation(harness: Harness, store: MongoStore) -> None
         ),
     )
     (claim,) = measure("claim (one group)", lambda: store.claim("w", 5.5, limit=1))
-    assert claim.execution_id == "rt-2" and [e.event.id for e in claim.outbox] == ["out-1"]
+    assert claim.execution_id == "rt-2"
+    assert [e.event.id for e in claim.outbox] == ["out-0"]  # limit=1: the oldest first
     measure("renew", lambda: store.renew("w", "rt-2", 5.5))
     measure("release", lambda: store.release("w", "rt-2"))
     measure("enqueue", lambda: store.enqueue("rt-2", ev("q-1"), priority=2))
@@ -209,8 +218,12 @@ async def test_async_commit_is_one_call_too(harness: Harness) -> None:
         assert len(calls) == 1, calls
         with harness.counting() as calls:
             await store.commit(exe, [(None, ev("o"))], spawns=[("c", "/r", {})])
-        # the seqs, the 2 work rows touched (one bulk_write), the write, the rows touched again
-        assert len(calls) == 4, calls
+        # the writer registration (the store's first seq), the 2 work rows touched (one
+        # bulk_write), the write, the rows touched again
+        assert calls[0] == ("meta", "find_one_and_update") and len(calls) == 4, calls
+        with harness.counting() as calls:
+            await store.commit(exe, [(None, ev("o2"))], spawns=[("c2", "/r", {})])
+        assert len(calls) == 3, calls  # no seq request: the rows, the write, the rows
         assert calls.count(("work", "bulk_write")) == 2
     finally:
         await store.close()
@@ -293,8 +306,9 @@ def test_one_document_holds_the_whole_step(harness: Harness, store: MongoStore) 
     assert set(doc) == {
         "_id", "version", "r1", "data", "definition_id", "status", "parent_id", "outcome",
         "active_path", "updated_at", "outbox", "outbox_next", "spawns", "spawns_next", "timers",
-        "timers_next", "processed", "marks_since", "marks_n", "trace", "trace_next",
+        "timers_next", "processed", "marks_since", "marks_n", "trace", "trace_next", "seq_hi",
     }  # fmt: skip
+    assert doc["seq_hi"] == doc["spawns"][0]["seq"] > doc["outbox"][0]["seq"]  # emits first
     assert doc["marks_n"] == 1 and len(doc["r1"]) == 32
     assert doc["version"] == 1 and isinstance(doc["data"], str)
     assert [(e["target"], e["seq"] == doc["outbox_next"]) for e in doc["outbox"]] == [
@@ -392,15 +406,104 @@ def test_prune_shrinks_the_dedupe_array(harness: Harness, store: MongoStore) -> 
     assert doc is not None and doc["processed"] == [] and doc["marks_since"] is None
 
 
-def test_a_marked_event_keeps_its_first_age(harness: Harness, store: MongoStore) -> None:
+def collections(harness: Harness) -> list[list[dict[str, Any]]]:
+    """The executions, the moved marks and the work rows, read directly."""
+    database = harness.database()
+    return [list(database[name].find({}, sort=[("_id", 1)])) for name in (EXECUTIONS, MARKS, WORK)]
+
+
+SIDE = {
+    "timers": (TimerOp.schedule("/t", 7.0),),
+    "spawns": [("kid", "/r", {"k": 1})],
+    "trace": step("Again"),
+}
+
+
+def test_a_recorded_event_id_is_refused_with_nothing_written(
+    harness: Harness, store: MongoStore
+) -> None:
+    """The mark's filter clause refuses the write (no snapshot, emit, timer, spawn, trace,
+    receipt; the mark keeps its first age) and the work rows its touch inserted before the
+    write are dropped again: every collection reads as before."""
     exe = new_exe("again")
     store.commit(exe, [], processed_event_id="e")
-    first = raw(harness, "again")
-    time.sleep(0.002)
-    store.commit(exe, [], processed_event_id="e")
-    second = raw(harness, "again")
-    assert first is not None and second is not None
-    assert second["processed"] == first["processed"]
+    before = collections(harness)
+    with pytest.raises(AlreadyProcessed):
+        store.commit(exe, [("peer", ev("o1")), (None, ev("o2"))], processed_event_id="e", **SIDE)
+    assert exe.version == 1
+    assert collections(harness) == before
+
+
+def test_a_stale_copy_redelivering_is_refused_with_nothing_written(
+    harness: Harness, store: MongoStore
+) -> None:
+    exe = new_exe("stale")
+    store.save(exe)
+    rival = store.load("stale")
+    assert rival is not None
+    store.commit(rival, [], processed_event_id="e")
+    before = collections(harness)
+    with pytest.raises(AlreadyProcessed) as info:
+        store.commit(exe, [("peer", ev("o1"))], processed_event_id="e", **SIDE)
+    assert (info.value.expected, info.value.found) == (1, 2)
+    assert collections(harness) == before
+
+
+def test_a_fenced_commit_on_a_recreated_execution_writes_nothing(
+    harness: Harness, store: MongoStore
+) -> None:
+    """The receipt clause: the stored version is the copy's, its receipt another commit's."""
+    old = new_exe("re", status=Status.DONE)
+    store.save(old)
+    assert store.purge("re") is True
+    store.save(new_exe("re", context={"who": "new"}))
+    before = collections(harness)
+    with pytest.raises(StoreConflict) as info:
+        store.commit(old, [("peer", ev("o1"))], processed_event_id="e", **SIDE)
+    assert not isinstance(info.value, AlreadyProcessed)
+    assert (info.value.expected, info.value.found) == (1, 1)
+    assert collections(harness) == before
+
+
+def marked_past_the_move(store: MongoStore, execution_id: str) -> Execution:
+    """An execution whose first marks were moved out to ``marks`` (``m-0`` … ``m-128``)."""
+    exe = new_exe(execution_id)
+    for n in range(MARKS_HIGH + 1):
+        store.commit(exe, [], processed_event_id=f"m-{n}")
+    return exe
+
+
+def test_a_moved_mark_is_refused_with_nothing_written(harness: Harness, store: MongoStore) -> None:
+    """The moved-mark filter lets the write's filter see marks moved out of the document: a
+    fresh event is still one write, a moved one is refused (read on ``marks``)."""
+    exe = marked_past_the_move(store, "mv")
+    doc = raw(harness, "mv")
+    assert doc is not None and doc["marks_out"] is True
+    assert "m-0" not in [m["event"] for m in doc["processed"]]
+    assert may_hold(doc["mf"], "m-0")
+    before = collections(harness)
+    with pytest.raises(AlreadyProcessed):
+        store.commit(exe, [("peer", ev("o1"))], processed_event_id="m-0", **SIDE)
+    assert collections(harness) == before
+    with harness.counting() as calls:
+        store.commit(exe, [], processed_event_id="fresh")
+    assert len(calls) == 1, calls
+
+
+def test_a_moved_mark_filter_false_positive_still_commits_once(
+    harness: Harness, store: MongoStore
+) -> None:
+    """A filter with every bit set makes the write miss; ``marks`` does not hold the event,
+    so the write goes again under the version and receipt just read: stored once."""
+    exe = marked_past_the_move(store, "fp")
+    harness.database()[EXECUTIONS].update_one({"_id": "fp"}, {"$set": {"mf": "f" * 4096}})
+    with harness.counting() as calls:
+        store.commit(exe, [("peer", ev("o1"))], processed_event_id="fresh")
+    # the write (missed), the probe, the mark looked up in marks, the write again
+    documents = [name for name, _ in calls if name in (EXECUTIONS, MARKS)]
+    assert documents == [EXECUTIONS, EXECUTIONS, MARKS, EXECUTIONS], calls
+    assert store.load("fp") == exe and store.is_processed("fp", "fresh")
+    assert [e.event.id for e in store.pending_outbox()] == ["o1"]
 
 
 def test_append_trace_never_creates_a_document(harness: Harness, store: MongoStore) -> None:
@@ -422,7 +525,8 @@ def test_purge_keeps_what_it_owes_others_until_acked(harness: Harness, store: Mo
     assert store.purge("gone") is True
     doc = raw(harness, "gone")
     assert doc is not None and doc["version"] == 0
-    assert set(doc) == {"_id", "version", "outbox", "outbox_next"}
+    assert set(doc) == {"_id", "version", "outbox", "outbox_next", "seq_hi"}  # seq_hi: kept
+    assert doc["seq_hi"] == max(e["seq"] for e in doc["outbox"]) + 2**14  # "to-self" was last
     assert sorted(e["target"] or "" for e in doc["outbox"]) == ["", "peer"]
     assert harness.footprint("gone") == []
     assert store.load("gone") is None and store.list_executions().items == []
@@ -656,9 +760,9 @@ async def gated(harness: Harness) -> GatedAsyncStore:
 
 
 async def cancel_midway(store: Any, call: Any) -> None:
-    """Start ``call``, cancel it while its first request (the seq reservation) is held at the
-    gate, release the gate: it must still send its write (and the work-row touches around it)
-    and then raise ``CancelledError``."""
+    """Start ``call``, cancel it while its first request (a fresh store's writer registration,
+    before its first seq) is held at the gate, release the gate: it must still send its write
+    (and the work-row touches around it) and then raise ``CancelledError``."""
     task = asyncio.ensure_future(call)
     await store.waiting.wait()
     task.cancel()
@@ -666,12 +770,12 @@ async def cancel_midway(store: Any, call: Any) -> None:
     store.gate.set()
     with pytest.raises(asyncio.CancelledError):
         await task
-    # the seqs, the work row touched, the write, the work row touched again
+    # the writer registration, the work row touched, the write, the work row touched again
     assert store.sent == ["find_one_and_update", "update_one", "update_one", "update_one"]
 
 
 async def test_a_cancelled_async_commit_finishes_its_write_first(harness: Harness) -> None:
-    """Cancelled while its seq reservation is in flight, a commit still sends its update
+    """Cancelled while its writer registration is in flight, a commit still sends its update
     (the write runs to its end), bumps ``exe.version``, then raises ``CancelledError``."""
     store = await gated(harness)
     try:
@@ -686,7 +790,7 @@ async def test_a_cancelled_async_commit_finishes_its_write_first(harness: Harnes
 
 
 async def test_a_cancelled_async_enqueue_finishes_its_write_first(harness: Harness) -> None:
-    """Cancelled while its seq reservation is in flight, an enqueue still writes its entry
+    """Cancelled while its writer registration is in flight, an enqueue still writes its entry
     (and touches the row around it), then raises ``CancelledError``."""
     store = await gated(harness)
     try:

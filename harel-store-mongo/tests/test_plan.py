@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
+import re
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from harel.store.common import (
 )
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionNotFound,
     InvalidStoreURL,
@@ -34,11 +37,14 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_mongo import _claims, _plan, _records, _requests
+from harel_store_mongo import _moved as moved
 from harel_store_mongo._legacy import url_from_env
+from harel_store_mongo._moved import surely_absent
 from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, WORK, schema_decision
+from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
+from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
 from harel_store_mongo._server_rules import violations
 
 HOSTILE = (
@@ -90,14 +96,33 @@ def run(
         return stop.value, sent
 
 
-def commit(exe: Execution, answer: Callable[[Request], Any] = lambda r: Result(), **effects: Any):
+WALL = 1_800_000_000.0
+"""The wall clock of the plans' seqs here (2027-01-15): their ticks are known."""
+
+
+def source(writer: int | None = 3, wall: float = WALL) -> SeqSource:
+    """A store's seqs on a frozen wall clock, its writer id already registered (``None``: not
+    yet, so its first seq sends the registration)."""
+    seqs = SeqSource(HybridClock(lambda: wall), monotonic=lambda: 0.0)
+    if writer is not None:
+        seqs.registered({"n": writer}, 0.0, "test")
+    return seqs
+
+
+def commit(
+    exe: Execution,
+    answer: Callable[[Request], Any] = lambda r: Result(),
+    seqs: SeqSource | None = None,
+    **effects: Any,
+):
     emits = effects.pop("emits", [])
     with committing(exe, emits, **effects) as prepared:
-        return run(_plan.commit_plan(prepared, 200, "test"), answer)
+        return run(_plan.commit_plan(prepared, 200, "test", seqs or source()), answer)
 
 
 def counter(reply: Any = None) -> Callable[[Request], Any]:
-    """Replies: the seq counter answers ``reply`` (default: n=100), updates succeed."""
+    """Replies: ``find_one_and_update`` (a writer registration, a marked write) answers
+    ``reply`` (default: n=100), updates succeed."""
 
     def answer(request: Request) -> Any:
         if request.method == "find_one_and_update":
@@ -136,15 +161,11 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
         ({"timers": [TimerOp.schedule("/a", 1.0), TimerOp.cancel("/b")]}, ["update_one"], ["x"]),
         ({"timers": [TimerOp.cancel("/b")]}, ["update_one"], []),
         ({"trace": {"k": 1}}, ["update_one"], []),
-        (
-            {"emits": [(None, Event(id="e", kind="k"))]},
-            ["find_one_and_update", "update_one"],
-            [""],
-        ),
-        ({"spawns": [("c", "/r", {})]}, ["find_one_and_update", "update_one"], ["x"]),
+        ({"emits": [(None, Event(id="e", kind="k"))]}, ["update_one"], [""]),
+        ({"spawns": [("c", "/r", {})]}, ["update_one"], ["x"]),
         (
             {"emits": [("t", Event(id="e", kind="k"))], "timers": [TimerOp.schedule("/a", 1.0)]},
-            ["find_one_and_update", "update_one"],
+            ["update_one"],
             ["x", "t"],
         ),
     ],
@@ -153,17 +174,27 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
 def test_requests_per_commit(
     effects: dict[str, Any], requests: list[str], touched: list[str], version: int
 ) -> None:
-    """State-only (and marks, trace, cancels): ONE write; emits/spawns add one seq
-    reservation; a marked commit's write returns the mark count; each work row a commit
-    touches is one upsert before the write and one after it."""
+    """ONE write whatever the commit holds (emits and spawns take their seqs from the clock,
+    no request, and require them above the document's ``seq_hi``); a marked commit's write
+    returns the mark count; each work row a commit touches is one upsert before the write and
+    one after it.  Nothing goes to ``meta``: no store-wide document."""
     _, sent = commit(exe(version=version), counter({"n": 100, "marks_n": 1}), **effects)
+    assert {r.collection for r in sent} <= {EXECUTIONS, WORK}
     assert [r.method for r in without_work(sent)] == requests
     write = next(i for i, r in enumerate(sent) if r.collection == EXECUTIONS)
     before = [touched_ids(r) for r in sent[:write] if r.collection == WORK]
     after = [touched_ids(r) for r in sent[write:] if r.collection == WORK]
     assert before == after == ([touched] if touched else [])  # one request each time
     update = sent[write]
-    assert update.args[0] == {"_id": "x", "version": version}
+    query: dict[str, Any] = {"_id": "x", "version": version}
+    first = seq_of(source().clock.physical(), 3)  # the first tick of a fresh clock, writer 3
+    if "emits" in effects or "spawns" in effects:
+        query["$nor"] = [{"seq_hi": {"$gte": first}}]
+        assert update.args[1][0]["$set"]["seq_hi"] == {"$literal": first}
+    if version and "processed_event_id" in effects:  # not marked, in the document or moved out
+        query["processed.event"] = {"$ne": "e"}
+        query["$or"] = [{"marks_out": {"$ne": True}}, {"mf": {"$regex": surely_absent("e")}}]
+    assert update.args[0] == query
     upsert = {"upsert": True} if version == 0 else {}
     if "processed_event_id" in effects:
         assert update.kwargs == {**upsert, "projection": {"marks_n": 1}, "return_document": True}
@@ -181,23 +212,22 @@ def enqueue(
     target: str = "t", priority: int = 3, answer: Callable[[Request], Any] | None = None
 ) -> tuple[Any, list[Request]]:
     prepared = prepare_enqueue(target, Event(id="q", kind="k", data={"n": 1}), priority)
-    return run(_plan.enqueue_plan(prepared, "test"), answer or counter({"n": 41}))
+    return run(_plan.enqueue_plan(prepared, "test", source(41)), answer or counter())
 
 
-def test_an_enqueue_is_one_seq_one_upsert_and_the_targets_row_touched_around_it() -> None:
-    """The seq from the counter, the target's work row upserted (priority only when created,
-    relay work due at once), ONE unconditional upsert appending the entry to the target's own
-    document (never read), the row upserted again: 4 requests, like a commit that emits."""
+def test_an_enqueue_is_one_upsert_and_the_targets_row_touched_around_it() -> None:
+    """The seq from the clock (no request), the target's work row upserted (priority only
+    when created, relay work due at once), ONE unconditional upsert appending the entry to the
+    target's own document (never read), the row upserted again: 3 requests, like a commit
+    that emits."""
     seq, sent = enqueue()
-    assert seq == 41
+    assert seq == seq_of(source().clock.physical(), 41)
     assert [(r.collection, r.method) for r in sent] == [
-        ("meta", "find_one_and_update"),
         (WORK, "update_one"),
         (EXECUTIONS, "update_one"),
         (WORK, "update_one"),
     ]
-    reserve, before, write, after = sent
-    assert reserve.args[1] == {"$inc": {"n": 1}}
+    before, write, after = sent
     assert before == after and touched_ids(before) == ["t"]
     stage = before.args[1][0]["$set"]
     assert stage["priority"] == {"$ifNull": ["$priority", {"$literal": 3}]}  # not the row's own
@@ -205,7 +235,7 @@ def test_an_enqueue_is_one_seq_one_upsert_and_the_targets_row_touched_around_it(
     assert due < relay_due(time.time()) + 1 < 0  # relay work: due at once
     assert write.args[0] == {"_id": "t"} and write.kwargs == {"upsert": True}
     (entry,) = write.args[1][0]["$set"]["outbox"]["$concatArrays"][1]["$literal"]
-    assert entry["seq"] == 41 and entry["target"] == "t"
+    assert entry["seq"] == seq and entry["target"] == "t"
     assert json.loads(entry["event"])["id"] == "q"
     assert write.args[1][0]["$set"]["version"] == {"$ifNull": ["$version", {"$literal": 0}]}
     assert set(write.args[1][1]["$set"]) == {"outbox_next"}
@@ -218,10 +248,10 @@ def test_an_enqueue_racing_a_document_insert_is_sent_again() -> None:
         if request.collection == EXECUTIONS and not failed:
             failed.append(request)
             raise DuplicateKey("E11000")
-        return counter({"n": 5})(request)
+        return counter()(request)
 
     seq, sent = enqueue(answer=answer)
-    assert seq == 5
+    assert seq % 2**14 == 41
     assert [r.collection for r in sent].count(EXECUTIONS) == 2
 
 
@@ -234,20 +264,34 @@ def test_an_enqueue_write_with_no_answer_is_unavailable_and_not_retouched(
     def answer(request: Request) -> Any:
         if request.collection == EXECUTIONS:
             raise error
-        return counter({"n": 5})(request)
+        return counter()(request)
 
     with pytest.raises(StoreUnavailable):
         enqueue(answer=answer)
 
 
-def test_an_enqueue_refused_by_the_seq_counter_writes_nothing() -> None:
-    plan = _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test")
-    assert next(plan).collection == "meta"
+def test_the_first_seq_of_a_store_registers_its_writer_id_once() -> None:
+    """A store without a writer id sends the registration (one ``$inc`` on ``meta``) before
+    its first seq — a failure there writes nothing — then never again until the rotation."""
+    seqs = source(writer=None)
+    plan = _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs)
+    register = next(plan)
+    assert (register.collection, register.method) == ("meta", "find_one_and_update")
+    assert register.args == ({"_id": "writers"}, {"$inc": {"n": 1}})
     with pytest.raises(StoreUnavailable):
         plan.throw(StoreUnavailable("no server"))
+    assert seqs.writer is None
+    seq, sent = run(
+        _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs),
+        counter({"n": 16384 + 7}),
+    )
+    assert seqs.writer == 7 and seq % 2**14 == 7  # the count modulo 2**14
+    assert [r.collection for r in sent] == ["meta", WORK, EXECUTIONS, WORK]
+    _, sent = commit(exe(), seqs=seqs, spawns=[("c", "/r", {})])
+    assert "meta" not in {r.collection for r in sent}
 
 
-def test_a_whole_step_is_two_requests_and_one_update() -> None:
+def test_a_whole_step_is_one_request_and_one_update() -> None:
     _, sent = commit(
         exe(),
         counter({"n": 7}),
@@ -257,12 +301,15 @@ def test_a_whole_step_is_two_requests_and_one_update() -> None:
         spawns=[("c1", "/r", {"k": 1})],
         trace={"step": 1},
     )
-    reserve, update = without_work(sent)
-    assert reserve.args[1] == {"$inc": {"n": 3}}
+    (update,) = without_work(sent)
     stage = update.args[1][0]["$set"]
     outbox = stage["outbox"]["$concatArrays"][1]["$literal"]
-    assert [(e["seq"], e["target"]) for e in outbox] == [(5, None), (6, "t")]
-    assert [s["seq"] for s in stage["spawns"]["$concatArrays"][1]["$literal"]] == [7]
+    tick = source().clock.physical()
+    seqs = [seq_of(tick + n, 3) for n in range(3)]  # consecutive ticks, emits first
+    assert [(e["seq"], e["target"]) for e in outbox] == [(seqs[0], None), (seqs[1], "t")]
+    assert [s["seq"] for s in stage["spawns"]["$concatArrays"][1]["$literal"]] == [seqs[2]]
+    assert stage["seq_hi"] == {"$literal": seqs[2]}
+    assert update.args[0]["$nor"] == [{"seq_hi": {"$gte": seqs[0]}}]
     assert set(update.args[1][1]["$set"]) == {
         "outbox_next",
         "spawns_next",
@@ -348,8 +395,8 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         "delete_one": None,
     }
     plans = [
-        _plan.load_plan(hostile),
-        _plan.load_for_event_plan(hostile, hostile),
+        _plan.load_plan(hostile, source()),
+        _plan.load_for_event_plan(hostile, hostile, source()),
         _plan.is_processed_plan(hostile, hostile),
         _plan.delete_timer_plan(hostile, hostile, 1.0),
         _plan.read_trace_plan(hostile),
@@ -359,9 +406,11 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         _plan.listing_plan(
             listing_query(status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None)
         ),
-        _records.export_plan(hostile),
-        _plan.enqueue_plan(prepare_enqueue(hostile, Event(id=hostile, kind="k"), 1), "test"),
-        _records.import_plan(prepare_import(_record(hostile), trace_max=3), "test"),
+        _records.export_plan(hostile, source()),
+        _plan.enqueue_plan(
+            prepare_enqueue(hostile, Event(id=hostile, kind="k"), 1), "test", source(None)
+        ),
+        _records.import_plan(prepare_import(_record(hostile), trace_max=3), "test", source()),
         _records.import_plan(
             prepare_import(
                 ExecutionRecord(
@@ -370,6 +419,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
                 trace_max=3,
             ),
             "test",
+            source(),
         ),
     ]
     for plan in plans:
@@ -382,7 +432,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
             return [row] if request.args[0]["priority"] == 0 else []
         return {"find_one": row, "aggregate": [units]}.get(request.method, answers[request.method])
 
-    claimed, more = run(_claims.claim_plan(hostile, 10.0, 30.0, 5), claims)
+    claimed, more = run(_claims.claim_plan(hostile, 10.0, 30.0, 5, source()), claims)
     assert [claim.timers for claim in claimed] == [((hostile, 1.0),)]
     sent += more
     sent += run(_claims.renew_plan(hostile, hostile, 0.5, 30.0), claims)[1]
@@ -564,7 +614,7 @@ def test_a_lost_reply_with_a_rival_commit_in_between_is_a_conflict_when_not_ours
     with pytest.raises(StoreConflict) as info:
         commit(e, answer)
     assert info.value.found == 3 and e.version == 2
-    assert sent[-1].args[1] == {"version": 1, "r3": 1}, "the probe reads the new version's receipt"
+    assert sent[-1].args[1] == {"version": 1, "seq_hi": 1, "r3": 1, "r2": 1}, "receipts: new, old"
 
 
 def test_an_unreadable_receipt_after_a_cas_miss_is_an_unknown_outcome() -> None:
@@ -585,6 +635,189 @@ def test_an_unconfirmed_write_concern_is_an_unknown_outcome() -> None:
 
     with pytest.raises(CommitOutcomeUnknown):
         commit(exe(version=2), answer)
+
+
+# -- the commit's own checks: dedupe, fence (issue 20) -----------------------------------------
+
+
+def probing(doc: dict[str, Any] | None, moved: Any = None) -> Callable[[Request], Any]:
+    """Replies: every commit write misses, the probe reads ``doc``, ``marks`` holds ``moved``
+    (a writer registration and the work rows answer as usual)."""
+
+    def answer(request: Request) -> Any:
+        if request.collection == "meta":
+            return {"n": 100}
+        if request.collection == WORK:
+            return Result()
+        if request.collection == MARKS:
+            return moved
+        if request.method == "find_one":
+            return doc
+        return None if request.method == "find_one_and_update" else Result(matched_count=0)
+
+    return answer
+
+
+def test_a_fenced_update_carries_the_receipt_of_its_version() -> None:
+    """A copy this process stored itself: its next update applies only while the receipt of
+    the stored version is its own last token (in the filter: no read before the write)."""
+    e = exe(version=0)
+    _, sent = commit(e)
+    token = sent[-1].args[1]["$set"]["r1"]
+    _, sent = commit(e)
+    assert sent[-1].args[0] == {"_id": "x", "version": 1, "r1": token}
+    loaded = exe(version=1)  # a copy from load: its version alone decides
+    _, sent = commit(loaded)
+    assert sent[-1].args[0] == {"_id": "x", "version": 1}
+
+
+@pytest.mark.parametrize("found", [2, 5])
+def test_a_stored_mark_is_already_processed_after_one_probe(found: int) -> None:
+    """Whatever the stored version: the probe finds the mark in the document."""
+    doc = {"_id": "x", "version": found, "processed": [{"event": "e", "at": 1.0}]}
+    e = exe(version=2)
+    with pytest.raises(AlreadyProcessed) as info:
+        commit(e, probing(doc), processed_event_id="e", emits=[("t", Event(id="o", kind="k"))])
+    assert (info.value.event_id, info.value.expected, info.value.found) == ("e", 2, found)
+    assert e.version == 2
+
+
+def test_a_moved_mark_is_already_processed_after_reading_marks() -> None:
+    doc = {"_id": "x", "version": 4, "marks_out": True}
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        return probing(doc, moved={"_id": {"e": "x", "ev": "e"}})(request)
+
+    with pytest.raises(AlreadyProcessed):
+        commit(exe(version=2), answer, processed_event_id="e")
+    assert [(r.collection, r.method) for r in sent] == [
+        (EXECUTIONS, "find_one_and_update"),
+        (EXECUTIONS, "find_one"),
+        (MARKS, "find_one"),
+    ]
+    assert sent[2].args[0] == {"_id": {"$eq": {"e": "x", "ev": "e"}}}
+
+
+def test_a_moved_mark_filter_false_positive_is_sent_again_under_the_state_read() -> None:
+    """The filter missed on the moved-mark filter alone: ``marks`` does not hold the event, so
+    the same write goes again, guarded by the version and receipt just read."""
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        if request.collection == MARKS:
+            return None
+        if request.method == "find_one":
+            return {"_id": "x", "version": 2, "r2": "theirs", "marks_out": True}
+        writes = [r for r in sent if r.method == "find_one_and_update"]
+        return None if len(writes) == 1 else {"_id": "x", "marks_n": 3}
+
+    e = exe(version=2)
+    commit(e, answer, processed_event_id="e")
+    assert e.version == 3
+    first, probe, marks, again = sent
+    assert probe.args[1] == {
+        "version": 1,
+        "seq_hi": 1,
+        "r3": 1,
+        "r2": 1,
+        "marks_out": 1,
+        "processed": {"$elemMatch": {"event": "e"}},
+    }
+    assert marks.collection == MARKS
+    assert again.args[0] == {
+        "_id": "x",
+        "version": 2,
+        "r2": "theirs",
+        "processed.event": {"$ne": "e"},
+    }
+    assert again.args[1] == first.args[1] and again.kwargs == first.kwargs
+
+
+def test_a_broken_fence_is_a_conflict_not_already_processed() -> None:
+    """The stored version is the expected one, written by another commit than this copy's."""
+    e = exe(version=0)
+    commit(e)
+    doc = {"_id": "x", "version": 1, "r1": "a re-created execution's", "marks_out": True}
+    with pytest.raises(StoreConflict) as info:
+        commit(e, probing(doc, moved=None), processed_event_id="e")
+    assert not isinstance(info.value, AlreadyProcessed)
+    assert (info.value.expected, info.value.found) == (1, 1)
+
+
+def test_a_resent_stored_commit_succeeds_although_its_mark_is_stored() -> None:
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        if request.method == "find_one":
+            token = sent[0].args[1][0]["$set"]["r3"]["$literal"]
+            return {"_id": "x", "version": 3, "r3": token, "processed": [{"event": "e"}]}
+        return None
+
+    e = exe(version=2)
+    commit(e, answer, processed_event_id="e")
+    assert e.version == 3 and len(sent) == 2
+
+
+def test_a_refused_commit_drops_the_work_rows_its_touch_inserted() -> None:
+    """The rows were touched before the write (none may be missing for stored work); the
+    write was refused, so the rows it inserted go, each only while exactly as inserted."""
+    sent: list[Request] = []
+    doc = {"_id": "x", "version": 2, "processed": [{"event": "e", "at": 1.0}]}
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        if request.collection == WORK and request.method == "update_one":
+            return Result(matched_count=0, upserted_id="x")
+        return probing(doc)(request)
+
+    with pytest.raises(AlreadyProcessed):
+        commit(exe(version=2), answer, processed_event_id="e", timers=[TimerOp.schedule("/a", 7.0)])
+    drop = sent[-1]
+    assert (drop.collection, drop.method) == (WORK, "delete_many")
+    assert drop.args[0] == {"$or": [{"_id": "x", "ready_at": 7.0}], "owner": None, "tn": 1}
+
+
+def test_a_commit_that_keeps_missing_a_matching_document_is_unavailable() -> None:
+    doc = {"_id": "x", "version": 2, "r2": "r", "marks_out": True}
+    sent: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        sent.append(request)
+        return probing(doc, moved=None)(request)
+
+    with pytest.raises(StoreUnavailable) as info:
+        commit(exe(version=2), answer, processed_event_id="e")
+    assert not isinstance(info.value, CommitOutcomeUnknown)
+    writes = [r for r in sent if r.method == "find_one_and_update"]
+    assert len(writes) == 1 + _plan.MISS_ROUNDS
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_moved_mark_pattern_matches_exactly_the_filters_without_the_mark(seed: int) -> None:
+    """``surely_absent`` (a regular expression the server evaluates) agrees with the filter's
+    bits, over filters of every fill, for events in them and not."""
+    rng = random.Random(seed)
+    events = [f"ev-{seed}-{n}" for n in range(rng.choice([1, 50, 3000]))]
+    bits = moved.with_marks(None, events)
+    assert moved.usable(bits) and len(bits) == moved.FILTER_BITS // 4
+    assert moved.with_marks(bits, events[:3]) == bits  # adding what is there changes nothing
+    for event_id in [*events[:20], *(f"other-{seed}-{n}" for n in range(200))]:
+        absent = re.match(moved.surely_absent(event_id), bits) is not None
+        assert absent is not moved.may_hold(bits, event_id)
+        if event_id in events:
+            assert not absent
+    assert re.match(moved.surely_absent("x"), moved.with_marks(None, [])) is not None
+    assert re.match(moved.surely_absent("x"), "f" * len(bits)) is None
+
+
+def test_the_moved_mark_positions_never_change() -> None:
+    """Every writer of a layout-5 database must set the same bits for an event."""
+    assert moved.positions("e") == (13289, 2215, 11399, 1317, 13647)
+    assert moved.positions("\ud800") == moved.positions("\ud800")
 
 
 @pytest.mark.parametrize(
@@ -618,12 +851,10 @@ def test_the_commit_size_estimate_counts_utf8_bytes() -> None:
         _plan.check_commit_size(prepared, limit=size)
 
 
-@pytest.mark.parametrize(
-    "reply", [{}, {"n": None}, {"n": "7"}, {"n": 0}, {"n": True}, {"n": 2**63}]
-)
-def test_a_damaged_seq_counter_is_reported(reply: Any) -> None:
-    with pytest.raises(StoreCorrupted, match="seq counter"):
-        commit(exe(), counter(reply), spawns=[("c", "/r", {})])
+@pytest.mark.parametrize("reply", [None, {}, {"n": None}, {"n": "7"}, {"n": 0}, {"n": True}])
+def test_a_damaged_writer_counter_is_reported(reply: Any) -> None:
+    with pytest.raises(StoreCorrupted, match="writer counter"):
+        commit(exe(), counter(reply or {"x": 1}), source(None), spawns=[("c", "/r", {})])
 
 
 def test_append_trace_to_an_unknown_execution_writes_nothing() -> None:
@@ -720,11 +951,12 @@ def test_prune_counts_only_what_it_dropped() -> None:
 
 def test_schema_decision() -> None:
     assert schema_decision(None, "here") == "create"
-    assert schema_decision({"_id": "schema", "version": 4}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 5}, "here") == "ready"
+    assert schema_decision({"_id": "schema", "version": 4}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 3}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 2}, "here") == "upgrade"
     assert schema_decision({"_id": "schema", "version": 1}, "here") == "upgrade"
-    for found in ({"version": 5}, {"version": 0}, {"version": "1"}, {}, []):
+    for found in ({"version": 6}, {"version": 0}, {"version": "1"}, {}, []):
         with pytest.raises(SchemaVersionError):
             schema_decision(found, "here")
 
@@ -732,7 +964,8 @@ def test_schema_decision() -> None:
 @pytest.mark.parametrize(
     ("found", "methods"),
     [
-        ({"_id": "schema", "version": 4}, ["command", "find_one"]),
+        ({"_id": "schema", "version": 5}, ["command", "find_one"]),
+        ({"_id": "schema", "version": 4}, ["command", "find_one", *INDEXING, "update_one"]),
         *(
             ({"_id": "schema", "version": v}, ["command", "find_one", *INDEXING, *BACKFILL])
             for v in (3, 2, 1)
@@ -743,21 +976,21 @@ def test_schema_decision() -> None:
 def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: list[str]) -> None:
     """A ready layout is the version check and one read; creating checks that no foreign
     executions are there; creating or upgrading checks and creates the indexes of the three
-    collections, then (upgrading) backfills the work rows, then records the version and the
-    release (guarded by the old version when upgrading)."""
+    collections, then (upgrading a layout without work rows) backfills them, then records the
+    version and the release (guarded by the old version when upgrading)."""
     replies = {
         "command": {"version": "7.0.0", "versionArray": [7, 0, 0, 0]},
         "find_one": found,
-        "find_one_and_update": {"_id": "schema", "version": 4},
+        "find_one_and_update": {"_id": "schema", "version": 5},
         "list_indexes": [],
         "find": [],
     }
     _, sent = run(_plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method))
     assert [r.method for r in sent] == methods
-    if found is not None and found["version"] < 4:
+    if found is not None and found["version"] < 5:
         query, update = sent[-1].args
         assert query == {"_id": "schema", "version": found["version"]}
-        assert update == {"$set": {"version": 4, "written_by": "harel-store-mongo 9.9"}}
+        assert update == {"$set": {"version": 5, "written_by": "harel-store-mongo 9.9"}}
 
 
 def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
@@ -768,7 +1001,7 @@ def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
             lambda r: SERVER_7 if r.method == "command" else found,
         )
     message = str(info.value)
-    assert "version 7" in message and "version 4" in message
+    assert "version 7" in message and "version 5" in message
     assert "harel-store-mongo 3.1.0" in message
     assert "pip install 'harel-store-mongo>=3.1.0'" in message
 

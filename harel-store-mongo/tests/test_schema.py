@@ -1,6 +1,7 @@
-"""Layout versions on MongoDB: layout-1, -2 and -3 databases built by hand are upgraded in
-place (indexes created, work rows backfilled, version and release recorded, data intact and
-claimable), idempotently and with several openers at once; a newer layout is refused before
+"""Layout versions on MongoDB: layout-1 to -4 databases built by hand are upgraded in place
+(indexes created, work rows backfilled, version and release recorded, data intact and
+claimable; a layout-4 document that moved marks out before the moved-mark filter existed still
+refuses them), idempotently and with several openers at once; a newer layout is refused before
 anything is written, naming both versions and the release to install."""
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ import pytest
 from harel.model import Event, Execution
 from harel.store.common import encode_event, encode_execution, relay_due, release_of
 from harel.store.contract import Claim
-from harel.store.errors import SchemaVersionError
+from harel.store.errors import AlreadyProcessed, SchemaVersionError
 from harel_store_mongo import MongoStore
 from harel_store_mongo._calls import index_models, issue
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
+from harel_store_mongo._moved import may_hold, usable
 from harel_store_mongo._requests import Request
-from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, META, SCHEMA_VERSION, WORK
+from harel_store_mongo._schema import (
+    EXECUTIONS,
+    INDEXES,
+    MARKS,
+    MARKS_HIGH,
+    META,
+    SCHEMA_VERSION,
+    WORK,
+)
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
 
 pytestmark = pytest.mark.anyio
@@ -117,6 +127,29 @@ def build_layout_3(harness: Harness) -> Execution:
     return exe
 
 
+def build_layout_4(harness: Harness) -> Execution:
+    """What harel-store-mongo 0.4 left: layout 3 plus the ``work`` collection with its index
+    and rows, and a document that moved a mark out (``marks_out``, the mark in ``marks``)
+    before the moved-mark filter existed (no ``mf``)."""
+    exe = build_layout_3(harness)
+    database = harness.database()
+    database[WORK].create_indexes(
+        index_models(tuple(spec for spec in INDEXES if spec.collection == WORK))
+    )
+    database[WORK].insert_one(
+        {"_id": "old", "priority": 0, "ready_at": 1.0, "owner": None, "tn": 1}
+    )
+    database[MARKS].insert_one({"_id": {"e": "old", "ev": "moved"}, "e": "old", "at": 80.0})
+    database[EXECUTIONS].update_one(
+        {"_id": "old"}, {"$set": {"marks_out": True, "marks_n": 1, "r4": "t4"}}
+    )
+    database[META].update_one(
+        {"_id": "schema"}, {"$set": {"version": 4, "written_by": "harel-store-mongo 0.4.0"}}
+    )
+    database[META].update_one({"_id": "seq"}, {"$set": {"n": 4}})  # seqs 1-4 handed out
+    return exe
+
+
 def schema_record(harness: Harness) -> dict[str, Any] | None:
     record: dict[str, Any] | None = harness.database()[META].find_one({"_id": "schema"})
     return record
@@ -159,8 +192,8 @@ def check_upgraded(harness: Harness, store: MongoStore, exe: Execution) -> dict[
 def test_an_empty_database_gets_the_current_layout(harness: Harness) -> None:
     store = harness.open_sync()
     store.close()
-    assert SCHEMA_VERSION == 4
-    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
+    assert SCHEMA_VERSION == 5
+    assert schema_record(harness) == {"_id": "schema", "version": 5, "written_by": RELEASE}
     assert {spec.name for spec in INDEXES} <= index_names(harness)
 
 
@@ -176,7 +209,7 @@ def test_layout_1_is_upgraded_in_place(harness: Harness) -> None:
         store.close()
     again = harness.open_sync()  # idempotent: opening the upgraded layout changes nothing
     again.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 5, "written_by": RELEASE}
 
 
 def test_layout_2_is_upgraded_in_place(harness: Harness) -> None:
@@ -210,7 +243,7 @@ async def test_layout_1_is_upgraded_by_the_async_store_too(harness: Harness) -> 
         assert claim.execution_id == "old" and claim.units == 3
     finally:
         await store.close()
-    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 5, "written_by": RELEASE}
     assert {NEW_IN_2, *NEW_IN_3, NEW_IN_4} <= index_names(harness)
 
 
@@ -259,6 +292,74 @@ def test_layout_3_is_upgraded_with_its_work_backfilled(harness: Harness) -> None
         store.close()
 
 
+def test_layout_4_is_upgraded_and_its_moved_marks_still_refuse(harness: Harness) -> None:
+    """Layout 4 -> 5: nothing is backfilled (the work rows are there) and no document is
+    rewritten; a document that moved marks out without a moved-mark filter refuses a moved
+    mark (read on ``marks`` after its filter misses), commits a fresh one, and gains a filter
+    with its next move, which holds the old moved mark too."""
+    exe = build_layout_4(harness)
+    before = list(harness.database()[WORK].find())
+    store = harness.open_sync()
+    try:
+        assert list(harness.database()[WORK].find()) == before  # no backfill
+        check_upgraded(harness, store, exe)
+        doc = harness.database()[EXECUTIONS].find_one({"_id": "old"})
+        with pytest.raises(AlreadyProcessed):
+            store.commit(exe, [], processed_event_id="moved")
+        assert harness.database()[EXECUTIONS].find_one({"_id": "old"}) == doc
+        for n in range(MARKS_HIGH):
+            store.commit(exe, [], processed_event_id=f"fresh-{n}")
+        doc = harness.database()[EXECUTIONS].find_one({"_id": "old"})
+        assert doc is not None and usable(doc["mf"]) and may_hold(doc["mf"], "moved")
+        with harness.counting() as calls:
+            store.commit(exe, [], processed_event_id="one-more")
+        assert len(calls) == 1, calls  # the filter sees the moved marks: one write
+        for event_id in ("moved", "in", "fresh-0"):
+            with pytest.raises(AlreadyProcessed):
+                store.commit(exe, [], processed_event_id=event_id)
+    finally:
+        store.close()
+
+
+def test_layout_4_counter_seqs_stay_first_and_the_counter_is_left_alone(
+    harness: Harness,
+) -> None:
+    """Layout 4 -> 5 also retires the store-wide seq counter: the entries it numbered keep
+    their seqs (acks by them still work) and stay before every entry written after the
+    upgrade, whose seqs come from the clock (above 2**53); the counter document is never
+    read or written again, a document without ``seq_hi`` takes the new seqs in one write, and
+    the only ``meta`` write is the store's writer registration, once."""
+    build_layout_4(harness)
+    database = harness.database()
+    counter = database[META].find_one({"_id": "seq"})
+    store = harness.open_sync()
+    try:
+        old = store.load("old")
+        emitter = store.load("emitter")
+        assert old is not None and emitter is not None
+        store.commit(emitter, [("elsewhere", Event(id="new-1", kind="k"))])
+        with harness.counting() as calls:
+            store.commit(old, [("old", Event(id="new-2", kind="k"))], spawns=[("kid2", "/r", {})])
+        assert [c for c in calls if c[0] == EXECUTIONS] == [(EXECUTIONS, "update_one")]
+        assert META not in {collection for collection, _ in calls}
+        entries = [(e.seq, e.event.id) for e in store.pending_outbox()]
+        assert [event for _, event in entries] == ["e", "f", "f", "new-1", "new-2"]
+        assert [seq for seq, _ in entries[:3]] == [1, 3, 4]  # the counter's, kept
+        assert all(seq >= 2**53 for seq, _ in entries[3:])
+        assert [seq for seq, _ in entries] == sorted(seq for seq, _ in entries)
+        assert next((s.seq, s.child_id) for s in store.pending_spawns()) == (2, "kid")
+        doc = database[EXECUTIONS].find_one({"_id": "old"})
+        assert doc is not None and doc["seq_hi"] == max(s["seq"] for s in doc["spawns"])
+        store.ack_outbox(1)
+        store.ack_spawn(2)
+        assert next(e.event.id for e in store.pending_outbox()) == "f"
+        assert database[META].find_one({"_id": "seq"}) == counter  # never touched
+        writers = database[META].find_one({"_id": "writers"})
+        assert writers is not None and writers["n"] == 1  # one registration for two commits
+    finally:
+        store.close()
+
+
 def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
     """Opener A has created the index and is about to record version 2 when opener B runs
     its whole upgrade: A's guarded update then matches nothing, and both opens succeed."""
@@ -273,7 +374,7 @@ def test_interleaved_upgrades_both_succeed(harness: Harness) -> None:
     pending: Request | None = next(second)
     while pending is not None:
         pending = _step(second, execute(pending))
-    assert schema_record(harness) == {"_id": "schema", "version": 4, "written_by": RELEASE}
+    assert schema_record(harness) == {"_id": "schema", "version": 5, "written_by": RELEASE}
     result = execute(request)
     assert result.matched_count == 0  # B recorded it already
     assert _step(first, result) is None
@@ -304,15 +405,15 @@ def test_concurrent_openers_of_layout_1(harness: Harness) -> None:
 def test_a_newer_layout_is_refused_before_anything_is_written(harness: Harness) -> None:
     database = harness.database()
     database[META].insert_one(
-        {"_id": "schema", "version": 5, "written_by": "harel-store-mongo 7.1.0", "future": 1}
+        {"_id": "schema", "version": 6, "written_by": "harel-store-mongo 7.1.0", "future": 1}
     )
     database[EXECUTIONS].insert_one({"_id": "x", "version": 1, "shape": "from the future"})
     before = (list(database[META].find()), list(database[EXECUTIONS].find()))
     with pytest.raises(SchemaVersionError) as info:
         harness.open_sync()
     wanted = (
-        "layout version 5",
-        "reads version 4",
+        "layout version 6",
+        "reads version 5",
         "(written by harel-store-mongo 7.1.0)",
         "pip install 'harel-store-mongo>=7.1.0'",
     )

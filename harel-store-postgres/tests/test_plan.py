@@ -22,6 +22,7 @@ from harel.store.common import (
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
@@ -81,7 +82,7 @@ def test_commit_is_one_statement_with_every_effect() -> None:
         spawns=[("c", "/r", {"k": 1})],
         trace={"event_kind": "Go"},
     )
-    driver = Scripted(Result([(True, 1, None)], 1))
+    driver = Scripted(Result([(True, 1, None, False)], 1))
     driver.run(plan.commit(prepared, 7))
     (statement,) = driver.sent
     assert "harel_commit" in statement.sql
@@ -97,7 +98,8 @@ def test_commit_is_one_statement_with_every_effect() -> None:
     # the work rows it touches, sorted by key ("" = the untargeted group): its own (the
     # earliest timer it arms; its spawns make it due at once), and each emit target's
     at = relay_due(prepared.committed_at)
-    assert params[22:] == (["", "a", "t"], [at, at, at], [0, 0, 0], [False, True, False])
+    assert params[22:26] == (["", "a", "t"], [at, at, at], [0, 0, 0], [False, True, False])
+    assert params[26:] == (None, 1)  # no fence (a first commit), version 0's slot
 
 
 def test_a_commit_without_work_sends_empty_work_arrays() -> None:
@@ -105,9 +107,9 @@ def test_a_commit_without_work_sends_empty_work_arrays() -> None:
     no statement (and a state-only commit is the plain CAS ``UPDATE``, no work at all)."""
     exe = Execution(id="a", definition_id="d", version=1)
     prepared = _prepared(exe, processed_event_id="in", timers=(TimerOp.cancel("/y"),))
-    driver = Scripted(Result([(True, 2, None)], 1))
+    driver = Scripted(Result([(True, 2, None, False)], 1))
     driver.run(plan.commit(prepared, None))
-    assert driver.sent[0].params[22:] == ([], [], [], [])
+    assert driver.sent[0].params[22:26] == ([], [], [], [])
     saved = Scripted(Result([(2,)], 1))
     saved.run(plan.commit(_prepared(Execution(id="a", definition_id="d", version=1)), None))
     (statement,) = saved.sent
@@ -117,11 +119,11 @@ def test_a_commit_without_work_sends_empty_work_arrays() -> None:
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
     prepared = _prepared(Execution(id="a", definition_id="d", version=3), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
-        Scripted(Result([(False, 5, None)], 1)).run(plan.commit(prepared, None))
+        Scripted(Result([(False, 5, None, False)], 1)).run(plan.commit(prepared, None))
     assert (info.value.expected, info.value.found) == (3, 5)
     prepared = _prepared(Execution(id="a", definition_id="d", version=2), trace={"k": 1})
     with pytest.raises(StoreConflict) as info:
-        Scripted(Result([(False, None, None)], 1)).run(plan.commit(prepared, None))
+        Scripted(Result([(False, None, None, False)], 1)).run(plan.commit(prepared, None))
     assert info.value.found is None
 
 
@@ -169,7 +171,7 @@ def test_first_commit_and_side_writes_go_through_the_function() -> None:
         (Execution(id="a", definition_id="d", version=2), {"processed_event_id": "e"}),
         (Execution(id="a", definition_id="d", version=2), {"timers": [TimerOp.cancel("/t")]}),
     ):
-        driver = Scripted(Result([(True, exe.version + 1, None)], 1))
+        driver = Scripted(Result([(True, exe.version + 1, None, False)], 1))
         driver.run(plan.commit(_prepared(exe, **effects), None))
         assert "harel_commit" in driver.sent[0].sql, effects
 
@@ -438,7 +440,8 @@ def test_open_schema_upgrades_version_1_under_the_lock() -> None:
     assert sqls[6 : 6 + len(steps)] == list(steps)
     assert any("harel_import" in text for text in steps)
     assert any("receipts" in text for text in steps)  # version 3's step
-    assert steps[-len(_schema.UPGRADE_TO_4) :] == _schema.UPGRADE_TO_4  # then version 4's
+    tail = _schema.UPGRADE_TO_4 + _schema.UPGRADE_TO_5
+    assert steps[-len(tail) :] == tail  # then version 4's and version 5's
     # the work rows of what the old layout holds, in the same transaction, then the version
     assert sqls[-3:] == [_schema.BACKFILL_TO_4, _schema.RECORD_VERSION, _schema.COMMIT]
     assert driver.sent[-3].params == (relay_due(1000.0),) * 2
@@ -457,6 +460,36 @@ def test_version_4_functions_extend_the_older_texts() -> None:
     assert _schema.WORK_PARAMS in _schema._created(_schema.UPGRADE_TO_4, "harel_commit")
     with pytest.raises(RuntimeError, match="not unique"):
         _schema._extended("a b a", ("a", "c"))
+
+
+def test_open_schema_upgrades_version_4_without_the_backfill() -> None:
+    """A version-4 schema keeps its work rows: its upgrade replaces harel_commit alone."""
+    old, present = _version_row(4), Result([(True,)], 1)
+    steps = _schema.UPGRADES[4]
+    assert steps == _schema.UPGRADE_TO_5
+    driver = Scripted(
+        present, old, Result(), Result(), present, old, *[Result()] * (len(steps) + 2)
+    )
+    driver.run(_open.open_schema("s", "here", now=1000.0))
+    sqls = [statement.sql for statement in driver.sent]
+    assert sqls[6:-2] == list(steps) and _schema.BACKFILL_TO_4 not in sqls
+    assert sqls[-2:] == [_schema.RECORD_VERSION, _schema.COMMIT]
+
+
+def test_version_5_commit_checks_the_mark_and_the_fence_in_its_cas() -> None:
+    """harel_commit of version 5 is version 4's text plus the dedupe condition in both CAS
+    arms, the fence in the UPDATE's WHERE and the mark's presence read after a lost CAS."""
+    text = _schema._created(_schema.UPGRADE_TO_5, "harel_commit")
+    before = _schema._created(_schema.UPGRADE_TO_4, "harel_commit")
+    assert text.count(_schema.UNMARKED_SQL) == 2 and _schema.UNMARKED_SQL not in before
+    update = text[text.index("UPDATE executions") : text.index("END IF;")]
+    assert _schema.FENCE_SQL in update and _schema.UNMARKED_SQL in update
+    lost = text[text.index("IF NOT FOUND THEN") : text.index("RETURN;")]
+    assert "o_marked := " + _schema.MARKED_SQL in lost
+    assert "p_base text, p_base_slot integer" in text and "OUT o_marked boolean" in text
+    assert _schema.WORK_PARAMS in text and "pg_notify(" in text  # version 4's part is kept
+    (drop,) = [step for step in _schema.UPGRADE_TO_5 if step.startswith("DROP FUNCTION")]
+    assert "harel_commit(" in drop and drop.endswith("integer[], boolean[])")
 
 
 def test_open_schema_upgraded_meanwhile_writes_nothing() -> None:
@@ -681,10 +714,63 @@ def test_lost_cas_whose_receipt_is_the_token_is_success() -> None:
     with pytest.raises(StoreConflict):  # no receipt kept (a row written before version 3)
         _throwing(plan.commit(state_only, None), Result([], 0), Result([(4, None)]))
     side = _prepared(Execution(id="a", definition_id="d", version=3), trace={"k": 1})
-    assert len(_throwing(plan.commit(side, None), Result([(False, 9, side.token)]))) == 1
+    assert len(_throwing(plan.commit(side, None), Result([(False, 9, side.token, False)]))) == 1
     with pytest.raises(StoreConflict) as info:
-        _throwing(plan.commit(side, None), Result([(False, 9, "f" * 32)]))
+        _throwing(plan.commit(side, None), Result([(False, 9, "f" * 32, False)]))
     assert info.value.found == 9
+
+
+def _fenced(**effects: Any) -> tuple[Any, Any]:
+    """A commit this process stored (through the envelope) and the next one of the same
+    object: the second carries the first's token as its fence."""
+    exe = Execution(id="a", definition_id="d", version=3)
+    first = _prepared(exe)
+    return first, _prepared(exe, **effects)
+
+
+def test_a_fenced_state_only_commit_checks_the_receipt_in_its_cas() -> None:
+    first, second = _fenced()
+    assert first.base is None and second.base == first.token
+    driver = Scripted(Result([(4,)], 1), Result([(5,)], 1))
+    driver.run(plan.commit(first, None))
+    driver.run(plan.commit(second, None))
+    plain, fenced = driver.sent
+    assert " AND receipts[" not in plain.sql
+    assert fenced.sql.endswith(
+        "AND version = %s::bigint AND receipts[%s::int] = %s RETURNING version"
+    )
+    # version 4's receipt (ring slot 4 % 8 + 1) must still be the first commit's token
+    assert fenced.params[-4:] == ("a", 4, 5, first.token)
+
+
+def test_harel_commit_carries_the_fence_and_the_event_id() -> None:
+    first, second = _fenced(processed_event_id="in", trace={"k": 1})
+    driver = Scripted(Result([(True, 5, None, False)], 1))
+    driver.run(plan.commit(second, None))
+    (statement,) = driver.sent
+    assert statement.params[9] == "in" and statement.params[26:] == (first.token, 5)
+
+
+def test_a_lost_cas_is_classified_in_the_contracts_order() -> None:
+    """Re-send of a stored commit first (success), then ``AlreadyProcessed`` (the mark is
+    held: whatever the version), then ``StoreConflict`` (a fenced miss at the same version
+    too), each from the one row ``harel_commit`` returned."""
+    exe = Execution(id="a", definition_id="d", version=3)
+    marked = _prepared(exe, processed_event_id="in")
+    assert len(_throwing(plan.commit(marked, None), Result([(False, 4, marked.token, True)]))) == 1
+    for found in (3, 4, 9):
+        with pytest.raises(AlreadyProcessed) as info:
+            _throwing(plan.commit(marked, None), Result([(False, found, "f" * 32, True)]))
+        assert (info.value.event_id, info.value.expected, info.value.found) == ("in", 3, found)
+    second = _fenced(trace={"k": 1})[1]
+    with pytest.raises(StoreConflict) as conflict:  # another commit wrote version 4
+        _throwing(plan.commit(second, None), Result([(False, 4, None, False)]))
+    assert not isinstance(conflict.value, AlreadyProcessed)
+    assert (conflict.value.expected, conflict.value.found) == (4, 4)
+    state_only = _fenced()[1]
+    with pytest.raises(StoreConflict) as conflict:  # the miss's read: version 4 again
+        _throwing(plan.commit(state_only, None), Result([], 0), Result([(4, None)]))
+    assert (conflict.value.expected, conflict.value.found) == (4, 4)
 
 
 def test_connect_errors() -> None:

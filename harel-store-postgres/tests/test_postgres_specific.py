@@ -25,6 +25,7 @@ from harel.store.common import listing_query
 from harel.store.common.sql.requests import Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     ExecutionAlreadyExists,
     InvalidIdentifier,
     StoreConfigError,
@@ -224,6 +225,89 @@ async def test_round_trips_async(proxied: PostgresHarness, proxy: CountingProxy)
         measured[name] = proxy.round_trips
     await store.close()
     _report("async", measured)
+    assert all(n == 1 for n in measured.values()), measured
+
+
+_SIDE: dict[str, Any] = {
+    "timers": (TimerOp.schedule("/late", 7.0),),
+    "spawns": [("rt-child", "/r", {})],
+    "trace": _step(),
+}
+"""Side writes a refused commit carries (and must not write)."""
+
+
+def test_refusals_cost_the_commits_one_round_trip_sync(
+    proxied: PostgresHarness, proxy: CountingProxy
+) -> None:
+    """``AlreadyProcessed`` and the fence's ``StoreConflict`` are decided inside the commit's
+    one statement: a refused commit costs what an applied one does (a state-only commit that
+    is refused, like any state-only CAS it lost, adds the read of the version it lost to)."""
+    store = proxied.open_sync()
+    try:
+        measured: dict[str, int] = {}
+        exe = Execution(id="rt", definition_id="d", status=Status.DONE)
+        store.commit(exe, [])
+        stale = store.load("rt")
+        assert stale is not None
+        proxy.reset()
+        store.commit(exe, [(None, Event(kind="K"))], processed_event_id="e-1", **_SIDE)
+        measured["applied, with mark"] = proxy.round_trips
+        proxy.reset()
+        with pytest.raises(AlreadyProcessed):
+            store.commit(exe, [(None, Event(kind="K"))], processed_event_id="e-1", **_SIDE)
+        measured["already processed"] = proxy.round_trips
+        proxy.reset()
+        with pytest.raises(AlreadyProcessed):  # an out-of-date copy: still "already"
+            store.commit(stale, [], processed_event_id="e-1", **_SIDE)
+        measured["already processed, stale copy"] = proxy.round_trips
+        store.purge("rt")  # re-created up to the same version: exe's fence no longer holds
+        new = Execution(id="rt", definition_id="d", status=Status.DONE)
+        store.commit(new, [])
+        store.commit(new, [])
+        proxy.reset()
+        with pytest.raises(StoreConflict) as fenced:
+            store.commit(exe, [(None, Event(kind="K"))], processed_event_id="e-2", **_SIDE)
+        measured["fenced"] = proxy.round_trips
+        assert not isinstance(fenced.value, AlreadyProcessed) and fenced.value.found == 2
+        proxy.reset()
+        with pytest.raises(StoreConflict):
+            store.save(exe)
+        measured["fenced, state only"] = proxy.round_trips
+        assert (exe.version, new.version) == (2, 2)
+        assert len(store.pending_outbox()) == 1  # the applied commit's (untargeted: kept)
+        assert store.pending_spawns() == [] and store.due_timers(FAR) == []
+        assert store.read_trace("rt") == []
+    finally:
+        store.close()
+    _report("refusals, sync", measured)
+    assert measured.pop("fenced, state only") == 2  # the CAS, then the found version
+    assert all(n == 1 for n in measured.values()), measured
+
+
+@pytest.mark.anyio
+async def test_refusals_cost_the_commits_one_round_trip_async(
+    proxied: PostgresHarness, proxy: CountingProxy
+) -> None:
+    store = await proxied.open_async()
+    try:
+        measured: dict[str, int] = {}
+        exe = Execution(id="rt", definition_id="d", status=Status.DONE)
+        await store.commit(exe, [], processed_event_id="e-1")
+        proxy.reset()
+        with pytest.raises(AlreadyProcessed):
+            await store.commit(exe, [(None, Event(kind="K"))], processed_event_id="e-1", **_SIDE)
+        measured["already processed"] = proxy.round_trips
+        await store.purge("rt")
+        await store.commit(Execution(id="rt", definition_id="d"), [])
+        proxy.reset()
+        with pytest.raises(StoreConflict) as fenced:
+            await store.commit(exe, [], processed_event_id="e-2", **_SIDE)
+        measured["fenced"] = proxy.round_trips
+        assert not isinstance(fenced.value, AlreadyProcessed) and fenced.value.found == 1
+        assert await store.pending_outbox() == [] and await store.due_timers(FAR) == []
+    finally:
+        await store.close()
+    _report("refusals, async", measured)
     assert all(n == 1 for n in measured.values()), measured
 
 

@@ -1,6 +1,7 @@
 """Execution records on PostgreSQL: export in one statement, import in one call of
-``harel_import``, round trips through a fresh schema, refusals and races; and the state-only
-commit's plain CAS ``UPDATE`` reporting the winner's version after a race."""
+``harel_import``, round trips through a fresh schema, refusals and races; the state-only
+commit's plain CAS ``UPDATE`` reporting the winner's version after a race; and commits that
+waited for a rival's row lock re-checking the dedupe mark and the fence after it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from harel.model import Event, Execution, Status
 from harel.store.common import record_digest
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     ExecutionAlreadyExists,
     InvalidArgument,
     StoreConflict,
@@ -219,7 +221,7 @@ def test_state_only_commit_calls_no_function(
     signature = (
         "harel_commit(text, text, text, text, text, text, text, bigint, double precision, text, "
         "text[], text[], text[], text[], text[], text[], double precision[], text[], text, bigint, "
-        "text, integer, text[], double precision[], integer[], boolean[])"
+        "text, integer, text[], double precision[], integer[], boolean[], text, integer)"
     )
     schema = _quoted(harel_harness.schema)
     with harel_harness.connect(autocommit=True) as conn:
@@ -277,6 +279,79 @@ def test_state_only_commit_losing_a_race_reports_the_winner(
     (error,) = outcome
     assert isinstance(error, StoreConflict) and (error.expected, error.found) == (1, 2)
     assert exe.version == 1
+
+
+def _race(
+    harness: PostgresHarness, rival_sql: tuple[str, ...], commit: Any
+) -> BaseException | None:
+    """Run ``rival_sql`` in a transaction that holds the row lock, start ``commit(store)`` on
+    another connection, wait until it blocks on that lock, commit the rival: what the commit
+    raised (``None``: it applied)."""
+    name = f"harel-race-{time.monotonic_ns()}"
+    outcome: list[BaseException | None] = []
+    with harness.connect() as rival:
+        for text in rival_sql:
+            rival.execute(text.replace("{schema}", _quoted(harness.schema)))
+        connect = {**harness.options.connect, "application_name": name}
+        loser = PostgresStore.open(replace(harness.options, connect=connect))
+
+        def run() -> None:
+            try:
+                commit(loser)
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        _wait_until_blocked(harness, name)
+        rival.commit()
+        thread.join()
+        loser.close()
+    (error,) = outcome
+    return error
+
+
+def test_a_commit_of_the_same_event_behind_a_rival_is_already_processed(
+    store: PostgresStore, harel_harness: PostgresHarness
+) -> None:
+    """Two deliveries of one event on one version (READ COMMITTED): the second waits for the
+    first's row lock; its snapshot predates the first's mark, but its CAS re-checks the version
+    on the newest row, misses, and the miss's own read finds the mark: nothing written."""
+    exe = Execution(id="race", definition_id="d")
+    store.commit(exe, [])
+    copy = store.load("race")
+    assert copy is not None
+    rival = (
+        "UPDATE {schema}.executions SET version = 2 WHERE id = 'race'",
+        "INSERT INTO {schema}.processed_events VALUES ('race', 'e', 1.0)",
+    )
+    error = _race(
+        harel_harness,
+        rival,
+        lambda s: s.commit(
+            copy, [(None, Event(kind="K"))], processed_event_id="e", trace=_step("X")
+        ),
+    )
+    assert isinstance(error, AlreadyProcessed) and (error.expected, error.found) == (1, 2)
+    assert copy.version == 1
+    assert store.pending_outbox() == [] and store.read_trace("race") == []
+
+
+@pytest.mark.parametrize("effects", [{}, {"trace": _step("X")}], ids=["state-only", "function"])
+def test_a_fenced_commit_behind_a_rewrite_of_its_version_is_refused(
+    store: PostgresStore, harel_harness: PostgresHarness, effects: dict[str, Any]
+) -> None:
+    """A rival that rewrote the row at the same version (another receipt, as a purge and
+    re-create does) while this commit waited for its lock: the CAS re-checks the receipt on the
+    newest row and misses (``StoreConflict`` with the same version), nothing written."""
+    exe = Execution(id="race", definition_id="d")
+    store.commit(exe, [])  # exe is now fenced by its receipt of version 1
+    rival = ("UPDATE {schema}.executions SET receipts[2] = 'another' WHERE id = 'race'",)
+    error = _race(harel_harness, rival, lambda s: s.commit(exe, [], **effects))
+    assert isinstance(error, StoreConflict) and not isinstance(error, AlreadyProcessed)
+    assert (error.expected, error.found, exe.version) == (1, 1, 1)
+    assert store.read_trace("race") == []
 
 
 def _quoted(schema: str) -> str:

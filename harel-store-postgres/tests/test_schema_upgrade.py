@@ -1,6 +1,7 @@
-"""Layout versions on a real server: a version-1, a version-2 and a version-3 schema (built by
-hand, with rows) upgraded in place on open (version 4 writing the work rows of what they hold),
-concurrent openers of an old schema, and a newer layout refused before anything is written."""
+"""Layout versions on a real server: a version-1, -2, -3 and -4 schema (built by hand, with
+rows) upgraded in place on open (version 4 writing the work rows of what they hold, version 5
+the commit's own dedupe and fence), concurrent openers of an old schema, and a newer layout
+refused before anything is written."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ import psycopg
 import pytest
 from harel.store.common import record_digest, relay_due, release_of
 from harel.store.contract import TimerOp
-from harel.store.errors import SchemaVersionError, StoreConflict
+from harel.store.errors import AlreadyProcessed, SchemaVersionError, StoreConflict
 from harel_store_postgres import PostgresStore
 from harel_store_postgres._conn import Renderer
-from harel_store_postgres._schema import SCHEMA_VERSION, UPGRADE_TO_2, UPGRADE_TO_3, V1_DDL
+from harel_store_postgres._schema import (
+    SCHEMA_VERSION,
+    UPGRADE_TO_2,
+    UPGRADE_TO_3,
+    UPGRADE_TO_4,
+    V1_DDL,
+)
 from harel_store_postgres.testing import PostgresHarness
 
 _DOCUMENT = '{"id":"old","definition_id":"d","status":"RUNNING","active_path":"/a","version":4}'
@@ -193,7 +200,7 @@ def test_version_2_is_upgraded_in_place_to_receipts(version_2: PostgresHarness) 
     store = version_2.open_sync()
     try:
         after = _layout(version_2)
-        assert after["row"]["version"] == SCHEMA_VERSION == 4
+        assert after["row"]["version"] == SCHEMA_VERSION == 5
         assert after["functions"] == sorted([*before["functions"], *_CLAIM_FUNCTIONS])
         assert after["counts"] == before["counts"]
         (signature,) = _commit_signatures(version_2)  # the old one is gone, not overloaded
@@ -296,7 +303,7 @@ def test_version_3_is_upgraded_with_work_rows_for_what_it_holds(version_3: Postg
     store = version_3.open_sync()
     try:
         after = _layout(version_3)
-        assert after["row"]["version"] == SCHEMA_VERSION == 4
+        assert after["row"]["version"] == SCHEMA_VERSION == 5
         assert after["counts"] == before["counts"]
         work = _work(version_3)
         relay = [row for row in work if row[0] in ("", "b", "p")]
@@ -327,5 +334,62 @@ def test_version_3_is_upgraded_with_work_rows_for_what_it_holds(version_3: Postg
         store.commit(exe, [], timers=(TimerOp.schedule("/y", 10.0),))
         (claim,) = store.claim("w3", 1000.0, lease=30.0, limit=100)
         assert (claim.execution_id, claim.priority, claim.timers) == ("t2", 3, (("/y", 10.0),))
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def version_4(pg_url: str) -> Iterator[PostgresHarness]:
+    """A fresh schema holding layout version 4 (the previous release's: no dedupe or fence in
+    the commit), with an execution, its dedupe mark, a timer and its leased work row."""
+    harness = PostgresHarness(pg_url, connect_retries=2)
+    render = Renderer(harness.schema)
+    rows: tuple[tuple[str, tuple[Any, ...]], ...] = (
+        (
+            "INSERT INTO {schema}.harel_schema (singleton, version, written_by) "
+            "VALUES (true, 4, 'harel-store-postgres 0.1.0')",
+            (),
+        ),
+        (
+            "INSERT INTO {schema}.executions VALUES (%s, 'd', 'RUNNING', NULL, '/a', NULL, 4, "
+            "1.0, %s, NULL)",
+            ("old", _DOCUMENT),
+        ),
+        ("INSERT INTO {schema}.processed_events VALUES ('old', 'in', 1.0)", ()),
+        ("INSERT INTO {schema}.timers VALUES ('old', '/a', 100.0)", ()),
+        ("INSERT INTO {schema}.work VALUES ('old', 2, 500.0, 'w')", ()),
+    )
+    with harness.connect() as conn, conn.transaction():
+        steps = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4
+        for statement, params in (*[(ddl, ()) for ddl in steps], *rows):
+            conn.execute(render(statement), params)
+    yield harness
+    harness.destroy()
+
+
+def test_version_4_is_upgraded_to_the_commits_own_dedupe(version_4: PostgresHarness) -> None:
+    before = _layout(version_4)
+    assert before["row"]["version"] == 4
+    (old_signature,) = _commit_signatures(version_4)
+    assert "p_base" not in old_signature
+    work = _work(version_4)
+    store = version_4.open_sync()
+    try:
+        after = _layout(version_4)
+        assert after["row"]["version"] == SCHEMA_VERSION == 5
+        assert after["functions"] == before["functions"]
+        assert after["counts"] == before["counts"]
+        assert _work(version_4) == work  # no backfill: version 4 kept the work rows
+        (signature,) = _commit_signatures(version_4)  # the old one is gone, not overloaded
+        assert "p_base text, p_base_slot integer" in signature and "OUT o_marked" in signature
+        loaded = store.load("old")
+        assert loaded is not None and loaded.version == 4
+        loaded.context = {"again": True}
+        with pytest.raises(AlreadyProcessed):  # the mark the older release recorded
+            store.commit(loaded, [], processed_event_id="in", trace={"event_kind": "Go"})
+        assert loaded.version == 4 and store.read_trace("old") == []
+        store.commit(loaded, [], processed_event_id="next")
+        store.save(loaded)  # fenced now: its own receipt holds
+        assert loaded.version == 6
     finally:
         store.close()

@@ -16,9 +16,52 @@ from pathlib import Path
 import pytest
 import redis
 from harel.conformance.urls import in_ci
-from harel_store_redis.testing import RedisHarness, RedisServerProcess
+from harel_store_redis.testing import RedisClusterProcess, RedisHarness, RedisServerProcess
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
+
+
+def need_binaries(*names: str) -> None:
+    """Skip (fail under CI=true) when one of the Redis binaries is missing."""
+    for name in names:
+        if shutil.which(name) is None:
+            message = f"{name} is not installed (apt-get install redis-server)"
+            if in_ci():
+                pytest.fail(message)
+            pytest.skip(message)
+
+
+def start_cluster(workdir: Path) -> RedisClusterProcess:
+    """A started private Redis Cluster (3 masters, 1 replica each) under ``workdir``: skip
+    when it cannot start, fail under CI=true."""
+    need_binaries("redis-server", "redis-cli")
+    cluster = RedisClusterProcess(workdir)
+    try:
+        cluster.start()
+    except RuntimeError as exc:
+        message = f"the test Redis Cluster did not start: {exc}"
+        if in_ci():
+            pytest.fail(f"{message} (CI=true: a cluster that cannot start fails the run)")
+        pytest.skip(message)
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcess]:
+    """One private Redis Cluster per test process (``redis-server --cluster-enabled yes`` on
+    free loopback ports, in a temp dir), shared by its cluster tests and torn down at the
+    end; every harness over it works under its own random prefix."""
+    cluster = start_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.remove()
+
+
+@pytest.fixture
+def private_cluster(tmp_path: Path) -> Iterator[RedisClusterProcess]:
+    """A Redis Cluster of this test's own (one it may stop nodes of), removed afterwards."""
+    cluster = start_cluster(tmp_path / "cluster")
+    yield cluster
+    cluster.remove()
 
 
 def server_url() -> str:
@@ -63,11 +106,7 @@ def harel_harness(redis_url: str) -> Iterator[RedisHarness]:
 def redis_servers(tmp_path: Path) -> Iterator[Callable[..., RedisServerProcess]]:
     """Start private ``redis-server`` processes (removed after the test); skips (fails under
     CI=true) when the binary is missing."""
-    if shutil.which("redis-server") is None:
-        message = "redis-server is not installed (apt-get install redis-server)"
-        if in_ci():
-            pytest.fail(message)
-        pytest.skip(message)
+    need_binaries("redis-server")
     started: list[RedisServerProcess] = []
 
     def start(password: str | None = None) -> RedisServerProcess:

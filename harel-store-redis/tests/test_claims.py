@@ -18,7 +18,7 @@ from harel.store.common import commit as commit_module
 from harel.store.common import plan_store as plan_store_module
 from harel.store.common import relay_due
 from harel.store.contract import Claim, TimerOp
-from harel.store.errors import LeaseLost
+from harel.store.errors import AlreadyProcessed, LeaseLost
 from harel.store.memory import DictStore
 from harel_store_redis import RedisStore, _commit, _scripts
 from harel_store_redis._keys import UNTARGETED, owner_prefix
@@ -65,19 +65,21 @@ def outcome(call: Callable[[], Any]) -> Any:
 
 
 class Pair:
-    """The same operations on the memory store and on Redis."""
+    """The same operations on the memory store and on Redis (``priorities``: what commits
+    draw their execution's priority from)."""
 
-    def __init__(self, redis_store: RedisStore) -> None:
+    def __init__(self, redis_store: RedisStore, priorities: tuple[int, ...] = (0, 1, 2, 3, 4)):
         self.stores = (DictStore(), redis_store)
         self.exes: list[dict[str, Execution]] = [{}, {}]
         self.events = 0
+        self.priorities = priorities
 
     def both(self, name: str, *args: Any, **knobs: Any) -> None:
         results = [outcome(lambda s=s: getattr(s, name)(*args, **knobs)) for s in self.stores]
         assert results[1] == results[0], (name, args, knobs)
 
     def commit(self, rng: random.Random, execution_id: str, now: float) -> None:
-        priority = rng.randrange(5)
+        priority = rng.choice(self.priorities)
         emits = []
         for _ in range(rng.choice((0, 0, 1, 2))):
             self.events += 1
@@ -91,11 +93,17 @@ class Pair:
                 at = rng.choice((now - 10.0, now + 2.0, now + 20.0, now + 60.0, -0.0))
                 timers.append(TimerOp.schedule(path, at))
         spawns = [(f"kid{self.events}-{n}", "/r", {}) for n in range(rng.choice((0, 0, 0, 1)))]
-        mark = f"m{self.events}" if rng.random() < 0.3 else None
+        mark = f"m{self.events}" if rng.random() < 0.3 else None  # sometimes one seen before
+        results: list[tuple[Any, ...]] = []
         for exes, store in zip(self.exes, self.stores, strict=True):
             exe = exes.setdefault(execution_id, Execution(id=execution_id, definition_id="f"))
             exe.priority = priority
-            store.commit(exe, emits, mark, tuple(timers), spawns)
+            try:
+                store.commit(exe, emits, mark, tuple(timers), spawns)
+                results.append(("stored", exe.version))
+            except AlreadyProcessed as exc:  # nothing written, on both alike
+                results.append(("AlreadyProcessed", exc.event_id, exc.expected, exc.found))
+        assert results[1] == results[0], (execution_id, mark)
 
     def ack_some(self, rng: random.Random) -> None:
         n = rng.randrange(3)
@@ -106,7 +114,9 @@ class Pair:
                 store.ack_spawn(spawn.seq)
 
 
-def run_history(pair: Pair, clock: Clock, seed: int, steps: int) -> int:
+def run_history(
+    pair: Pair, clock: Clock, seed: int, steps: int, limits: tuple[int, ...] = (1, 2, 3, 5, 100)
+) -> int:
     rng = random.Random(seed)
     claimed = 0
     for _ in range(steps):
@@ -117,7 +127,7 @@ def run_history(pair: Pair, clock: Clock, seed: int, steps: int) -> int:
         if roll < 0.35:
             pair.commit(rng, rng.choice(IDS), clock.now)
         elif roll < 0.6:
-            limit = rng.choice((1, 2, 3, 5, 100))
+            limit = rng.choice(limits)
             lease = rng.choice((5.0, 30.0))
             results = [s.claim(owner, clock.now, lease=lease, limit=limit) for s in pair.stores]
             assert shape(results[1]) == shape(results[0]), (seed, clock.now, limit)
@@ -145,6 +155,23 @@ def test_random_histories_match_the_memory_store(
 ) -> None:
     pair = Pair(harel_harness.open_sync())
     assert run_history(pair, clock, seed, 160) > 10  # the histories do claim things
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sharded_random_histories_match_the_memory_store(
+    redis_url: str, clock: Clock, seed: int, shards: int
+) -> None:
+    """The sharded layout gives the memory store's claims too, where a claim sees every ready
+    row (a limit of at least the groups' count) and every execution has one priority: then
+    neither the per-shard bound of a claim's reads nor the priority of a group's rows in other
+    shards (the emitter's until the group is claimed) can show (README, "Sharded layout")."""
+    harness = RedisHarness(f"{redis_url}{'&' if '?' in redis_url else '?'}shards={shards}")
+    try:
+        pair = Pair(harness.open_sync(), priorities=(2,))
+        assert run_history(pair, clock, seed, 160, limits=(5, 100)) > 10
+    finally:
+        harness.destroy()
 
 
 def test_work_rows_live_in_one_hash_and_five_zsets(

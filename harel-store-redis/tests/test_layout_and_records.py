@@ -183,7 +183,9 @@ def test_a_layout_1_namespace_is_upgraded_in_place_and_keeps_its_data(
     exported = store.export_execution(exe.id)
     assert before is not None and exported is not None
     assert record_digest(exported) == record_digest(before)
-    store.commit(exe, [], trace=step("After"))  # and the store goes on from there
+    loaded = store.load(exe.id)  # a copy of the upgraded store (the one held before is fenced)
+    assert loaded is not None
+    store.commit(loaded, [], trace=step("After"))  # and the store goes on from there
     assert store.read_trace(exe.id)[-1]["index"] == before.trace[-1]["index"] + 1
     store.close()
 
@@ -226,13 +228,13 @@ def test_a_newer_layout_is_refused_naming_both_versions_before_anything_is_writt
     store.save(new_exe("e1"))
     store.close()
     with client_of(harel_harness) as client:
-        client.hset(harel_harness.keys.layout, mapping={"v": "5", "by": "harel-store-redis 9.1.0"})
-        client.set(harel_harness.keys.schema, b"5")
+        client.hset(harel_harness.keys.layout, mapping={"v": "6", "by": "harel-store-redis 9.1.0"})
+        client.set(harel_harness.keys.schema, b"6")
     before = dataset(harel_harness)
     with pytest.raises(SchemaVersionError) as info:
         harel_harness.open_sync()
     message = str(info.value)
-    assert "layout version 5" in message and "reads version 4" in message
+    assert "layout version 6" in message and "reads version 5" in message
     assert "harel-store-redis 9.1.0" in message
     assert "pip install 'harel-store-redis>=9.1.0'" in message
     assert dataset(harel_harness) == before
@@ -264,6 +266,16 @@ def test_a_layout_2_namespace_is_upgraded_in_place_and_gets_receipts_from_its_ne
     exported = store.export_execution(exe.id)
     assert before is not None and exported is not None
     assert record_digest(exported) == record_digest(before)
+    # a copy committed before the hashes lost their receipts fails its fence (no receipt can
+    # match it; a process opening an old layout holds loaded copies, which carry no fence)
+    old_copy, unfenced = exe, dataset(harel_harness)
+    with pytest.raises(StoreConflict) as info:
+        store.commit(old_copy, [], trace=step("Fenced"))
+    assert (info.value.expected, info.value.found) == (old_copy.version, old_copy.version)
+    assert dataset(harel_harness) == unfenced  # nothing written
+    loaded = store.load(old_copy.id)
+    assert loaded is not None
+    exe = loaded
     # the next commit writes its receipt; a re-send of it (after a rival) is recognised
     rival = store.load(exe.id)
     assert rival is not None

@@ -21,6 +21,7 @@ from harel.store.common import (
 )
 from harel.store.contract import TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionNotFound,
@@ -263,21 +264,21 @@ def test_oversized_requests_are_refused_before_sending() -> None:
 
 
 def test_open_pings_loads_missing_scripts_and_checks_the_layout() -> None:
-    scripts = _scripts.SCRIPTS
+    scripts = _plan.OPEN_SCRIPTS
     present = [1] * len(scripts)
     present[0] = 0
     current = [str(_schema.SCHEMA_VERSION).encode(), b"harel-store-redis 9", 0]
     replies: list[Any] = [True, present, scripts[0].sha.encode(), current]
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     assert requests[0].wire == ("PING",)
-    assert requests[1].wire[:2] == ("SCRIPT", "EXISTS")
-    assert requests[2].wire == ("SCRIPT", "LOAD", scripts[0].source)
+    assert requests[1].wire[:1] == ("SCRIPT EXISTS",)
+    assert requests[2].wire == ("SCRIPT LOAD", scripts[0].source)
     assert requests[3].wire[0] == "EVALSHA" and requests[3].wire[1] == _scripts.LAYOUT.sha
     assert len(requests) == 4  # a current layout: nothing to upgrade
 
 
 def test_open_creates_the_layout_of_an_empty_namespace_in_the_same_call() -> None:
-    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [None, None, 1]]
+    replies: list[Any] = [True, [1] * len(_plan.OPEN_SCRIPTS), [None, None, 1]]
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     layout = requests[2].wire
     assert layout[3 : 3 + layout[2]] == KEYS.global_keys
@@ -289,7 +290,7 @@ def test_open_creates_the_layout_of_an_empty_namespace_in_the_same_call() -> Non
 def test_open_upgrades_older_layouts_with_one_script_and_accepts_a_concurrent_upgrade(
     old: bytes,
 ) -> None:
-    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), [old, None, 0]]
+    replies: list[Any] = [True, [1] * len(_plan.OPEN_SCRIPTS), [old, None, 0]]
     replies.append([b"4", b"harel-store-redis 0.1.0"])  # this call, or another opener, upgraded
     requests, _ = step_through(_plan.open_plan(KEYS, WHERE), replies)
     upgrade = requests[3].wire
@@ -304,15 +305,30 @@ def test_open_upgrades_older_layouts_with_one_script_and_accepts_a_concurrent_up
 @pytest.mark.parametrize(
     ("found", "message"),
     [
-        ([b"5", b"harel-store-redis 0.9.0", 0], "version 5 .*harel-store-redis>=0.9.0"),
+        ([b"6", b"harel-store-redis 0.9.0", 0], "version 6 .*harel-store-redis>=0.9.0"),
         ([b"0", None, 0], "older than any"),
         ([b"x", None, 0], "not a version number"),
         ([None, None, 0], "no layout version"),
     ],
 )
 def test_open_refuses_another_layout(found: list[Any], message: str) -> None:
-    replies: list[Any] = [True, [1] * len(_scripts.SCRIPTS), found]
+    replies: list[Any] = [True, [1] * len(_plan.OPEN_SCRIPTS), found]
     with pytest.raises(SchemaVersionError, match=message):
+        step_through(_plan.open_plan(KEYS, WHERE), replies)
+
+
+def test_open_finds_a_sharded_layout_with_the_single_slot_check() -> None:
+    """Without ``?shards=`` the single-slot check reads a sharded layout's record (layout 5)
+    and returns its shard count; one without a readable count is damage."""
+    replies: list[Any] = [
+        True,
+        [1] * len(_plan.OPEN_SCRIPTS),
+        [b"5", b"harel-store-redis 9", 0, b"4"],
+    ]
+    _, count = step_through(_plan.open_plan(KEYS, WHERE), replies)
+    assert count == 4
+    replies[-1] = [b"5", None, 0, None]
+    with pytest.raises(StoreCorrupted, match="shard count"):
         step_through(_plan.open_plan(KEYS, WHERE), replies)
 
 
@@ -349,14 +365,15 @@ def test_commit_is_one_script_call_with_every_effect() -> None:
     assert args[:2] == (b"3", b"4") and args[3] == b"tok"
     assert args[13:16] == (b"2", b"1", b"2")
     assert args[16] == b"k4"  # the receipt field of version 4 (ARGV[17])
-    assert args[18:22] == (
+    assert args[18:20] == (b"", b"k3")  # no fence (a fresh object), expected version's field
+    assert args[20:24] == (
         b"t",
         b"t{1}",
         _keys.owner_prefix("t{1}"),
         p.emits[0].event_json.encode(),
     )
-    assert args[22:24] == (b"u", b"")  # untargeted: owned under the untargeted prefix
-    assert args[24] == _keys.UNTARGETED
+    assert args[24:26] == (b"u", b"")  # untargeted: owned under the untargeted prefix
+    assert args[26] == _keys.UNTARGETED
     assert b"5e-324" in args  # the exact repr, as a string for Redis to parse
     assert keys[-6:] == KEYS.work_keys and args[17] == b"3"  # 3 work rows touched (ARGV[18])
     relay_at = repr(relay_due(p.committed_at)).encode()  # it writes a spawn: due at once
@@ -376,14 +393,57 @@ def test_a_state_only_commit_declares_two_keys() -> None:
     (request,) = requests
     assert request.wire[1] == _scripts.COMMIT_STATE.sha and request.wire[2] == 2
     assert request.wire[3:5] == (KEYS.execution("e:1"), KEYS.summaries)
-    assert request.wire[-2] == b"\n".join(KEYS.indexes_of(Status.RUNNING, True, "d"))
-    assert request.wire[-1] == b"k4"  # the receipt field of version 4
+    assert request.wire[-4] == b"\n".join(KEYS.indexes_of(Status.RUNNING, True, "d"))
+    assert request.wire[-3] == b"k4"  # the receipt field of version 4
+    assert request.wire[-2:] == (b"", b"k3")  # no fence; the receipt field of version 3
     assert request.wire[3 + 2 + 3] == p.token.encode()  # ARGV[4]: the commit token
     with_mark = prepared(exe, emits=[], processed_event_id="in")
     requests, _ = step_through(
         _commit.commit_plan(KEYS, with_mark, 5, where=WHERE), [[_scripts.APPLIED]]
     )
     assert requests[0].wire[1] == _scripts.COMMIT.sha
+
+
+def test_the_fence_travels_to_both_commit_scripts() -> None:
+    exe = Execution(id="e:1", definition_id="d", status=Status.RUNNING, version=3)
+    fenced = prepared(exe, emits=[])._replace(base="b" * 32)
+    _, state_args = _commit.state_request(KEYS, fenced, b"tok")
+    assert state_args[9:] == (b"b" * 32, b"k3")  # ARGV[10], ARGV[11]
+    _, args = _commit.commit_request(KEYS, fenced._replace(processed_event_id="in"), 5, b"tok")
+    assert args[18:20] == (b"b" * 32, b"k3")  # ARGV[19], ARGV[20]
+    for script in (_scripts.COMMIT, _scripts.COMMIT_STATE):  # the fence is in the CAS check
+        assert "cur[4] ~= ARGV[" in script.source
+
+
+def test_a_recorded_mark_raises_already_processed_after_the_resend_check() -> None:
+    p = full_commit()
+    with pytest.raises(AlreadyProcessed) as info:
+        step_through(
+            _commit.commit_plan(KEYS, p, 5, where=WHERE),
+            [[_scripts.ALREADY_PROCESSED, b"3", b""]],
+        )
+    assert (info.value.event_id, info.value.expected, info.value.found) == ("in", 3, 3)
+    assert p.processed_event_id == "in"
+    with pytest.raises(AlreadyProcessed) as absent:  # the mark without a stored execution
+        step_through(_commit.commit_plan(KEYS, p, 5, where=WHERE), [[_scripts.ALREADY_PROCESSED]])
+    assert absent.value.found is None
+    # a re-send of this very commit, stored (its own mark is what the script found): success
+    requests, result = step_through(
+        _commit.commit_plan(KEYS, p, 5, where=WHERE),
+        [[_scripts.ALREADY_PROCESSED, b"6", p.token.encode()]],
+    )
+    assert len(requests) == 1 and result is None
+
+
+def test_a_fenced_refusal_is_a_conflict_at_the_expected_version() -> None:
+    exe = Execution(id="e:1", definition_id="d", status=Status.RUNNING, version=3)
+    fenced = prepared(exe, emits=[])._replace(base="b" * 32)
+    with pytest.raises(StoreConflict) as info:
+        step_through(
+            _commit.commit_plan(KEYS, fenced, 5, where=WHERE), [[_scripts.CONFLICT, b"3", b""]]
+        )
+    assert not isinstance(info.value, AlreadyProcessed)
+    assert (info.value.expected, info.value.found) == (3, 3)
 
 
 def test_lost_cas_raises_conflict_with_the_found_version() -> None:
@@ -791,6 +851,55 @@ def test_failures_before_the_request_could_run_are_plainly_unavailable(exc: Exce
 def test_failures_after_the_request_may_have_run_are_reply_lost(exc: Exception) -> None:
     typed = map_error(exc, WHERE)
     assert isinstance(typed, _requests.ReplyLost) and isinstance(typed, StoreUnavailable)
+
+
+def _with_context(exc: BaseException, context: BaseException) -> BaseException:
+    exc.__context__ = context
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "typed", "phrase"),
+    [
+        # the cluster client refuses keys of several slots before sending anything
+        (
+            rex.RedisClusterException("EVALSHA - all keys must map to the same key slot"),
+            StoreConfigError,
+            "?prefix={harel}:",
+        ),
+        (
+            rex.ClusterCrossSlotError("Keys in request don't hash to the same slot"),
+            StoreConfigError,
+            "?shards=N",
+        ),
+        # a plain client redirected by a cluster node
+        (rex.MovedError("3999 127.0.0.1:7001"), StoreConfigError, "?cluster=yes"),
+        (rex.ResponseError("MOVED 3999 127.0.0.1:7001"), StoreConfigError, "?cluster=yes"),
+        (rex.ClusterDownError("The cluster is down"), StoreUnavailable, "master"),
+        (rex.MasterDownError("Link with MASTER is down"), StoreUnavailable, "master"),
+        (rex.TryAgainError("Multiple keys request during rehashing"), StoreUnavailable, "retry"),
+        (rex.SlotNotCoveredError("Slot 12 is not covered by the cluster."), StoreUnavailable, ""),
+        (rex.RedisClusterException("Redis Cluster cannot be connected."), StoreUnavailable, ""),
+    ],
+)
+def test_cluster_errors_become_typed_errors(exc: Exception, typed: type, phrase: str) -> None:
+    mapped = map_error(exc, WHERE)
+    assert type(mapped) is typed and phrase in str(mapped)
+
+
+def test_a_failed_topology_refresh_after_a_lost_reply_is_still_a_lost_reply() -> None:
+    """The cluster client refreshes its slot map inside its connection-error handler; when
+    that fails too, the error it raises carries the connection error, which decides."""
+    lost = _with_context(
+        rex.RedisClusterException("Redis Cluster cannot be connected."),
+        rex.ConnectionError("Connection closed by server."),
+    )
+    assert isinstance(map_error(lost, WHERE), _requests.ReplyLost)
+    refused = _with_context(
+        rex.RedisClusterException("Redis Cluster cannot be connected."),
+        rex.ConnectionError("Error 111 connecting to 127.0.0.1:7000. Connection refused."),
+    )
+    assert type(map_error(refused, WHERE)) is StoreUnavailable
 
 
 def test_a_client_that_retries_by_itself_never_proves_that_nothing_ran() -> None:

@@ -26,6 +26,7 @@ from harel.model import Event, Execution, Status
 from harel.store.common import in_settled_write
 from harel.store.contract import TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     InvalidIdentifier,
     StoreConfigError,
@@ -251,6 +252,104 @@ async def test_round_trips_per_operation_async(proxy: CountingProxy, proxied: Re
         await store.close()
     report("async", figures)
     assert figures == EXPECTED_ROUND_TRIPS
+
+
+SHARDED_ROUND_TRIPS = {
+    **EXPECTED_ROUND_TRIPS,
+    "pending_outbox": 3,
+    "pending_spawns": 3,
+    "due_timers": 3,
+    "list_executions (2 statuses, definition, roots)": 3,
+    "prune_processed (2 marks, batch_size=2)": 4,
+    "export_execution": 3,
+    "purge": 3,
+    "claim": 0,  # measured below: it depends on where the claimed groups' rows are
+    "release": 4,
+}
+"""The sharded layout with 3 shards (README, "Sharded layout"): every commit, every read of
+one execution and every enqueue stays ONE call in one shard; sweeps, listing, prune, export
+and purge make one per shard (prune: one per batch per shard); release looks at the home row,
+then visits every shard."""
+
+
+def test_round_trips_per_operation_sharded(proxy: CountingProxy) -> None:
+    harness = RedisHarness(f"redis://127.0.0.1:{proxy.port}/0?shards=3")
+    try:
+        store = SyncAsAsync(harness.open_sync())
+        figures = run_inline(count_round_trips(proxy, store))
+        report("sync, 3 shards", figures)
+        claim = figures.pop("claim")
+        assert figures == {k: v for k, v in SHARDED_ROUND_TRIPS.items() if k != "claim"}
+        assert all(n == 1 for name, n in figures.items() if name.startswith("commit"))
+        # a claim: 3 scans, at most 3 lease scripts (one per home shard of the groups it takes)
+        # and one per other shard for the groups' entries there
+        assert 3 + 1 + 2 <= claim <= 3 + 3 + 3, claim
+    finally:
+        harness.destroy()
+
+
+WRITE_COMMANDS = ("hset", "hdel", "hincrby", "zadd", "zrem", "xadd", "xdel", "rpush", "ltrim")
+"""What a commit script writes with (``INFO commandstats`` counts script-run commands too)."""
+
+
+def refused_in_one_call(
+    proxy: CountingProxy, admin: redis.Redis, commit: Callable[[], Any], refusal: type
+) -> None:
+    """``commit()`` raises ``refusal`` after exactly one round trip, which is one ``EVALSHA``
+    whose script wrote nothing."""
+    admin.config_resetstat()
+    proxy.reset()
+    with pytest.raises(refusal) as info:
+        commit()
+    calls = commandstats(admin)
+    assert type(info.value) is refusal
+    assert proxy.round_trips == 1
+    assert calls.get("cmdstat_evalsha") == 1 and "cmdstat_eval" not in calls
+    assert not [name for name in WRITE_COMMANDS if f"cmdstat_{name}" in calls], calls
+
+
+def test_an_already_processed_commit_and_a_fenced_refusal_are_one_script_call(
+    throwaway_redis: RedisServerProcess,
+) -> None:
+    side: dict[str, Any] = {
+        "timers": (TimerOp.schedule("/t", 5.0),),
+        "spawns": [("kid", "/r", {})],
+        "trace": step("Again"),
+    }
+    with (
+        CountingProxy("127.0.0.1", throwaway_redis.port) as proxy,
+        throwaway_redis.client() as admin,
+    ):
+        harness = RedisHarness(f"redis://127.0.0.1:{proxy.port}/0")
+        store = harness.open_sync()
+        # already processed: the mark is found inside the commit script, nothing written
+        exe = new_exe("e1", status=Status.RUNNING)
+        store.commit(exe, [], processed_event_id="in-1")
+        before = harness.dump()
+        refused_in_one_call(
+            proxy,
+            admin,
+            lambda: store.commit(exe, [(None, ev("x"))], processed_event_id="in-1", **side),
+            AlreadyProcessed,
+        )
+        assert exe.version == 1
+        assert harness.dump() == before
+        # fenced: purged and re-created up to the same version; the old copy (state only, then
+        # with side writes: the two commit scripts) is refused with the version it expected
+        assert store.purge("e1", force=True) is True
+        store.commit(new_exe("e1", status=Status.RUNNING), [])
+        before = harness.dump()
+        exe.context = {"stale": True}
+        refused_in_one_call(proxy, admin, lambda: store.commit(exe, []), StoreConflict)
+        refused_in_one_call(
+            proxy,
+            admin,
+            lambda: store.commit(exe, [(None, ev("y"))], processed_event_id="in-2", **side),
+            StoreConflict,
+        )
+        assert exe.version == 1
+        assert harness.dump() == before
+        harness.destroy()
 
 
 # -- NOSCRIPT ---------------------------------------------------------------------------------

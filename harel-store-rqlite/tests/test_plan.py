@@ -15,6 +15,7 @@ from harel.store import TimerOp
 from harel.store.common import committing, prepare_enqueue, relay_due
 from harel.store.common.sql import RQLITE, Batch, Result, Statement
 from harel.store.errors import (
+    AlreadyProcessed,
     ExecutionActive,
     InvalidPayload,
     InvalidStoreURL,
@@ -61,7 +62,7 @@ def test_a_commit_is_one_batch_cas_first_found_version_last() -> None:
     assert isinstance(batch, Batch)
     sqls = [s.sql for s in batch.statements]
     assert sqls[0].startswith("INSERT INTO executions") and "DO NOTHING" in sqls[0]
-    assert sqls[-1].startswith("SELECT version, r0") and sqls[-1].endswith("WHERE id = ?")
+    assert sqls[-1].startswith("SELECT e.version, e.r0") and sqls[-1].endswith("WHERE e.id = ?")
     token = batch.statements[0].params[-1]
     assert isinstance(token, str) and len(token) == 32
     document = batch.statements[0].params[7]
@@ -89,10 +90,75 @@ def test_without_the_unified_endpoint_a_conflict_takes_a_second_read() -> None:
     batch = next(op)
     assert not any(s.sql.startswith("SELECT") for s in batch.statements)
     read = op.send([Result(rowcount=0)] * len(batch.statements))
-    assert read == Statement(plan.sql.found_receipts.sql, ("e",))
+    assert read == Statement(plan.sql.found_receipts.sql, ("ev", "e"))  # the mark, the row
     with pytest.raises(StoreConflict) as lost:
         op.send(Result(rows=[(7,)]))
     assert lost.value.found == 7
+
+
+def ring(found: int, writes: dict[int, str], marked: bool = False) -> tuple[Any, ...]:
+    """A ``found_receipts`` row: the stored version, ``r0..r7`` holding ``writes``, the mark."""
+    slots: list[str | None] = [None] * 8
+    for version, token in writes.items():
+        slots[version % 8] = token
+    return (found, *slots, int(marked))
+
+
+def first_batch(op: Any) -> Batch:
+    """The first request of ``op``, which must be one batch (a single-request commit)."""
+    batch = next(op)
+    assert isinstance(batch, Batch), batch
+    return batch
+
+
+def refused(op: Any, row: tuple[Any, ...]) -> tuple[Batch, BaseException]:
+    """The one batch ``op`` sends and the error it raises when its CAS changes no row (every
+    guarded side write then matches nothing) and the found read returns ``row``."""
+    batch = first_batch(op)
+    replies = [Result(rowcount=0), *(Result() for _ in batch.statements[1:-1]), Result([row])]
+    with pytest.raises(StoreConflict) as error:
+        op.send(replies)
+    return batch, error.value
+
+
+def test_an_already_processed_commit_is_refused_in_its_one_request() -> None:
+    """The dedupe condition is the CAS's own: the request is the happy path's single batch,
+    and the found read in it tells ``AlreadyProcessed`` apart (the version matched)."""
+    commit = prepared(version=4)
+    batch, error = refused(rqlite_plan(OPTIONS).commit(commit, 10), ring(4, {}, marked=True))
+    cas = batch.statements[0]
+    assert cas.sql.startswith("UPDATE executions") and cas.sql.endswith(
+        " AND NOT EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
+    )
+    assert cas.params[-2:] == ("e", "ev")
+    assert isinstance(error, AlreadyProcessed)
+    assert (error.event_id, error.expected, error.found) == ("ev", 4, 4)
+    # a re-send of the stored commit still answers success (its receipt comes first)
+    resent = rqlite_plan(OPTIONS).commit(commit, 10)
+    batch = first_batch(resent)
+    row = ring(5, {5: commit.token}, marked=True)
+    with pytest.raises(StopIteration):
+        resent.send(
+            [Result(rowcount=0), *(Result() for _ in batch.statements[1:-1]), Result([row])]
+        )
+
+
+def test_a_fenced_commit_is_refused_in_its_one_request() -> None:
+    """A copy this process stored carries the receipt of its version: the CAS applies only
+    while the ring's slot of that version still holds it (a purged and re-created execution
+    at the same version holds another)."""
+    commit = prepared(version=4)._replace(base="mine")
+    batch, error = refused(rqlite_plan(OPTIONS).commit(commit, 10), ring(4, {4: "theirs"}))
+    cas = batch.statements[0]
+    assert " AND r4 = ? AND NOT EXISTS (" in cas.sql and "mine" in cas.params
+    assert type(error) is StoreConflict and (error.expected, error.found) == (4, 4)
+    unfenced = first_batch(rqlite_plan(OPTIONS).commit(prepared(version=4), 10)).statements[0]
+    assert " r4 = ?" not in unfenced.sql.split(" WHERE ")[1]  # a loaded copy: no fence
+    state_only = Execution(id="e", definition_id="d", version=8)
+    with committing(state_only, []) as plain:
+        pass
+    fenced = first_batch(rqlite_plan(OPTIONS).commit(plain._replace(base="mine"), None))
+    assert fenced.statements[0].sql.endswith("WHERE id = ? AND version = ? AND r0 = ?")
 
 
 def test_purge_is_one_batch_with_the_status_read_first() -> None:

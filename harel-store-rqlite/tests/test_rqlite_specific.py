@@ -42,6 +42,7 @@ from harel.store.common.sql.testing import (
 )
 from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     InvalidIdentifier,
     InvalidStoreURL,
@@ -139,6 +140,39 @@ async def test_every_commit_shape_is_one_request(
     assert paths(node) == [COMMIT]
 
 
+async def test_refused_commits_are_one_request_that_writes_nothing(
+    node: FakeRqlite, opener: Callable[..., Any]
+) -> None:
+    """An already-recorded event id and a stale kept copy (the execution purged and
+    re-created at its version) are refused by the commit's one request: its CAS carries the
+    conditions, its guarded side writes match nothing, its found read classifies."""
+    store = await opener(node.url)
+    exe = new_exe()
+    await store.commit(exe, **EVERYTHING)
+    counts = table_counts(node.path)
+    paths(node)
+    with pytest.raises(AlreadyProcessed) as caught:
+        await store.commit(exe, **EVERYTHING)  # the same event id, from the stored version
+    assert (caught.value.event_id, caught.value.found, exe.version) == ("in-1", 1, 1)
+    assert paths(node) == [COMMIT] and table_counts(node.path) == counts
+    await store.commit(exe, [])  # the kept copy goes on: version 2
+    await store.purge("e1", force=True)
+    newer = new_exe()
+    await store.commit(newer, [])
+    await store.commit(newer, [])
+    counts = table_counts(node.path)
+    paths(node)
+    shapes: tuple[dict[str, Any], ...] = (
+        {"emits": []},
+        {**EVERYTHING, "processed_event_id": "in-2"},
+    )
+    for shape in shapes:
+        with pytest.raises(StoreConflict) as fenced:
+            await store.commit(exe, **shape)
+        assert type(fenced.value) is StoreConflict and fenced.value.found == exe.version == 2
+        assert paths(node) == [COMMIT] and table_counts(node.path) == counts
+
+
 EXPECTED_REQUESTS = {
     "open (schema ready)": 4,
     "load": 1,
@@ -146,6 +180,7 @@ EXPECTED_REQUESTS = {
     "is_processed": 1,
     "commit (any shape)": 1,
     "commit (lost CAS)": 1,
+    "commit (already processed)": 1,
     "append_trace": 1,
     "read_trace": 1,
     "pending_outbox": 1,
@@ -191,6 +226,9 @@ async def test_requests_per_operation(
     with pytest.raises(StoreConflict):
         await count("commit (lost CAS)", lambda: store.commit(new_exe(version=5), []))
     counts["commit (lost CAS)"] = len(node.take_requests())
+    with pytest.raises(AlreadyProcessed):
+        await count("commit (already processed)", lambda: store.commit(exe, [], "in-1"))
+    counts["commit (already processed)"] = len(node.take_requests())
     await count("load", lambda: store.load("e1"))
     await count("load_for_event", lambda: store.load_for_event("e1", "in-1"))
     await count("is_processed", lambda: store.is_processed("e1", "in-1"))

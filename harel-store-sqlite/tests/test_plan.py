@@ -7,7 +7,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Generator, Iterator
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from harel.store.common.sql import (
     SCHEMA_VERSION,
     SQLITE,
     UPGRADES,
+    Batch,
     Dialect,
     Result,
     SqlPlan,
@@ -28,6 +28,7 @@ from harel.store.common.sql import (
 from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.common.sql.testing import execute
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionNotFound,
@@ -102,6 +103,12 @@ def step(op: Op, *replies: Any) -> list[Any]:
     return seen
 
 
+def statement(request: Statement | Batch) -> Statement:
+    """``request``, which must be a single statement (an interactive dialect's request)."""
+    assert isinstance(request, Statement), request
+    return request
+
+
 def sql_of(requests: list[Any]) -> list[str]:
     return [r.sql.split(" ")[0] if isinstance(r, Statement) else repr(r)[:20] for r in requests]
 
@@ -133,23 +140,24 @@ def prepared_state_only(version: int) -> Any:
         return prepared
 
 
-def ring(found: int, writes: dict[int, str]) -> tuple[Any, ...]:
-    """A ``found_receipts`` row: the stored version and ``r0..r7`` holding ``writes``."""
+def ring(found: int, writes: dict[int, str], marked: bool = False) -> tuple[Any, ...]:
+    """A ``found_receipts`` row: the stored version, ``r0..r7`` holding ``writes``, and
+    whether the commit's dedupe mark is stored."""
     slots: list[str | None] = [None] * 8
     for version, token in writes.items():
         slots[version % 8] = token
-    return (found, *slots)
+    return (found, *slots, int(marked))
 
 
 def test_the_cas_writes_the_receipt_of_the_new_version_in_the_same_statement() -> None:
     plan = sqlite_plan(make_options("x.db"))
     for version in (3, 7, 8, 12):
         prepared = prepared_state_only(version)
-        narrow = next(plan.commit(prepared, None))
+        narrow = statement(next(plan.commit(prepared, None)))
         slot = (version + 1) % 8
         assert f"updated_at = ?, r{slot} = ? WHERE" in narrow.sql, narrow.sql
         assert prepared.token in narrow.params
-    insert = next(plan.commit(prepared_insert(), None))  # BEGIN, then the insert
+    insert = statement(next(plan.commit(prepared_insert(), None)))  # BEGIN, then the insert
     assert insert.sql == "BEGIN IMMEDIATE"
 
 
@@ -189,6 +197,87 @@ def test_a_missed_cas_without_its_receipt_is_a_conflict(found: int, writes: dict
     )
     kind, error = seen[-1]
     assert kind == "raised" and isinstance(error, StoreConflict) and error.found == found
+
+
+UNMARKED = (
+    " AND NOT EXISTS (SELECT 1 FROM processed_events WHERE execution_id = ? AND event_id = ?)"
+)
+
+
+def prepared_step(version: int, base: str | None = None) -> Any:
+    """An update with side writes (an emit and the dedupe mark ``ev``) from ``version``,
+    fenced by ``base`` (the receipt of ``version`` this process stored)."""
+    exe = Execution(id="e", definition_id="d", version=version)
+    with committing(exe, [(None, Event(kind="K"))], "ev") as prepared:
+        return prepared._replace(base=base)
+
+
+def test_the_cas_carries_the_fence_and_the_dedupe_condition() -> None:
+    """The conditions are the CAS statement's own, so the happy path sends what it sent
+    before: no read ahead of the CAS, no extra statement."""
+    plan = sqlite_plan(make_options("x.db"))
+    loaded = statement(next(plan.commit(prepared_state_only(3), None)))  # a loaded copy
+    assert loaded.sql.endswith("AND parent_id IS ?") and "r3" not in loaded.sql
+    kept = prepared_state_only(3)._replace(base="mine")
+    fenced = statement(next(plan.commit(kept, None)))
+    assert fenced.sql.endswith("AND parent_id IS ? AND r3 = ?") and fenced.params[-1] == "mine"
+    assert ", r4 = ? WHERE" in fenced.sql  # the new version's receipt, the old one's fence
+    wrapped = prepared_state_only(7)._replace(base="mine")  # version 8's slot is 0: fence r7
+    assert statement(next(plan.commit(wrapped, None))).sql.endswith("AND r7 = ?")
+    for base, fence in ((None, ""), ("mine", " AND r4 = ?")):
+        op = plan.commit(prepared_step(4, base), None)
+        assert statement(next(op)).sql == "BEGIN IMMEDIATE"
+        narrow = statement(op.send(Result()))
+        assert narrow.sql.startswith("UPDATE executions SET outcome")
+        assert narrow.sql.endswith(f"AND parent_id IS ?{fence}{UNMARKED}")
+        assert narrow.params[-2:] == ("e", "ev")
+        full = statement(
+            op.send(Result(rowcount=0))
+        )  # the summary changed: the full CAS, same conditions
+        assert full.sql.startswith("UPDATE executions SET definition_id")
+        assert full.sql.endswith(f"AND version = ?{fence}{UNMARKED}")
+
+
+def test_an_already_processed_commit_writes_nothing_and_raises_already_processed() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = prepared_step(4)
+    seen = step(
+        plan.commit(prepared, None),
+        Result(),  # BEGIN
+        Result(rowcount=0),  # the narrow CAS: the mark is stored
+        Result(rowcount=0),  # the full CAS too
+        Result(),  # COMMIT (of nothing)
+        Result(rows=[ring(4, {4: "earlier"}, marked=True)]),  # the version even matches
+    )
+    assert sql_of(seen[:-1]) == ["BEGIN", "UPDATE", "UPDATE", "COMMIT", "SELECT"]  # no side write
+    assert seen[4].params == ("ev", "e")  # the read asks for the mark with the ring
+    kind, error = seen[-1]
+    assert kind == "raised" and isinstance(error, AlreadyProcessed)
+    assert (error.execution_id, error.event_id, error.expected, error.found) == ("e", "ev", 4, 4)
+    # a re-send of a stored commit comes first: its own mark is stored, and it succeeds
+    resent = step(
+        plan.commit(prepared, None),
+        Result(),
+        Result(rowcount=0),
+        Result(rowcount=0),
+        Result(),
+        Result(rows=[ring(5, {5: prepared.token}, marked=True)]),
+    )
+    assert resent[-1] == ("returned", None)
+
+
+def test_a_fenced_commit_that_misses_is_a_conflict_not_already_processed() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    seen = step(
+        plan.commit(prepared_state_only(4)._replace(base="mine"), None),
+        Result(rowcount=0),  # the narrow CAS: r4 holds another commit's token
+        Result(rowcount=0),  # the full CAS
+        Result(rows=[ring(4, {4: "theirs"})]),
+    )
+    assert sql_of(seen[:-1]) == ["UPDATE", "UPDATE", "SELECT"]  # autocommit: no BEGIN
+    kind, error = seen[-1]
+    assert kind == "raised" and type(error) is StoreConflict
+    assert (error.expected, error.found) == (4, 4)
 
 
 def test_a_write_that_may_have_applied_is_an_unknown_commit_outcome() -> None:
@@ -334,9 +423,15 @@ class Family:
     def __init__(self, dialect: Dialect) -> None:
         self.conn = sqlite3.connect(":memory:", isolation_level=None)
         self.plan = SqlPlan(dialect, where="test database")
+        self.sent: list[Statement | Batch] = []
+        """Every request run, in order (clear it to count one operation's)."""
 
     def run(self, op: Op) -> Any:
-        return drive(op, partial(execute, self.conn))
+        return drive(op, self._execute)
+
+    def _execute(self, request: Statement | Batch) -> Any:
+        self.sent.append(request)
+        return execute(self.conn, request)
 
     def commit(self, exe: Execution, *args: Any, trace_max: int = 2) -> None:
         with committing(exe, *args) as prepared:
@@ -413,6 +508,112 @@ def test_every_dialect_runs_the_same_operations(family: Family) -> None:
     assert run(plan.purge("a", True)) is True
     assert run(plan.footprint("a")) == []
     assert run(plan.purge("a", False)) is False
+
+
+STEP: tuple[Any, ...] = (
+    [("a", Event(id="out", kind="K")), (None, Event(id="out2", kind="K"))],
+    "ev",
+    [TimerOp.schedule("/late", 9.0)],
+    [("child", "/", {})],
+    {"n": 1},
+)
+"""A commit's arguments after the execution: every kind of side write, dedupe mark ``ev``."""
+
+
+def everything(family: Family, execution_id: str) -> list[Any]:
+    """What the database holds for ``execution_id`` and the relays (to compare before/after)."""
+    run, plan = family.run, family.plan
+    return [
+        run(plan.footprint(execution_id)),
+        run(plan.load(execution_id)),
+        run(plan.pending_outbox(None)),
+        run(plan.pending_spawns(None)),
+        run(plan.due_timers(99.0, None)),
+        run(plan.read_trace(execution_id)),
+        family.conn.execute("SELECT key, priority, ready_at, owner FROM work").fetchall(),
+    ]
+
+
+def writes(sent: list[Statement | Batch]) -> list[str]:
+    """The write statements of ``sent``, as their first two words (the transaction
+    statements and reads aside); a single-request dialect's side writes, all guarded by the
+    CAS's owner token, are left out (they ride in the batch and match nothing when the CAS
+    changed no row)."""
+    statements: list[Statement] = []
+    for request in sent:
+        statements += request.statements if isinstance(request, Batch) else [request]
+    verbs = ("INSERT", "UPDATE", "DELETE")
+    return [
+        " ".join(s.sql.split()[:2])
+        for s in statements
+        if s.sql.startswith(verbs) and "AND commit_token = " not in s.sql
+    ]
+
+
+def refusal(family: Family, exe: Execution, args: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+    """Commit ``exe`` with ``args``, expecting a refusal: the error and the requests sent."""
+    family.sent.clear()
+    with pytest.raises(StoreConflict) as caught:
+        family.commit(exe, *args)
+    return caught.value, list(family.sent)
+
+
+def test_refused_commits_write_nothing_in_the_happy_paths_requests(family: Family) -> None:
+    """An already-recorded event id and a stale fenced copy are refused by the CAS statement
+    the happy path sends anyway: no read before it, no write but the CAS that changed no row
+    (a single-request dialect: the happy path's one batch, its found read inside)."""
+    commit, run, plan = family.commit, family.run, family.plan
+    exe = Execution(id="a", definition_id="d", context={"n": 1})
+    commit(exe, [], "ev")
+    happy = Execution(id="h", definition_id="d")
+    commit(happy, [])
+    family.sent.clear()
+    commit(happy, *STEP)  # the happy path of the same shape, from a kept copy
+    happy_sent = list(family.sent)
+    before = everything(family, "a")
+    exe.context["n"] = 2
+    error, sent = refusal(family, exe, STEP)
+    assert isinstance(error, AlreadyProcessed)
+    assert (error.event_id, error.found, exe.version) == ("ev", 1, 1)
+    assert everything(family, "a") == before
+    assert set(writes(sent)) == {"UPDATE executions"}  # the CAS forms only
+    if plan.dialect.batch_reads:  # one batch, as on the happy path, led by the same CAS text
+        assert len(sent) == len(happy_sent) == 1
+        assert isinstance(sent[0], Batch) and isinstance(happy_sent[0], Batch)
+        assert sent[0].statements[0].sql == happy_sent[0].statements[0].sql
+    else:  # BEGIN, then the narrow CAS the happy path applied, as its second statement
+        assert sent[0] == Statement("BEGIN IMMEDIATE") == happy_sent[0]
+        assert statement(sent[1]).sql == statement(happy_sent[1]).sql
+
+    # the fence: a stored copy against a purged and re-created execution at its version
+    old = Execution(id="f", definition_id="d", context={"who": "old"})
+    commit(old, [])
+    commit(old, [])
+    assert run(plan.purge("f", True)) is True
+    new = Execution(id="f", definition_id="d", context={"who": "new"})
+    commit(new, [])
+    commit(new, [])
+    before = everything(family, "f")
+    old.context["who"] = "stale"
+    refused: list[list[Any]] = []
+    for args in ((), STEP):  # state-only (the hot path) and with every side write
+        error, sent = refusal(family, old, args)
+        assert type(error) is StoreConflict
+        assert (error.expected, error.found, old.version) == (2, 2, 2)
+        assert everything(family, "f") == before
+        assert set(writes(sent)) == {"UPDATE executions"}
+        if plan.dialect.batch_reads:
+            assert len(sent) == 1 and isinstance(sent[0], Batch)
+        refused.append(sent)
+    family.sent.clear()
+    commit(new, [])  # the live copy goes on: the same CAS text, applied
+    assert new.version == 3 and len(family.sent) == 1
+    happy_cas = family.sent[0]
+    cas = refused[0][0]
+    if isinstance(happy_cas, Batch) and isinstance(cas, Batch):
+        happy_cas, cas = happy_cas.statements[0], cas.statements[0]
+    assert isinstance(cas, Statement) and isinstance(happy_cas, Statement)
+    assert cas.sql == happy_cas.sql
 
 
 def test_enqueue_in_every_dialect(family: Family) -> None:

@@ -16,7 +16,7 @@ from harel.store.common import (
     prepare_enqueue,
     relay_due,
 )
-from harel.store.errors import ExecutionActive, LeaseLost, StoreCorrupted
+from harel.store.errors import AlreadyProcessed, ExecutionActive, LeaseLost, StoreCorrupted
 from harel_example_jsondir import _schema
 from harel_example_jsondir._plan import PLAN, Plan, Read, Request, Write
 
@@ -86,6 +86,65 @@ def test_a_lost_cas_writes_nothing_and_restores_the_version(files: Files) -> Non
         files.commit(stale, [(None, Event(kind="lost"))], processed_event_id="p")
     assert stale.version == 0
     assert files.writes() == []
+
+
+def test_a_recorded_event_id_is_refused_with_nothing_written(files: Files) -> None:
+    exe = Execution(id="a", definition_id="d")
+    files.commit(exe, [], processed_event_id="p")
+    before = dict(files.texts)
+    files.log.clear()
+    with pytest.raises(AlreadyProcessed) as caught:
+        files.commit(
+            exe,
+            [(None, Event(kind="again"))],
+            processed_event_id="p",
+            timers=(TimerOp.schedule("t", 5.0),),
+            trace={"x": 2},
+        )
+    assert (caught.value.event_id, caught.value.found, exe.version) == ("p", 1, 1)
+    assert [type(request) for request in files.log] == [Read]  # decided on state.json alone
+    assert files.texts == before
+
+
+def test_a_resent_commit_with_its_own_mark_answers_success_writing_nothing(
+    files: Files,
+) -> None:
+    exe = Execution(id="a", definition_id="d")
+    emits = [(None, Event(id="out", kind="k"))]
+    files.commit(exe, emits, processed_event_id="p")
+    before = dict(files.texts)
+    exe.version = 0  # what the envelope restores when the reply is lost
+    files.log.clear()
+    files.commit(exe, emits, processed_event_id="p")
+    assert exe.version == 1
+    assert files.writes() == [] and files.texts == before
+
+
+def test_a_fenced_commit_is_still_one_read_and_one_write(files: Files) -> None:
+    exe = Execution(id="a", definition_id="d")
+    files.commit(exe, [], processed_event_id="p")
+    files.log.clear()
+    files.commit(exe, [], processed_event_id="q")  # carries the fence of version 1
+    assert [type(request) for request in files.log] == [Read, Write]
+    assert exe.version == 2
+
+
+def test_the_fence_refuses_a_stored_copy_of_a_recreated_execution(files: Files) -> None:
+    old = Execution(id="a", definition_id="d", status=Status.DONE, context={"who": "old"})
+    files.commit(old, [])
+    assert files.run(PLAN.purge("a", False)) is True
+    new = Execution(id="a", definition_id="d", context={"who": "new"})
+    files.commit(new, [])
+    before = dict(files.texts)
+    files.log.clear()
+    old.context["who"] = "stale"
+    with pytest.raises(StoreConflict) as caught:  # same version 1, another commit wrote it
+        files.commit(old, [], processed_event_id="p")
+    assert not isinstance(caught.value, AlreadyProcessed)
+    assert (caught.value.found, old.version) == (1, 1)
+    assert files.writes() == [] and files.texts == before
+    files.commit(new, [])  # the live copy goes on
+    assert files.run(PLAN.load("a")).context == {"who": "new"}
 
 
 def test_summaries_carry_the_commit_time_and_marks_their_age(files: Files) -> None:

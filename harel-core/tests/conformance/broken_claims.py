@@ -150,6 +150,34 @@ class EnqueueMarks(MemoryPlan):
         return seq
 
 
+class RemarkAccepted(MemoryPlan):
+    """The commit ignores an already-recorded event id (re-marks it and writes the step)."""
+
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        yield from super()._commit(prepared._replace(processed_event_id=None), trace_max)
+        if prepared.processed_event_id is not None:
+            yield PutMark(prepared.execution_id, prepared.processed_event_id, 0.0)
+
+
+class FenceIgnored(MemoryPlan):
+    """The commit checks the version alone (a stored copy overwrites a re-created record)."""
+
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        yield from super()._commit(prepared._replace(base=None), trace_max)
+
+
+class StaleRedeliveryConflicts(MemoryPlan):
+    """The mark is checked only once the version matches: a redelivery on a stale copy is a
+    plain ``StoreConflict`` (the runner reloads and re-drives instead of dropping it)."""
+
+    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        row = yield GetExecution(prepared.execution_id)
+        if row is not None and row.version != prepared.expected_version:
+            yield from super()._commit(prepared._replace(processed_event_id=None), trace_max)
+            return
+        yield from super()._commit(prepared, trace_max)
+
+
 CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
     "lease_ignored": LeaseIgnored,
     "no_priority": NoPriority,
@@ -163,5 +191,8 @@ CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
     "enqueue_breaks_lease": EnqueueBreaksLease,
     "enqueue_takes_priority": EnqueueTakesPriority,
     "enqueue_marks": EnqueueMarks,
+    "remark_accepted": RemarkAccepted,
+    "fence_ignored": FenceIgnored,
+    "stale_redelivery_conflicts": StaleRedeliveryConflicts,
 }
 """The claim bugs, by name (``BrokenHarness.named(name)``)."""

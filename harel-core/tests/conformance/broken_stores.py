@@ -29,6 +29,8 @@ from harel.store.common import (
     PreparedCommit,
     PreparedEmit,
     PreparedImport,
+    already_processed,
+    base_holds,
     cas_decision,
     committing,
     conflict,
@@ -38,7 +40,7 @@ from harel.store.common import (
 )
 from harel.store.common.validate import check_event_ref, check_prune, check_timer_ref
 from harel.store.contract import FINISHED, Capabilities, DueTimer, ExecutionRecord
-from harel.store.errors import ExecutionActive
+from harel.store.errors import AlreadyProcessed, ExecutionActive
 from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData
 from harel.store.memory._plan import (
     OWNED_TABLES,
@@ -47,12 +49,14 @@ from harel.store.memory._plan import (
     DropMarks,
     DropTimer,
     GetExecution,
+    GetForEvent,
     MemoryPlan,
     OldMarks,
     OutboxRow,
     Plan,
     ScanDueTimers,
     ScanExecutions,
+    StoredExecution,
     Transaction,
 )
 from harel.store.memory.testing import footprint
@@ -61,8 +65,20 @@ from pydantic import BaseModel
 EVERYTHING = 10**9
 
 
+def _unmarked_row(prepared: PreparedCommit) -> Plan[StoredExecution | None]:
+    """The stored row, after refusing (``AlreadyProcessed``) a commit whose dedupe mark is
+    already stored: the part of the commit rule the CAS bugs below keep."""
+    if prepared.processed_event_id is None:
+        row: StoredExecution | None = yield GetExecution(prepared.execution_id)
+        return row
+    row, marked = yield GetForEvent(prepared.execution_id, prepared.processed_event_id)
+    if marked:
+        raise already_processed(prepared, None if row is None else row.version)
+    return row
+
+
 class SkippedCas(MemoryPlan):
-    """Writes whatever version it is given: no compare-and-set at all."""
+    """Writes whatever it is given: no compare-and-set at all (no fence, no dedupe check)."""
 
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
         row = yield GetExecution(prepared.execution_id)
@@ -75,9 +91,18 @@ class LeakyLoser(MemoryPlan):
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
         row = yield GetExecution(prepared.execution_id)
         found = None if row is None else row.version
-        if cas_decision(prepared.expected_version, found) == "conflict":
-            for emit in prepared.emits:  # the bug: side writes before the CAS verdict
+        try:
+            yield from _unmarked_row(prepared)
+        except AlreadyProcessed:
+            refused = True
+        else:
+            refused = cas_decision(prepared.expected_version, found) == "conflict" or (
+                row is not None and not base_holds(prepared, row.receipt(row.version))
+            )
+        if refused:
+            for emit in prepared.emits:  # the bug: side writes before the verdict is raised
                 yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
+            yield from _unmarked_row(prepared)  # AlreadyProcessed when that is the verdict
             raise conflict(prepared, found)
         yield from self._write_step(prepared, trace_max, row)
 
@@ -86,9 +111,11 @@ class NoReceipts(MemoryPlan):
     """Writes receipts but never reads them: a re-sent stored commit is a ``StoreConflict``."""
 
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield GetExecution(prepared.execution_id)
+        row = yield from _unmarked_row(prepared)
         found = None if row is None else row.version
-        if cas_decision(prepared.expected_version, found) == "conflict":
+        if cas_decision(prepared.expected_version, found) == "conflict" or (
+            row is not None and not base_holds(prepared, row.receipt(row.version))
+        ):
             raise conflict(prepared, found)
         yield from self._write_step(prepared, trace_max, row)
 

@@ -1,5 +1,5 @@
-"""The kit's ``ClaimTests`` and ``EnqueueTests`` are strong: each fails on a store with the
-lease (or enqueue) bug it targets.
+"""The kit's ``ClaimTests``, ``EnqueueTests`` and ``FenceTests`` are strong: each fails on a
+store with the lease (enqueue, dedupe or fence) bug it targets.
 
 Each case runs ``ClaimTests`` alone (not the whole kit) in a nested pytest session against one
 broken memory store of :mod:`broken_claims` and asserts which tests fail; the correct store
@@ -128,4 +128,33 @@ def test_enqueue_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
     missing = ENQUEUE_BUGS[bug] - failed
     assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
     extra = failed - ENQUEUE_BUGS[bug] - ENQUEUE_MAY_ALSO_FAIL.get(bug, set())
+    assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"
+
+
+FENCE_BUGS: dict[str, set[str]] = {
+    "remark_accepted": {
+        "test_recorded_event_id_is_refused_with_nothing_written",
+        "test_recorded_event_id_is_refused_from_a_stale_copy",
+    },
+    "fence_ignored": {
+        "test_stored_copy_cannot_overwrite_a_recreated_execution",
+        "test_stored_copy_cannot_overwrite_an_imported_execution",
+    },
+    "stale_redelivery_conflicts": {"test_recorded_event_id_is_refused_from_a_stale_copy"},
+}
+"""The ``FenceTests`` that must catch each commit-rule bug (every flavour)."""
+
+
+def test_correct_store_passes_every_fence_test(pytester: pytest.Pytester) -> None:
+    failed, passed = _failed(pytester, "correct", "FenceTests")
+    assert failed == set()
+    assert passed >= 9 * 2
+
+
+@pytest.mark.parametrize("bug", sorted(FENCE_BUGS))
+def test_fence_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
+    failed, _ = _failed(pytester, bug, "FenceTests")
+    missing = FENCE_BUGS[bug] - failed
+    assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
+    extra = failed - FENCE_BUGS[bug]
     assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"

@@ -1,9 +1,11 @@
 """What the runner asks of the store per event (bench figure 4, engine.md §2.3, §2.5).
 
-A step that wrote no relay work (no outbox entry, no spawn intent) is answered with
-``load_for_event`` + ``commit`` and returns the committed copy itself: no relay sweep, no
-reload.  Relay work other steps left pending is still delivered: by the next step that relays,
-by ``recover()`` and by the worker's rounds.
+A step that wrote no relay work (no outbox entry, no spawn intent) is answered with one
+``commit`` when the runner committed the execution last (it steps from its kept copy; the
+commit checks the dedupe mark and the version), with ``load_for_event`` + ``commit``
+otherwise, and returns a copy of what it stored: no relay sweep, no reload.  Relay work other
+steps left pending is still delivered: by the next step that relays, by ``recover()`` and by
+the worker's rounds.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
+import anyio
 import pytest
 from harel import AsyncDurableRunner, DictStore, DurableRunner, Event, definition_from_dsl
 from harel.engine.definition import Definition
 from harel.engine.worker import Worker
+from harel.store.errors import ExecutionAlreadyExists
 from harel.store.memory import AsyncDictStore
 
 TOGGLE = (
@@ -55,15 +59,103 @@ def calls(store: Any) -> list[str]:
     return [name for name, _, _ in store.mock_calls]
 
 
-def test_a_step_without_relay_work_is_two_store_calls_and_returns_the_stored_copy() -> None:
+def test_a_step_from_the_kept_copy_is_one_store_call_and_returns_the_stored_copy() -> None:
     store = counting(DictStore())
     runner = DurableRunner(store, defs())  # type: ignore[arg-type]
     runner.create("toggle", execution_id="t")
     store.reset_mock()
     got = runner.process("t", Event(kind="Go"))
-    assert calls(store) == ["load_for_event", "commit"]
+    assert calls(store) == ["commit"]
     assert got == store.store.load("t")
     assert (got.active_path, got.version) == ("B", 2)
+    store.reset_mock()
+    assert runner.process("t", Event(kind="Go")).active_path == "A"
+    assert calls(store) == ["commit"]
+
+
+def test_a_step_on_an_execution_the_runner_has_not_stored_loads_it_first() -> None:
+    store = counting(DictStore())
+    DurableRunner(store, defs()).create("toggle", execution_id="t")  # type: ignore[arg-type]
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    store.reset_mock()
+    assert runner.process("t", Event(kind="Go")).version == 2
+    assert calls(store) == ["load_for_event", "commit"]
+
+
+def test_without_kept_copies_every_step_loads_first() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs(), keep_copies=0)  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    store.reset_mock()
+    runner.process("t", Event(kind="Go"))
+    assert calls(store) == ["load_for_event", "commit"]
+    assert len(runner.plan.copies) == 0
+
+
+def test_a_stale_kept_copy_is_refused_by_the_commit_and_reloaded() -> None:
+    """Another writer stepped since: the CAS refuses the kept copy, the runner reloads it and
+    steps the stored state (no conflict counted: it is a stale copy, not a race)."""
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    DurableRunner(store.store, defs()).process("t", Event(kind="Go"))  # now B, version 2
+    store.reset_mock()
+    got = runner.process("t", Event(kind="Go"))
+    assert calls(store) == ["commit", "load_for_event", "commit"]
+    assert (got.active_path, got.version) == ("A", 3)
+    assert runner.plan.conflicts == 0
+
+
+def test_a_redelivered_event_is_refused_by_the_commit_with_nothing_written() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    go = Event(kind="Go")
+    runner.process("t", go)
+    store.reset_mock()
+    again = runner.process("t", go)  # from the kept copy: the commit finds the dedupe mark
+    assert calls(store) == ["commit", "load"]
+    assert (again.active_path, again.version) == ("B", 2)
+    assert runner.plan.repeats == 1
+    store.reset_mock()
+    assert runner.process("t", go).version == 2  # no copy kept now: the load sees the mark
+    assert calls(store) == ["load_for_event"]
+
+
+def test_mutating_a_result_never_changes_the_next_step() -> None:
+    store = DictStore()
+    runner = DurableRunner(store, defs())
+    created = runner.create("toggle", execution_id="t", context={"n": [1]})
+    created.context["n"].append(2)
+    created.active_path = "B"
+    stepped = runner.process("t", Event(kind="Go"))
+    assert (stepped.active_path, stepped.context) == ("B", {"n": [1]})
+    stepped.context["n"].append(3)
+    assert runner.process("t", Event(kind="Go")).context == {"n": [1]}
+    assert store.load("t").context == {"n": [1]}  # type: ignore[union-attr]
+
+
+def test_a_kept_copy_never_overwrites_a_purged_and_recreated_execution() -> None:
+    """Purge + re-create to the same version elsewhere: the kept copy's commit is fenced
+    (the version matches, the commit that wrote it does not), so the runner reloads."""
+    store = DictStore()
+    runner = DurableRunner(store, defs())
+    runner.create("toggle", execution_id="t", context={"who": "old"})
+    other = DurableRunner(store, defs())
+    store.purge("t", force=True)
+    other.create("toggle", execution_id="t", context={"who": "new"})  # version 1 again
+    got = runner.process("t", Event(kind="Go"))
+    assert (got.context, got.version, got.active_path) == ({"who": "new"}, 2, "B")
+
+
+def test_create_with_an_id_is_one_store_call() -> None:
+    store = counting(DictStore())
+    runner = DurableRunner(store, defs())  # type: ignore[arg-type]
+    runner.create("toggle", execution_id="t")
+    assert calls(store) == ["commit"]
+    with pytest.raises(ExecutionAlreadyExists):
+        runner.create("toggle", execution_id="t")
+    assert calls(store) == ["commit", "commit"]
 
 
 def test_create_without_relay_work_returns_the_stored_copy() -> None:
@@ -138,14 +230,28 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-async def test_async_step_without_relay_work_is_two_store_calls() -> None:
+async def test_async_step_from_the_kept_copy_is_one_store_call() -> None:
     store = counting(AsyncDictStore())
     runner = AsyncDurableRunner(store, defs())  # type: ignore[arg-type]
     await runner.create("toggle", execution_id="t")
     store.reset_mock()
     got = await runner.process("t", Event(kind="Go"))
-    assert calls(store) == ["load_for_event", "commit"]
+    assert calls(store) == ["commit"]
     assert got == await store.store.load("t")
+
+
+@pytest.mark.anyio
+async def test_async_concurrent_steps_of_one_execution_never_share_a_copy() -> None:
+    """Two deliveries at once: one takes the kept copy, the other loads its own; the CAS
+    orders them and both events are applied once."""
+    store = AsyncDictStore()
+    runner = AsyncDurableRunner(store, defs())
+    await runner.create("toggle", execution_id="t")
+    async with anyio.create_task_group() as group:
+        for _ in range(2):
+            group.start_soon(runner.process, "t", Event(kind="Go"))
+    stored = await store.load("t")
+    assert stored is not None and (stored.version, stored.active_path) == (3, "A")
 
 
 TIMERS = """

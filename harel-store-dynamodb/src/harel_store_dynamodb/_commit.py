@@ -2,10 +2,11 @@
 commit with no side items is one conditional ``UpdateItem`` instead: same condition, same
 attributes, half the write cost and no transaction coordinator).
 
-Action order: ``[0]`` the execution item (``Update`` with the version condition, ``ALL_OLD`` on
-failure), then the dedupe mark, the timer ops (collapsed to the last op per path by the commit
-envelope, so no item is touched twice), the trace step, the relay items (each ``Put`` guarded by
-``attribute_not_exists``) and the ring trims.
+Action order: ``[0]`` the execution item (``Update`` with the version condition and the fence,
+``ALL_OLD`` on failure), then the dedupe mark (``Put`` under ``attribute_not_exists``: an event
+id the execution already recorded cancels the whole transaction), the timer ops (collapsed to
+the last op per path by the commit envelope, so no item is touched twice), the trace step, the
+relay items (each ``Put`` guarded by ``attribute_not_exists``) and the ring trims.
 
 The 100-action cap.  Outbox entries and spawn intents normally get one item each.  When the
 commit would need more than 100 actions (a fan-out of 150 spawns), they are *packed*: the
@@ -89,6 +90,8 @@ class CommitWrite:
     """Indexes of the relay ``Put`` actions (a failed condition there is a base collision)."""
     work_actions: dict[int, str | None]
     """Index -> group of the work-row ``Put`` actions (a failed condition: the row moved)."""
+    mark_action: int | None
+    """Index of the guarded dedupe mark ``Put`` (a failed condition: the mark is stored)."""
     after: TraceCursor | None
     """The trace cursor once applied (``None``: unknown, the commit wrote no step blind)."""
     deferred_trims: tuple[Item, ...]
@@ -242,6 +245,7 @@ def build_commit(
     shards: int = 1,
     work: Sequence[tuple[str | None, Action]] = (),
     bundled: Sequence[WorkTouch] = (),
+    guard_mark: bool = True,
 ) -> CommitWrite:
     """The transaction of one commit attempt.
 
@@ -252,7 +256,9 @@ def build_commit(
     execution's shard among ``shards``.  ``work`` holds the action of each work row the
     commit touches (:func:`._work.touch_action`, by group), placed before the relay items so
     the relay packing leaves room for them; ``bundled`` the touches it writes as touch
-    bundles instead (:func:`._work.bundle_items`, guarded like relay items).
+    bundles instead (:func:`._work.bundle_items`, guarded like relay items).  The dedupe mark
+    is guarded by ``attribute_not_exists`` unless ``guard_mark`` is false (an insert over a
+    mark an absent execution left behind: it overwrites that mark).
     """
     execution_id = commit.execution_id
     shard = shard_of(execution_id, shards)
@@ -268,9 +274,14 @@ def build_commit(
     update, size = execution_update(table, commit, token, before, after if before else None, shard)
     actions: list[Action] = [update]
     total = size
+    mark_index: int | None = None
     if commit.processed_event_id is not None:
         item = mark_item(execution_id, commit.processed_event_id, commit.committed_at, shard)
-        actions.append({"Put": {"TableName": table, "Item": item}})
+        if guard_mark:
+            mark_index = len(actions)
+            actions.append(guarded_put(table, item))
+        else:
+            actions.append({"Put": {"TableName": table, "Item": item}})
         total += item_size(item)
     for op in commit.timers:
         if op.action == "schedule":
@@ -332,6 +343,7 @@ def build_commit(
             params=dict(update["Update"]),
             relay_actions=frozenset(),
             work_actions={},
+            mark_action=None,
             after=after,
             deferred_trims=deferred,
             token=token,
@@ -341,6 +353,7 @@ def build_commit(
         params={"TransactItems": actions, "ClientRequestToken": request_token or token},
         relay_actions=frozenset(relay_indexes),
         work_actions=work_indexes,
+        mark_action=mark_index,
         after=after,
         deferred_trims=deferred,
         token=token,

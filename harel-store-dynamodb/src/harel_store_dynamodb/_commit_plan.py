@@ -17,13 +17,20 @@ How it is settled:
   answers a duplicate transaction as the original).  The resend is conditional like the
   original, so once it is answered nothing of this attempt can land any more: either the
   resend was applied, or the item moved on;
+* the transaction decides the dedupe and the fence itself, with no read before it: the mark's
+  ``Put`` is guarded by ``attribute_not_exists`` and an update's condition holds the fence
+  (the receipt of ``expected_version`` is :attr:`PreparedCommit.base`, when set);
 * a refused attempt (condition failed) reads the stored item returned with the refusal
   (``ALL_OLD``, same round trip): if the receipt of the version this commit writes holds its
   token, the commit landed — in this call or in an earlier call that re-sends now — and it
-  returns without writing again; otherwise it is a conflict (or a moved trace cursor: retry).
-  When more than ``RECEIPTS - 1`` commits landed since and an earlier send is in doubt, the
-  outcome cannot be told: :class:`~harel.store.errors.CommitOutcomeUnknown` says so (never a
-  conflict that may be false);
+  returns without writing again; otherwise, when the mark's action failed too (its
+  cancellation reason, same answer), it is :class:`~harel.store.errors.AlreadyProcessed`, else
+  a conflict (or a moved trace cursor: retry).  A refusal by the mark alone (the execution's
+  condition held) is ``AlreadyProcessed`` at once: the re-send of a stored commit would have
+  failed the execution's condition.  When more than ``RECEIPTS - 1`` commits landed since
+  and an earlier send is in doubt, the outcome cannot be told:
+  :class:`~harel.store.errors.CommitOutcomeUnknown` says so (never a conflict that may be
+  false);
 * answers that are definite refusals write nothing and are never resent as doubts: a missing
   table (:class:`._requests.TableNotFound`, at once) and a busy item
   (``TransactionConflictException``, throttling without a hidden retry: a fresh attempt after
@@ -37,8 +44,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import PreparedCommit, conflict, work_touches
-from harel.store.errors import CommitOutcomeUnknown, StoreError, StoreUnavailable
+from harel.store.common import (
+    PreparedCommit,
+    already_processed,
+    base_holds,
+    conflict,
+    refuse_lost,
+    work_touches,
+)
+from harel.store.errors import CommitOutcomeUnknown, StoreConflict, StoreError, StoreUnavailable
 
 from harel_store_dynamodb._commit import CommitWrite, build_commit
 from harel_store_dynamodb._cursor import NEW_EXECUTION, CursorCache, TraceCursor, cursor_of
@@ -49,7 +63,7 @@ from harel_store_dynamodb._requests import (
     TableNotFound,
     TransactionCancelled,
 )
-from harel_store_dynamodb._schema import RECEIPTS, exe_key, receipt_attribute
+from harel_store_dynamodb._schema import RECEIPTS, exe_key, mark_key, receipt_attribute
 from harel_store_dynamodb._seq import BaseClock
 from harel_store_dynamodb._support import ATTEMPTS, BUSY_CODES, Plan, backoff, cancellation_error
 from harel_store_dynamodb._values import Expr, Item, opt_str
@@ -59,6 +73,10 @@ RESENDS = 8
 """How many times one unanswered attempt is sent again before its outcome is declared unknown."""
 WORK_MOVED = "work moved"
 """What a refused attempt returns when only work rows had moved since this store saw them."""
+STALE_MARK = "stale mark"
+"""What a refused insert returns when only its mark's guard failed: the execution is absent,
+so the mark was left by one whose purge (or import) did not finish; the insert overwrites it."""
+CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 def new_token() -> str:
@@ -98,6 +116,9 @@ class CommitPlan:
     """Some send of this commit got no clear answer (it may have landed)."""
     stored: TraceCursor | None = None
     """The cursor of the stored item when a refusal showed the commit had already landed."""
+    guard_mark: bool = True
+    """Whether the dedupe mark's ``Put`` is guarded (cleared once an insert found a stale
+    mark of an absent execution in its way)."""
 
     def run(self) -> Plan:
         """Write the commit (module doc): returns ``None`` once stored, else raises."""
@@ -127,6 +148,7 @@ class CommitPlan:
                 shards=self.shards,
                 work=[(key, action) for key, (action, _after) in touched],
                 bundled=bundled,
+                guard_mark=self.guard_mark,
             )
             outcome = yield from self._settle(write)
             if outcome is True:
@@ -136,6 +158,9 @@ class CommitPlan:
                 continue
             if outcome == WORK_MOVED:
                 continue  # a work row moved since this store saw it: rebuild from the truth
+            if outcome == STALE_MARK:
+                self.guard_mark = False  # an insert over a dead execution's mark: overwrite it
+                continue
             yield backoff(attempt)  # a relay base collision or a busy item: a fresh attempt
         else:
             raise (
@@ -170,8 +195,9 @@ class CommitPlan:
 
     def _settle(self, write: CommitWrite) -> Plan:
         """Send ``write`` until answered: ``True`` (landed), a cursor to retry with,
-        :data:`WORK_MOVED` (a work row moved: rebuild), ``False`` (not applied: retry with a
-        fresh attempt), or the typed error."""
+        :data:`WORK_MOVED` (a work row moved: rebuild), :data:`STALE_MARK` (an insert met a
+        dead execution's mark: overwrite it), ``False`` (not applied: retry with a fresh
+        attempt), or the typed error."""
         for resend in range(RESENDS):
             try:
                 yield Call(write.operation, write.params)
@@ -183,7 +209,7 @@ class CommitPlan:
                 return self._refused(write, exc.codes(), old, exc)
             except ConditionFailed as exc:
                 self.doubt = self.doubt or exc.retried
-                return self._refused(write, ["ConditionalCheckFailed"], exc.item, exc)
+                return self._refused(write, [CONDITION_FAILED], exc.item, exc)
             except TableNotFound:
                 raise  # definite: nothing can be written to a missing table
             except ItemBusy as exc:
@@ -201,38 +227,60 @@ class CommitPlan:
         self, write: CommitWrite, codes: list[str], old: Item | None, exc: StoreError
     ) -> bool | TraceCursor | str:
         commit = self.commit
-        if codes and codes[0] == "ConditionalCheckFailed":
-            found: TraceCursor | None = None
-            if old is not None:
-                verdict = landed(old, commit, self.tokens)
-                if verdict:
-                    self.stored = cursor_of(old, f"execution {commit.execution_id!r}")
-                    return True
-                if verdict is None and self.doubt:
-                    raise self._unknown(
-                        f"more than {RECEIPTS - 1} commits landed on top of a send in doubt"
-                    ) from None
-                found = cursor_of(old, f"execution {commit.execution_id!r}")
-                self.cache.put(commit.execution_id, found)
-                if (
-                    commit.trace is not None
-                    and not commit.is_insert
-                    and found.version == commit.expected_version
-                ):
-                    return found
-            raise conflict(commit, None if found is None else found.version) from None
-        moved = [i for i in write.work_actions if codes[i : i + 1] == ["ConditionalCheckFailed"]]
+        mark = write.mark_action
+        marked = mark is not None and codes[mark : mark + 1] == [CONDITION_FAILED]
+        if codes[:1] == [CONDITION_FAILED]:
+            return self._lost(old, marked)
+        if marked and codes[:1] == ["None"]:
+            # the execution's condition held: its version is the expected one, so this is no
+            # re-send of a stored commit (that would have failed the version condition)
+            if commit.is_insert:
+                return STALE_MARK  # no execution item: no execution holds that mark
+            raise already_processed(commit, commit.expected_version) from None
+        moved = [i for i in write.work_actions if codes[i : i + 1] == [CONDITION_FAILED]]
         if moved and isinstance(exc, TransactionCancelled):
             for i in moved:
                 self.work.seen_item(write.work_actions[i], exc.reasons[i].get("Item"))
             return WORK_MOVED
-        if any(codes[i : i + 1] == ["ConditionalCheckFailed"] for i in write.relay_actions):
+        if any(codes[i : i + 1] == [CONDITION_FAILED] for i in write.relay_actions):
             return False  # another process drew the same relay base: draw again
         if isinstance(exc, TransactionCancelled) and set(codes) & BUSY_CODES:
             return False
         if isinstance(exc, TransactionCancelled):
             raise cancellation_error(exc, f"the commit of {commit.execution_id!r}") from exc
         raise exc
+
+    def _lost(self, old: Item | None, marked: bool) -> bool | TraceCursor:
+        """The execution item's condition failed: ``True`` when ``old`` (its ``ALL_OLD``)
+        shows this commit stored, the cursor to retry with when only the trace cursor moved,
+        else the contract's error (``marked``: the mark's guard failed in the same answer)."""
+        commit = self.commit
+        if old is None:  # no execution item: no mark of it counts either
+            raise conflict(commit, None) from None
+        verdict = landed(old, commit, self.tokens)
+        if verdict:
+            self.stored = cursor_of(old, f"execution {commit.execution_id!r}")
+            return True
+        if verdict is None and self.doubt:
+            raise self._unknown(
+                f"more than {RECEIPTS - 1} commits landed on top of a send in doubt"
+            ) from None
+        found = cursor_of(old, f"execution {commit.execution_id!r}")
+        self.cache.put(commit.execution_id, found)
+        if (
+            not marked
+            and commit.trace is not None
+            and not commit.is_insert
+            and found.version == commit.expected_version
+            and base_holds(commit, opt_str(old, receipt_attribute(commit.expected_version)))
+        ):
+            return found
+        raise self._refusal(found.version, marked) from None
+
+    def _refusal(self, found: int | None, marked: bool) -> StoreConflict:
+        """The error of a commit that is not stored (:func:`refuse_lost`'s order, the re-send
+        already ruled out)."""
+        return refuse_lost(self.commit, found, None, marked) or conflict(self.commit, found)
 
     def _cursor(self) -> Plan:
         """The trace cursor to assume at ``commit.expected_version``.
@@ -259,7 +307,14 @@ class CommitPlan:
                 "Key": exe_key(commit.execution_id),
                 "ConsistentRead": True,
                 "ProjectionExpression": ", ".join(
-                    e.name(a) for a in ("v", "tn", "tl", receipt_attribute(commit.new_version))
+                    e.name(a)
+                    for a in (
+                        "v",
+                        "tn",
+                        "tl",
+                        receipt_attribute(commit.new_version),
+                        receipt_attribute(commit.expected_version),
+                    )
                 ),
                 **e.args(),
             },
@@ -269,12 +324,35 @@ class CommitPlan:
             raise conflict(commit, None)
         cursor = cursor_of(item, f"execution {commit.execution_id!r}")
         self.cache.put(commit.execution_id, cursor)
-        if cursor.version != commit.expected_version:
+        if cursor.version != commit.expected_version or not base_holds(
+            commit, opt_str(item, receipt_attribute(commit.expected_version))
+        ):
             if landed(item, commit, self.tokens):
                 self.stored = cursor  # a re-send of a commit already stored: nothing to write
                 return cursor
-            raise conflict(commit, cursor.version)
+            marked = yield from self._marked()
+            raise self._refusal(cursor.version, marked)
         return cursor
+
+    def _marked(self) -> Plan:
+        """Whether the execution holds the commit's dedupe mark (one consistent ``GetItem``;
+        only on the way to a refusal, and only for a commit with an event id)."""
+        event_id = self.commit.processed_event_id
+        if event_id is None:
+            return False
+        e = Expr()
+        reply = yield Call(
+            "get_item",
+            {
+                "TableName": self.table,
+                "Key": mark_key(self.commit.execution_id, event_id),
+                "ConsistentRead": True,
+                "ProjectionExpression": e.name("ev"),
+                **e.args(),
+            },
+        )
+        mark = reply.get("Item")
+        return mark is not None and opt_str(mark, "ev") == event_id
 
 
 def delete_quietly(table: str, keys: Iterable[Item]) -> Plan:

@@ -101,10 +101,14 @@ def execution_update(
 ) -> tuple[Action, int]:
     """The ``Update`` action of a commit's execution item (with the CAS) and the item's size.
 
-    ``after`` is the trace cursor to store when the commit writes a step (then ``before`` is
-    the one it assumed and becomes part of the condition); without a step the cursor is left
-    as stored (initialised on insert).  An update leaves out what the insert set for good (the
-    attributes derived from the id alone): fewer attributes, a cheaper write.
+    The condition: an insert applies only where no item is; an update only at
+    ``expected_version`` and, when the commit carries a fence (:attr:`PreparedCommit.base`),
+    only while the receipt of that version (``k<expected % 8>``: the token that wrote the
+    stored version) is the fence.  ``after`` is the trace cursor to store when the commit
+    writes a step (then ``before`` is the one it assumed and becomes part of the condition);
+    without a step the cursor is left as stored (initialised on insert).  An update leaves out
+    what the insert set for good (the attributes derived from the id alone): fewer attributes,
+    a cheaper write.
     """
     attrs, removed = execution_attributes(commit, token, shard)
     size = check_item(
@@ -130,6 +134,9 @@ def execution_update(
         condition = f"attribute_not_exists({e.name(PK)})"
     else:
         condition = f"{e.name('v')} = {e.value(n(commit.expected_version))}"
+        if commit.base is not None:
+            fence = receipt_attribute(commit.expected_version)
+            condition += f" AND {e.name(fence)} = {e.value(s(commit.base))}"
         if before is not None and after is not None:
             condition += f" AND {e.name('tn')} = {e.value(n(before.next_index))}"
             condition += f" AND {e.name('tl')} = {e.value(n(before.low))}"

@@ -21,6 +21,7 @@ from harel_store_mongo._options import (
     check_w,
     describe_client,
 )
+from harel_store_mongo._seq import HybridClock
 
 
 def database_options(client: Any, w: int | str | None) -> dict[str, Any]:
@@ -60,7 +61,10 @@ class MongoStoreBase:
         self.db = check_db(knobs.get("db", DEFAULT_DB))
         self.trace_max = check_trace_max(knobs.get("trace_max", DEFAULT_TRACE_MAX))
         self.where = knobs.get("where") or describe_client(client, self.db)
-        self._plan = MongoPlan(self.where)
+        clock = knobs.get("seq_clock")
+        if clock is not None and not isinstance(clock, HybridClock):
+            raise TypeError(f"seq_clock must be a HybridClock, got {type(clock).__name__}")
+        self._plan = MongoPlan(self.where, clock)
         w = check_w(knobs.get("w", DEFAULT_WRITE_CONCERN))
         self._database = client.get_database(self.db, **database_options(client, w))
 

@@ -13,7 +13,9 @@ upserts for several rows) *before* its write and once more *after* it succeeded:
 
 * before: a row is never missing for stored work, whatever fails later.  When the commit then
   fails (a lost CAS, an unavailable server, a crash) the rows are merely early, which is
-  harmless: the next claim that finds no due unit behind a row repairs it;
+  harmless: the next claim that finds no due unit behind a row repairs it.  A commit the
+  store refuses (``StoreConflict``, ``AlreadyProcessed``) deletes the rows its touch inserted,
+  each only while exactly as inserted (:func:`~harel_store_mongo._plan.untouch_plan`);
 * after: a claim (or a release) that read the group while the commit was on its way saw no
   unit and may have dropped or re-dated the row in between; the second touch puts it back.
   Every repair is conditional on the row being exactly as read, touch count included, so a
@@ -60,6 +62,7 @@ from harel_store_mongo._plan import (
     timer_pairs,
 )
 from harel_store_mongo._schema import UNTARGETED
+from harel_store_mongo._seq import SeqSource
 
 RELEASE_ATTEMPTS = 5
 """How often ``release`` re-reads a row that moved between its read and its write."""
@@ -103,9 +106,12 @@ def units_of(docs: Iterable[dict[str, Any]], key: str | None) -> Units:
     return timers, sorted(outbox, key=lambda e: e.seq), sorted(spawns, key=lambda e: e.seq)
 
 
-def units_plan(key: str | None) -> Plan[Units]:
-    """Read one group's units (one ``aggregate``)."""
+def units_plan(key: str | None, seqs: SeqSource | None = None) -> Plan[Units]:
+    """Read one group's units (one ``aggregate``); ``seqs`` observes the seqs read (the
+    entries, and the ``seq_hi`` of every document holding them)."""
     docs = yield rq.units_request(key)
+    if seqs is not None:
+        seqs.observe(docs)
     return units_of(docs, key)
 
 
@@ -120,10 +126,12 @@ def _changed(result: Any) -> bool:
 # -- the contract ---------------------------------------------------------------------------------
 
 
-def claim_plan(owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
+def claim_plan(
+    owner: str, now: float, lease: float, limit: int, seqs: SeqSource | None = None
+) -> Plan[list[Claim]]:
     """Lease up to ``limit`` due units, grouped by execution, in claim order (arguments
     checked by ``PlanStore``).  Each row's lease is atomic; racing claimers get disjoint
-    groups."""
+    groups.  ``seqs`` observes the seqs of the units read."""
     rows: list[WorkRow] = []
     counts: dict[str | None, Any] = {}
     for priority in PRIORITIES:
@@ -138,7 +146,7 @@ def claim_plan(owner: str, now: float, lease: float, limit: int) -> Plan[list[Cl
     for row in claim_order(rows):
         if not budget:
             break
-        timers, outbox, spawns = yield from units_plan(row.key)
+        timers, outbox, spawns = yield from units_plan(row.key, seqs)
         claim = take_units(row, budget, now, timers, outbox, spawns, owner, expires_at)
         if claim is None:  # an early row: nothing is due behind it
             ready = next_ready((at for _, at in timers), False, now)

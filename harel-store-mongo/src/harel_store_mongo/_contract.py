@@ -22,16 +22,20 @@ from harel_store_mongo import _plan as plan
 from harel_store_mongo import _records as records
 from harel_store_mongo._plan import Plan
 from harel_store_mongo._schema import DISTRIBUTION
+from harel_store_mongo._seq import HybridClock, SeqSource
 
 
 class MongoPlan:
     """Every contract operation of one store as a sans-IO plan; ``where`` names the data in
-    messages.  Stateless besides that, so one instance serves any number of calls at once."""
+    messages.  Its only state is :attr:`seqs`, the store's writer id and the (process's)
+    hybrid clock its seqs come from, which is thread-safe: one instance serves any number of
+    calls at once."""
 
     max_document_bytes: int = plan.MAX_DOCUMENT_BYTES
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, clock: HybridClock | None = None) -> None:
         self.where = where
+        self.seqs = SeqSource(clock)
 
     def open(self) -> Plan[None]:
         """Check the layout version; create or upgrade the layout when needed."""
@@ -39,17 +43,17 @@ class MongoPlan:
 
     def load(self, execution_id: str) -> Plan[Execution | None]:
         """See :func:`harel_store_mongo._plan.load_plan`."""
-        return plan.load_plan(execution_id)
+        return plan.load_plan(execution_id, self.seqs)
 
     def load_for_event(
         self, execution_id: str, event_id: str
     ) -> Plan[tuple[Execution | None, bool]]:
         """See :func:`harel_store_mongo._plan.load_for_event_plan`."""
-        return plan.load_for_event_plan(execution_id, event_id)
+        return plan.load_for_event_plan(execution_id, event_id, self.seqs)
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
         """See :func:`harel_store_mongo._plan.commit_plan`."""
-        return plan.commit_plan(prepared, trace_max, self.where)
+        return plan.commit_plan(prepared, trace_max, self.where, self.seqs)
 
     def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
         """See :func:`harel_store_mongo._plan.is_processed_plan`."""
@@ -57,7 +61,7 @@ class MongoPlan:
 
     def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
         """See :func:`harel_store_mongo._plan.pending_outbox_plan`."""
-        return plan.pending_outbox_plan(limit)
+        return plan.pending_outbox_plan(limit, self.seqs)
 
     def ack_outbox(self, seq: int) -> Plan[None]:
         """See :func:`harel_store_mongo._plan.ack_plan`."""
@@ -65,7 +69,7 @@ class MongoPlan:
 
     def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
         """See :func:`harel_store_mongo._plan.pending_spawns_plan`."""
-        return plan.pending_spawns_plan(limit)
+        return plan.pending_spawns_plan(limit, self.seqs)
 
     def ack_spawn(self, seq: int) -> Plan[None]:
         """See :func:`harel_store_mongo._plan.ack_plan`."""
@@ -81,7 +85,7 @@ class MongoPlan:
 
     def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
         """See :func:`harel_store_mongo._claims.claim_plan`."""
-        return claims.claim_plan(owner, now, lease, limit)
+        return claims.claim_plan(owner, now, lease, limit, self.seqs)
 
     def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
         """See :func:`harel_store_mongo._claims.renew_plan`."""
@@ -95,7 +99,7 @@ class MongoPlan:
 
     def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
         """See :func:`harel_store_mongo._plan.enqueue_plan`."""
-        return plan.enqueue_plan(prepared, self.where)
+        return plan.enqueue_plan(prepared, self.where, self.seqs)
 
     def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
         """See :func:`harel_store_mongo._plan.read_trace_plan`."""
@@ -121,8 +125,8 @@ class MongoPlan:
 
     def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
         """See :func:`harel_store_mongo._records.export_plan`."""
-        return records.export_plan(execution_id)
+        return records.export_plan(execution_id, self.seqs)
 
     def import_execution(self, prepared: PreparedImport) -> Plan[None]:
         """See :func:`harel_store_mongo._records.import_plan`."""
-        return records.import_plan(prepared, self.where)
+        return records.import_plan(prepared, self.where, self.seqs)

@@ -67,13 +67,16 @@ class StoreKnobs(TypedDict, total=False):
     (default ``harel``), ``trace_max`` (default 200), ``owns_client`` (default ``False``: the
     caller closes the client), ``where`` (names the data in messages; default: the database
     and the client type), ``w`` (the write concern's ``w``, default ``"majority"``; ``None``
-    keeps the client's)."""
+    keeps the client's), ``seq_clock`` (the hybrid clock seqs come from,
+    :class:`harel_store_mongo._seq.HybridClock`; default: the one every store of the process
+    shares — tests pass their own to play machines whose clocks disagree)."""
 
     db: str
     trace_max: int | None
     owns_client: bool
     where: str | None
     w: int | str | None
+    seq_clock: Any
 
 
 def check_knobs(knobs: StoreKnobs) -> StoreKnobs:

@@ -10,30 +10,43 @@ Round trips (each request is one server call; a cursor holding more than one bat
   ``find_one`` of the schema record when the layout is ready (creating or upgrading it: +
   ``listIndexes`` and ``createIndexes`` per collection, an index of the same keys under another
   name is refused, + the record's write);
-* commit: ONE write (the version CAS in its filter; a state-only commit is a plain ``$set``
-  ``update_one``, any other writes everything the step writes in one update pipeline, atomic:
-  one document; a commit writing a dedupe mark is a ``find_one_and_update`` returning the
-  document's mark count), which also writes the commit token as the receipt of the new
-  version; a commit that emits events or spawns children first reserves its seqs with one
-  ``find_one_and_update`` on the counter: <= 2.  Each work row the commit touches (arming a
-  timer or writing a spawn intent: its own; each emit target's) is upserted before the write
-  and again after it, one request each time (an ``update_one``, a ``bulk_write`` for several
-  rows: + 2; see :mod:`harel_store_mongo._claims`); a state-only commit touches none.
+* commit: ONE write whose filter holds every check (the version CAS; for a copy this process
+  stored, the fence: the receipt of the expected version is its last token; for a marked
+  update, the mark neither in the document nor moved out, per the moved-mark filter of
+  :mod:`harel_store_mongo._moved`), so it applies atomically (one document) or writes nothing;
+  a state-only commit is a plain ``$set`` ``update_one``, any other writes everything the
+  step writes in one update pipeline; a commit writing a dedupe mark is a
+  ``find_one_and_update`` returning the document's mark count.  It also writes the commit
+  token as the receipt of the new version.  The seqs of its emits and spawns come from the
+  process's hybrid clock and the store's writer id (:mod:`harel_store_mongo._seq`): no
+  request (the store's first such write registers its writer id: + 1, once, and again every
+  10 minutes), and the filter requires them above the document's ``seq_hi``.  Each work
+  row the commit touches (arming a timer or writing a spawn intent: its own; each emit
+  target's) is upserted before the write and again after it, one request each time (an
+  ``update_one``, a ``bulk_write`` for several rows: + 2; see :mod:`harel_store_mongo._claims`);
+  a state-only commit touches none.  No commit writes a store-wide document.
   Once every 64 marks, a marked commit moves its document's oldest marks out: + 3 (read them,
-  copy them to ``marks``, drop them);
+  copy them to ``marks``, drop them and write the moved-mark filter; + 1 read of ``marks``
+  when the filter is rebuilt);
 * load, read_trace, append_trace, delete_timer, ack: 1 (an ack that empties a purged
   execution's relay-only document: 2); load_for_event, is_processed: 1, + 1 on ``marks`` when
   the mark is not in the document and the document has moved marks out;
 * pending_outbox, pending_spawns, due_timers, list_executions: 1 indexed ``find``;
-* a lost CAS reads the stored version and the receipt of the version the commit writes once
-  more: the commit's own token there means it was already stored (success), else
-  ``StoreConflict`` naming the stored version;
-* export_execution: 1 ``aggregate``; import_execution: 1 upsert (+1 seq reservation when the
-  record carries relays, + 2 with work rows to touch) — see :mod:`harel_store_mongo._records`;
+* a write that missed reads once more the stored version, the receipts of the new and the
+  expected version, ``seq_hi`` and (marked) the mark: the commit's own token as the new
+  version's receipt means it was already stored (success, even with its mark stored); else
+  the mark stored (+ 1 read of ``marks`` when the document moved marks out) is
+  ``AlreadyProcessed``, and a version or fence that does not hold is ``StoreConflict`` naming
+  the stored version; when everything holds (a false positive of the moved-mark filter, or a
+  ``seq_hi`` at or above the commit's first seq: another writer's clock runs ahead) the write
+  is sent again under the version and receipt read, with seqs issued above that ``seq_hi``.
+  A refused commit deletes the work rows its touch inserted (+ 1);
+* export_execution: 1 ``aggregate``; import_execution: 1 upsert (+ 2 with work rows to
+  touch) — see :mod:`harel_store_mongo._records`;
 * claim: 5 ``find`` + 2 per row taken or repaired; renew: 1; release: 3 — see
   :mod:`harel_store_mongo._claims`;
-* enqueue: 4 — the seq reservation, the target's work row upserted, the one upsert appending
-  the entry to the target's document, the row upserted again (:func:`enqueue_plan`).
+* enqueue: 3 — the target's work row upserted, the one upsert appending the entry to the
+  target's document, the row upserted again (:func:`enqueue_plan`).
 """
 
 from __future__ import annotations
@@ -44,16 +57,18 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any, TypeAlias, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeGuard, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common import (
-    MAX_INT,
     ListingQuery,
     PreparedCommit,
     PreparedEmit,
     PreparedEnqueue,
     WorkTouch,
+    base_holds,
+    cas_decision,
     check_event_ref,
     check_flag,
     check_id,
@@ -61,13 +76,13 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    conflict,
     decode_event,
     decode_execution,
     decode_payload,
     decode_trace_step,
     encode_trace_step,
     page_from_probe,
+    refuse_lost,
     relay_due,
     resent_and_stored,
     sweep_limit,
@@ -89,7 +104,8 @@ from harel.store.errors import (
 )
 
 from harel_store_mongo import _requests as rq
-from harel_store_mongo._requests import CommitWrite, Request
+from harel_store_mongo._moved import REBUILD_AT, usable, with_marks
+from harel_store_mongo._requests import CommitWrite, MovedFilter, Request
 from harel_store_mongo._schema import (
     EXECUTIONS,
     INDEXES,
@@ -99,9 +115,11 @@ from harel_store_mongo._schema import (
     META,
     SCHEMA_VERSION,
     WORK,
+    WORK_ROWS_SINCE,
     receipt_field,
     schema_decision,
 )
+from harel_store_mongo._seq import SeqSource
 
 log = logging.getLogger("harel_store_mongo")
 
@@ -192,7 +210,8 @@ def open_plan(where: str, written_by: str) -> Plan[None]:
         verdict = schema_decision(found if found is not None else {}, where)
         if verdict != "upgrade":  # ours, or a racing opener's of this layout
             return
-    yield from backfill_plan(time.time())  # every layout before 4 lacks the work rows
+    if found["version"] < WORK_ROWS_SINCE:  # every layout before 4 lacks the work rows
+        yield from backfill_plan(time.time())
     yield rq.upgrade_schema(found["version"], SCHEMA_VERSION, written_by)
 
 
@@ -278,7 +297,7 @@ def stored_emit(seq: int, emit: PreparedEmit) -> dict[str, Any]:
 
 
 def write_of(prepared: PreparedCommit, seqs: Sequence[int]) -> CommitWrite:
-    """The side data of a commit as stored, given its allocated seqs (emits first)."""
+    """The side data of a commit as stored, given its seqs (increasing; emits first)."""
     p = prepared
     emit_seqs, spawn_seqs = seqs[: len(p.emits)], seqs[len(p.emits) :]
     return CommitWrite(
@@ -293,6 +312,7 @@ def write_of(prepared: PreparedCommit, seqs: Sequence[int]) -> CommitWrite:
         if p.processed_event_id is None
         else {"event": p.processed_event_id, "at": p.committed_at},
         trace=p.trace,
+        seq_hi=seqs[-1] if seqs else None,
     )
 
 
@@ -316,85 +336,178 @@ def check_commit_size(prepared: PreparedCommit, limit: int = MAX_DOCUMENT_BYTES)
         )
 
 
-def seq_block(reply: Any, count: int, where: str) -> list[int]:
-    """The ``count`` seqs the counter reserved (its reply holds the last one)."""
-    last = reply.get("n") if isinstance(reply, dict) else None
-    if isinstance(last, bool) or not isinstance(last, int) or not count <= last <= MAX_INT:
-        raise StoreCorrupted(
-            f"{where}: the seq counter {{_id: 'seq'}} in collection 'meta' holds {last!r}, "
-            "not a number of reserved seqs; restore it to the highest seq in use"
-        )
-    return list(range(last - count + 1, last + 1))
+def reserve_seqs(source: SeqSource, count: int, where: str) -> Plan[list[int]]:
+    """``count`` increasing seqs from the process's hybrid clock under the store's writer id
+    (see :mod:`harel_store_mongo._seq`).  Sends nothing, except once per store (and once per
+    rotation): the writer registration, one ``find_one_and_update`` on ``meta``."""
+    sent_at = source.needs_writer()
+    if sent_at is not None:
+        try:
+            try:
+                reply = yield rq.register_writer()
+            except DuplicateKey:  # a racing first registration created the counter: it exists
+                reply = yield rq.register_writer()
+        except (DuplicateKey, WriteUnconfirmed) as exc:
+            raise StoreUnavailable(
+                f"{where}: the writer registration could not be written ({exc}); nothing was "
+                "stored: retry"
+            ) from None
+        source.registered(reply, sent_at, where)
+    return source.issue(count)
 
 
-def commit_plan(prepared: PreparedCommit, trace_max: int | None, where: str) -> Plan[None]:
-    """Write ``prepared`` with one write (after one seq reservation when it emits or spawns),
-    its token stored as the receipt of the new version.  The work rows it touches are
-    upserted before the write and again after it is stored (one request each time; none for
-    a state-only commit): see :mod:`harel_store_mongo._claims`.
+def commit_plan(
+    prepared: PreparedCommit, trace_max: int | None, where: str, seqs: SeqSource
+) -> Plan[None]:
+    """Write ``prepared`` with one write, its token stored as the receipt of the new version
+    and its emits' and spawns' seqs issued by ``seqs`` (no request: :func:`reserve_seqs`).
+    The work rows it touches are upserted before the write and again after it is stored (one
+    request each time; none for a state-only commit): see :mod:`harel_store_mongo._claims`.
+    No store-wide document is written.
 
-    Outcomes: success (stored, once); ``StoreConflict`` (another commit holds the version,
-    nothing written); ``StoreUnavailable`` (the request never reached the server or was
-    refused whole: nothing written); ``CommitOutcomeUnknown`` (the request may have reached the
-    server and no answer came back).  A reply lost on the way back re-sends the very same
-    write once; a re-send (this one, or a caller's after ``CommitOutcomeUnknown``) whose CAS
-    misses reads the receipt: the commit's own token there means it is stored, so it succeeds
-    without writing anything again.
+    The write's filter carries every check (:func:`~harel_store_mongo._requests.commit_filter`):
+    an event already recorded, or a fence that no longer holds, writes nothing; so does a
+    ``seq_hi`` at or above the commit's first seq (another writer's clock ahead of this
+    one's), which the miss's read settles: the seqs are issued again above it and the write
+    sent again, so one execution's entries strictly increase in commit order.
+
+    Outcomes: success (stored, once); ``AlreadyProcessed`` (the execution holds the commit's
+    dedupe mark, whatever the version: nothing written); ``StoreConflict`` (another commit
+    holds the version, or wrote the expected one: nothing written); ``StoreUnavailable`` (the
+    request never reached the server or was refused whole: nothing written);
+    ``CommitOutcomeUnknown`` (the request may have reached the server and no answer came
+    back).  A reply lost on the way back re-sends the very same write once; a re-send (this
+    one, or a caller's after ``CommitOutcomeUnknown``) whose write misses reads the receipt:
+    the commit's own token there means it is stored, so it succeeds without writing anything
+    again (before ``AlreadyProcessed``: its own mark is stored too).
     """
     trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
     check_commit_size(prepared)
     count = len(prepared.emits) + len(prepared.spawns)
-    seqs: list[int] = []
-    if count:
-        seqs = seq_block((yield rq.allocate_seqs(count)), count, where)
+    issued: list[int] = (yield from reserve_seqs(seqs, count, where)) if count else []
     touches = work_touches(prepared)
-    yield from touch_plan(touches)  # before the write: a row is never missing (see _claims)
+    created = yield from touch_plan(touches)  # before the write: never missing (see _claims)
     p = prepared
-    token = p.token or new_token()
-    write = write_of(p, seqs) if p.has_side_writes else None
-    request = rq.commit_request(
-        p.execution_id, p.expected_version, summary_of(p, token), write, trace_max
+    p = p._replace(token=p.token or new_token())
+    write = write_of(p, issued) if p.has_side_writes else None
+    summary = summary_of(p, p.token)
+    first = issued[0] if issued else None
+    query = rq.commit_filter(
+        p.execution_id, p.expected_version, p.base, p.processed_event_id, first
     )
-    p = p._replace(token=token)
+    reply = yield from _send(p, rq.commit_request(query, summary, write, trace_max))
+    for _round in range(MISS_ROUNDS):
+        if _applied(reply):
+            break
+        verdict = yield from _after_miss(p, seqs)
+        if verdict is None:  # stored by an earlier attempt of this very commit (a lost reply)
+            yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
+            return
+        if isinstance(verdict, StoreError):
+            yield from untouch_plan(created, f"commit of {show(p.execution_id)}")
+            raise verdict
+        if issued and verdict.seq_hi is not None and verdict.seq_hi >= issued[0]:
+            issued = seqs.issue(count, verdict.seq_hi)  # above the execution's own entries
+            write = write_of(p, issued)
+        query = rq.exact_commit_filter(
+            p.execution_id,
+            p.expected_version,
+            verdict.receipt,
+            p.processed_event_id,
+            issued[0] if issued else None,
+        )
+        reply = yield from _send(p, rq.commit_request(query, summary, write, trace_max))
+    if not _applied(reply):
+        raise StoreUnavailable(
+            f"the commit of execution {show(p.execution_id)} kept missing a document that "
+            "reads as matching it (racing writers); nothing was written: retry"
+        )
+    yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
+    if write is not None and write.mark is not None:
+        yield from move_marks_out(p.execution_id, reply)
 
-    def unknown(why: str) -> CommitOutcomeUnknown:
-        return CommitOutcomeUnknown(p.execution_id, p.expected_version, why)
 
-    reply: Any = None
+MISS_ROUNDS = 2
+"""How many times one commit sends its write again under the state a miss read, when that
+state says it applies (a moved-mark filter's false positive, a mark pruned meanwhile, a
+``seq_hi`` in the way of its seqs); a commit still missing then is refused with
+``StoreUnavailable``, nothing written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A missed commit write that applies after all, per the read that followed: send it again
+    under the receipt of the expected version as read (``None`` for an insert), with seqs
+    above ``seq_hi`` (the document's, ``None`` when it has none)."""
+
+    receipt: str | None
+    seq_hi: int | None
+
+
+def _unknown(p: PreparedCommit, why: str) -> CommitOutcomeUnknown:
+    return CommitOutcomeUnknown(p.execution_id, p.expected_version, why)
+
+
+def _send(p: PreparedCommit, request: Request) -> Plan[Any]:
+    """Send one commit write: its reply (``None``: its filter missed, or a duplicate key).  A
+    reply lost on the way back re-sends the very same request once (the receipt tells a landed
+    first try); a second loss, or a failure after one, is ``CommitOutcomeUnknown``."""
     lost: StoreUnavailable | None = None
-    for _attempt in (1, 2):
+    while True:
         try:
-            reply = yield request
+            return (yield request)
         except DuplicateKey:
-            reply = None
+            return None
         except WriteUnconfirmed as exc:
-            raise unknown(str(exc)) from exc
+            raise _unknown(p, str(exc)) from exc
         except ReplyLost as exc:
             if lost is not None:
-                raise unknown(f"the re-sent request's reply was lost too: {exc}") from exc
-            lost = exc  # it may have landed: re-send it; the receipt tells a landed first try
-            continue
+                raise _unknown(p, f"the re-sent request's reply was lost too: {exc}") from exc
+            lost = exc  # it may have landed: re-send it
         except StoreUnavailable as exc:
             if lost is not None:
-                raise unknown(f"{lost}; the re-send failed: {exc}") from exc
+                raise _unknown(p, f"{lost}; the re-send failed: {exc}") from exc
             raise  # the request never reached the server (or was refused whole)
-        break
-    if _applied(reply):
-        yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
-        if write is not None and write.mark is not None:
-            yield from move_marks_out(p.execution_id, reply)
-        return
+
+
+def _after_miss(p: PreparedCommit, seqs: SeqSource) -> Plan[StoreError | Retry | None]:
+    """Why a commit's write missed, read once (from the primary), in the contract's order:
+    ``None`` when it is already stored (a re-send: its token is the receipt of the new
+    version), else :class:`AlreadyProcessed` when the execution holds the mark (in the
+    document, or moved out: one read of ``marks``), else ``StoreConflict`` when the version or
+    the fence does not hold; when everything holds (the moved-mark filter gave a false
+    positive, the mark was pruned meanwhile, or the document's ``seq_hi`` was in the way of
+    the commit's seqs) how to send the write again."""
     try:
-        stored = yield rq.probe_commit(p.execution_id, p.new_version)
-    except StoreUnavailable as exc:  # a re-send's CAS miss may be its stored first attempt
-        raise unknown(f"the CAS missed and the stored receipt cannot be read: {exc}") from exc
-    found = stored_version(stored)
-    receipt = stored.get(receipt_field(p.new_version)) if found is not None else None
-    if resent_and_stored(p, found, receipt if isinstance(receipt, str) else None):
-        # stored by an earlier attempt of this very commit (a lost reply, a re-send)
-        yield from retouch_plan(touches, f"execution {show(p.execution_id)}")
-        return
-    raise conflict(p, found)
+        doc = yield rq.probe_commit(
+            p.execution_id, p.new_version, p.expected_version, p.processed_event_id
+        )
+    except StoreUnavailable as exc:  # a re-send's miss may be its stored first attempt
+        raise _unknown(p, f"the CAS missed and the stored receipt cannot be read: {exc}") from exc
+    if doc is not None:
+        seqs.observe([doc])
+    found = stored_version(doc)
+    receipt = _receipt(doc, p.new_version) if found is not None else None
+    if resent_and_stored(p, found, receipt):
+        return None
+    marked = False
+    if p.processed_event_id is not None and found is not None:
+        marked = bool(doc.get("processed"))
+        if not marked and doc.get("marks_out") is True:
+            moved = yield rq.moved_mark(p.execution_id, p.processed_event_id)
+            marked = moved is not None
+    holds = _receipt(doc, p.expected_version) if found else None
+    decision = cas_decision(p.expected_version, found)
+    if marked or decision == "conflict" or (decision == "update" and not base_holds(p, holds)):
+        return refuse_lost(p, found, receipt, marked)
+    seq_hi = doc.get("seq_hi") if isinstance(doc, dict) else None
+    return Retry(holds, seq_hi if type(seq_hi) is int and seq_hi >= 0 else None)
+
+
+def _receipt(doc: dict[str, Any], version: int) -> str | None:
+    """The stored receipt (commit token) of ``version`` (``None``: none, or unreadable)."""
+    receipt = doc.get(receipt_field(version))
+    return receipt if isinstance(receipt, str) else None
 
 
 def _applied(reply: Any) -> bool:
@@ -409,48 +522,82 @@ def _applied(reply: Any) -> bool:
 
 def move_marks_out(execution_id: str, reply: Any) -> Plan[None]:
     """After a marked commit left more than :data:`MARKS_HIGH` marks in its document: copy all
-    but the latest :data:`MARKS_KEPT` to ``marks``, then drop them from the document.
+    but the latest :data:`MARKS_KEPT` to ``marks``, then drop them from the document with one
+    update that also writes the moved-mark filter holding them (:mod:`harel_store_mongo._moved`).
 
     A mark is in the document, in ``marks`` or (between the two writes) in both, never in
-    neither.  The commit is stored already: a failure here is logged and the next marked
-    commit moves them.
+    neither, and a mark that left the document is in its filter (the drop applies only while
+    the filter is the one read).  The commit is stored already: a failure here is logged and
+    the next marked commit moves them.
     """
     count = reply.get("marks_n") if isinstance(reply, dict) else None
     if isinstance(count, bool) or not isinstance(count, int) or count <= MARKS_HIGH:
         return
     try:
-        doc = yield rq.oldest_marks(execution_id, count - MARKS_KEPT)
+        doc = (yield rq.oldest_marks(execution_id, count - MARKS_KEPT)) or {}
         marks = [
             m
-            for m in (doc or {}).get("processed") or []
+            for m in doc.get("processed") or []
             if isinstance(m, dict) and isinstance(m.get("event"), str) and "at" in m
         ]
         if not marks:
             return
         with contextlib.suppress(DuplicateKey):  # an earlier, interrupted move copied some
             yield rq.copy_marks(execution_id, marks)  # (unordered: the others went in)
-        yield rq.drop_copied_marks(execution_id, [m["event"] for m in marks])
+        events = [m["event"] for m in marks]
+        moved = yield from moved_filter(execution_id, doc, events)
+        yield rq.drop_copied_marks(execution_id, events, moved, doc.get("mf_gen"))
     except StoreError as exc:
         log.warning("moving old marks of %r out failed (retried later): %s", execution_id, exc)
+
+
+def moved_filter(
+    execution_id: str, doc: dict[str, Any], events: Sequence[str]
+) -> Plan[MovedFilter]:
+    """The moved-mark filter a move writes: the one read (``doc``) with ``events`` added; a
+    fresh one when nothing was moved out before; rebuilt from ``marks`` (one read, the marks
+    just copied included) when the document has none this release can extend (written before
+    layout 5) or it would hold more than :data:`~harel_store_mongo._moved.REBUILD_AT` marks and
+    twice what its last rebuild counted (pruned marks leave it)."""
+    bits, entered, live = doc.get("mf"), doc.get("mf_n"), doc.get("mf_live")
+    if doc.get("marks_out") is not True:  # nothing moved out yet (copies are still inside)
+        return MovedFilter(with_marks(None, events), len(events), len(events))
+    if (
+        usable(bits)
+        and _count(entered)
+        and _count(live)
+        and entered + len(events) < max(REBUILD_AT, 2 * live)
+    ):
+        return MovedFilter(with_marks(bits, events), entered + len(events), live)
+    held = set(events)
+    for mark in (yield rq.moved_marks_of(execution_id)) or []:
+        key = mark.get("_id") if isinstance(mark, dict) else None
+        if isinstance(key, dict) and isinstance(key.get("ev"), str):
+            held.add(key["ev"])
+    return MovedFilter(with_marks(None, held), len(held), len(held))
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return type(value) is int and value >= 0
 
 
 # -- enqueue --------------------------------------------------------------------------------------
 
 
-def enqueue_plan(prepared: PreparedEnqueue, where: str) -> Plan[int]:
-    """Write one outbox entry targeted at ``prepared.target_id`` and return its seq: one seq
-    reserved from the counter (as a commit's emits get theirs), then ONE unconditional upsert
-    appending the entry to the target's own document (a relay-only one when nothing is
+def enqueue_plan(prepared: PreparedEnqueue, where: str, seqs: SeqSource) -> Plan[int]:
+    """Write one outbox entry targeted at ``prepared.target_id`` and return its seq: the seq
+    issued by ``seqs`` as a commit's emits get theirs (no request), then ONE unconditional
+    upsert appending the entry to the target's own document (a relay-only one when nothing is
     stored; the target is never read), the target's work row touched before that write and
     again after it, as a commit touches an emit target's (see :mod:`harel_store_mongo._claims`):
-    4 requests, like a commit that emits.
+    3 requests, like a commit that emits.
 
-    A failure before the write leaves nothing but skipped seqs or an early row (harmless); a
+    A failure before the write leaves nothing but an early row (harmless); a
     ``StoreUnavailable`` from the write itself (a lost reply, an unconfirmed write concern)
     leaves the entry possibly stored: the caller re-sends (the target's dedupe mark makes a
     second entry for the same event harmless).
     """
-    (seq,) = seq_block((yield rq.allocate_seqs(1)), 1, where)
+    (seq,) = yield from reserve_seqs(seqs, 1, where)
     touches = [prepared.touch]
     yield from touch_plan(touches)  # before the write: a row is never missing (see _claims)
     request = rq.append_outbox_request(prepared.target_id, [stored_emit(seq, prepared.emit)])
@@ -471,23 +618,49 @@ def enqueue_plan(prepared: PreparedEnqueue, where: str) -> Plan[int]:
 # -- work rows: the touches of commits and imports, the layout-4 backfill ----------------------
 
 
-def touch_plan(changes: Sequence[WorkTouch]) -> Plan[None]:
-    """Apply ``changes`` in one request (none when empty).  A failure is
-    ``StoreUnavailable`` (or the driver's typed error): rows touched so far are early, which
-    is harmless."""
+def touch_plan(changes: Sequence[WorkTouch]) -> Plan[list[WorkTouch]]:
+    """Apply ``changes`` in one request (none when empty); returns the changes whose rows that
+    request inserted (the reply's upserted ids).  A failure is ``StoreUnavailable`` (or the
+    driver's typed error): rows touched so far are early, which is harmless."""
     if not changes:
-        return
+        return []
     try:
         try:
-            yield rq.touch_request(changes)
+            reply = yield rq.touch_request(changes)
         except DuplicateKey:  # racing upserts inserted a row first: it exists now; touches
-            yield rq.touch_request(changes)  # only lower, so applying them again is harmless
+            reply = yield rq.touch_request(changes)  # only lower: applying them again is harmless
     except (DuplicateKey, WriteUnconfirmed) as exc:
         keys = [change.key for change in changes]
         raise StoreUnavailable(
             f"the work rows of {keys!r:.200} could not be written ({exc}); nothing of the "
             "write that needed them was stored: retry"
         ) from None
+    return created_rows(changes, reply)
+
+
+def created_rows(changes: Sequence[WorkTouch], reply: Any) -> list[WorkTouch]:
+    """The changes whose rows a touch request inserted, read from its reply (an
+    ``UpdateResult``'s ``upserted_id``, a ``BulkWriteResult``'s ``upserted_ids``)."""
+    if len(changes) == 1:
+        return list(changes) if getattr(reply, "upserted_id", None) is not None else []
+    upserted = getattr(reply, "upserted_ids", None)
+    if not isinstance(upserted, Mapping):
+        return []
+    return [change for index, change in enumerate(changes) if index in upserted]
+
+
+def untouch_plan(created: Sequence[WorkTouch], what: str) -> Plan[None]:
+    """After a refused commit (nothing of it written): delete the work rows its touch
+    inserted, each only while it is exactly as inserted (free, its ``ready_at``, touched once),
+    so a row another writer touched, a claim leased or a repair re-dated stays.  Rows that
+    existed keep their earlier ``ready_at`` (early: harmless, the next claim repairs them).
+    A failure is logged, never raised."""
+    if not created:
+        return
+    try:
+        yield rq.drop_fresh_work(created)
+    except StoreError as exc:
+        log.warning("dropping the work rows a refused %s inserted failed: %s", what, exc)
 
 
 def retouch_plan(changes: Sequence[WorkTouch], what: str) -> Plan[None]:
@@ -668,17 +841,26 @@ def execution_of(doc: Any, execution_id: str) -> Execution | None:
     return decode_execution(_field(doc, "data", what), what=what)
 
 
-def load_plan(execution_id: str) -> Plan[Execution | None]:
-    """The stored execution (a fresh object) or ``None``."""
+def load_plan(execution_id: str, seqs: SeqSource | None = None) -> Plan[Execution | None]:
+    """The stored execution (a fresh object) or ``None``; ``seqs`` observes its ``seq_hi``
+    (a commit of this copy then orders its entries after the execution's earlier ones without
+    a second try, whatever the clocks)."""
     execution_id = check_id(execution_id)
     doc = yield rq.load_request(execution_id)
+    if seqs is not None and doc is not None:
+        seqs.observe([doc])
     return execution_of(doc, execution_id)
 
 
-def load_for_event_plan(execution_id: str, event_id: str) -> Plan[tuple[Execution | None, bool]]:
-    """``(execution, processed)`` in one read; unknown execution: ``(None, False)``."""
+def load_for_event_plan(
+    execution_id: str, event_id: str, seqs: SeqSource | None = None
+) -> Plan[tuple[Execution | None, bool]]:
+    """``(execution, processed)`` in one read; unknown execution: ``(None, False)``
+    (``seqs``: as :func:`load_plan`)."""
     execution_id, event_id = check_event_ref(execution_id, event_id)
     doc = yield rq.load_request(execution_id, event_id)
+    if seqs is not None and doc is not None:
+        seqs.observe([doc])
     exe = execution_of(doc, execution_id)
     if exe is None:
         return None, False
@@ -731,18 +913,24 @@ def relay_entries(
     return entries
 
 
-def pending_outbox_plan(limit: int | None) -> Plan[list[OutboxEntry]]:
-    """Undelivered events, oldest first (at most ``limit``)."""
+def pending_outbox_plan(
+    limit: int | None, seqs: SeqSource | None = None
+) -> Plan[list[OutboxEntry]]:
+    """Undelivered events, oldest first (at most ``limit``); ``seqs`` observes what it read."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(False, limit)
+    if seqs is not None:
+        seqs.observe(docs)
     entries = sorted(relay_entries(docs, "outbox", outbox_entry), key=lambda e: e.seq)
     return entries[:limit]
 
 
-def pending_spawns_plan(limit: int | None) -> Plan[list[SpawnEntry]]:
-    """Uncreated children, oldest first (at most ``limit``)."""
+def pending_spawns_plan(limit: int | None, seqs: SeqSource | None = None) -> Plan[list[SpawnEntry]]:
+    """Uncreated children, oldest first (at most ``limit``); ``seqs`` observes what it read."""
     limit = sweep_limit(limit)
     docs = yield rq.pending_request(True, limit)
+    if seqs is not None:
+        seqs.observe(docs)
     entries = sorted(relay_entries(docs, "spawns", spawn_entry), key=lambda e: e.seq)
     return entries[:limit]
 

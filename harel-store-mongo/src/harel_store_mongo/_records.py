@@ -10,14 +10,15 @@ snapshot: an entry another execution emits or an ack removes while the read runs
 not be in it.  ``harel migrate`` runs with the workers stopped, where nothing moves.  On
 mongomock the harness runs the call under one lock: a snapshot.
 
-**Import** is ONE single-document upsert (after one seq reservation when the record carries
-relays): the whole document — snapshot, summary, marks, timers, spawn intents, trace ring and
-the record's outbox entries, re-targeted at the id and stored in its own document — is written
+**Import** is ONE single-document upsert (its relays' new seqs come from the process's hybrid
+clock, :mod:`harel_store_mongo._seq`: no request): the whole document — snapshot, summary,
+marks, timers, spawn intents, trace ring and the record's outbox entries, re-targeted at the
+id and stored in its own document — is written
 by an update pipeline on ``{_id, version: 0}``, which creates it, or takes over a relay-only
 document (keeping that one's entries), while an execution already stored makes the upsert a
 duplicate key: ``ExecutionAlreadyExists``, nothing written.  Two racing importers: one wins.
 A record without an execution appends its entries to the id's document with no condition
-(creating a relay-only one when nothing is stored).  A crash can only skip reserved seqs.
+(creating a relay-only one when nothing is stored).
 """
 
 from __future__ import annotations
@@ -38,15 +39,16 @@ from harel_store_mongo._plan import (
     execution_of,
     new_token,
     outbox_entry,
+    reserve_seqs,
     retouch_plan,
     ring_steps,
-    seq_block,
     spawn_entry,
     touch_plan,
     utf8_size,
 )
 from harel_store_mongo._requests import Request, lit, minimum, or_empty
 from harel_store_mongo._schema import EXECUTIONS, PRESENT, receipt_field
+from harel_store_mongo._seq import SeqSource
 
 E = TypeVar("E")
 
@@ -109,6 +111,8 @@ def import_request(
         "trace_next": p.trace[-1][0] + 1 if p.trace else 0,
     }
     stage.update((name, lit(value)) for name, value in fields.items())
+    if spawns:  # the execution's own entries: its later commits' seqs must be above them
+        stage["seq_hi"] = {"$max": ["$seq_hi", lit(spawns[-1]["seq"])]}
     keys.update(
         spawns_next=minimum("spawns.seq"),
         timers_next=minimum("timers.at"),
@@ -144,17 +148,18 @@ def check_import_size(prepared: PreparedImport, limit: int = MAX_DOCUMENT_BYTES)
         )
 
 
-def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
-    """Write ``prepared`` with one upsert (after one seq reservation when it carries relays);
-    ``ExecutionAlreadyExists`` with nothing written when the execution is already stored.
+def import_plan(prepared: PreparedImport, where: str, seqs: SeqSource) -> Plan[None]:
+    """Write ``prepared`` with one upsert (its relays' seqs issued by ``seqs``, in record
+    order); ``ExecutionAlreadyExists`` with nothing written when the execution is already
+    stored.
     Its work rows are upserted before the write and again after it (one request each time;
     the rows of a refused import are merely early)."""
     check_import_size(prepared)
     if prepared.execution is None and not prepared.emits:
         return  # an empty relays-only record: nothing to write
     count = len(prepared.emits) + len(prepared.spawns)
-    seqs = seq_block((yield rq.allocate_seqs(count)), count, where) if count else []
-    emit_seqs, spawn_seqs = seqs[: len(prepared.emits)], seqs[len(prepared.emits) :]
+    issued = (yield from reserve_seqs(seqs, count, where)) if count else []
+    emit_seqs, spawn_seqs = issued[: len(prepared.emits)], issued[len(prepared.emits) :]
     outbox = [
         {"seq": seq, "target": prepared.execution_id, "event": emit.event_json}
         for seq, emit in zip(emit_seqs, prepared.emits, strict=True)
@@ -172,10 +177,13 @@ def import_plan(prepared: PreparedImport, where: str) -> Plan[None]:
     yield from retouch_plan(touches, f"the import of {show(prepared.execution_id)}")
 
 
-def export_plan(execution_id: str) -> Plan[ExecutionRecord | None]:
-    """Everything stored for the id from one read (see the module docstring), or ``None``."""
+def export_plan(execution_id: str, seqs: SeqSource | None = None) -> Plan[ExecutionRecord | None]:
+    """Everything stored for the id from one read (see the module docstring), or ``None``;
+    ``seqs`` observes the entries read."""
     execution_id = check_id(execution_id)
     docs = yield export_request(execution_id)
+    if seqs is not None:
+        seqs.observe(docs)
     own: dict[str, Any] = {}
     outbox: list[OutboxEntry] = []
     what = f"the stored execution {show(execution_id)}"

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from harel.store.common import WorkRow, WorkTouch
 from harel.store.contract import FINISHED
 
+from harel_store_mongo._moved import surely_absent
 from harel_store_mongo._schema import (
     EXECUTIONS,
     INDEXES,
@@ -24,9 +25,9 @@ from harel_store_mongo._schema import (
     NUMBER,
     PRESENT,
     SCHEMA_ID,
-    SEQ_ID,
     UNTARGETED,
     WORK,
+    WRITERS_ID,
     receipt_field,
 )
 
@@ -116,6 +117,8 @@ class CommitWrite:
     schedules: tuple[dict[str, Any], ...] = ()
     mark: dict[str, Any] | None = None
     trace: str | None = None
+    seq_hi: int | None = None
+    """The highest seq of ``outbox`` and ``spawns`` (``None``: the commit writes no entry)."""
 
 
 def commit_pipeline(
@@ -132,6 +135,8 @@ def commit_pipeline(
     if write.spawns:
         stage["spawns"] = _appended("spawns", write.spawns)
         keys["spawns_next"] = minimum("spawns.seq")
+    if write.seq_hi is not None:  # the filter refused a document holding this seq or a higher
+        stage["seq_hi"] = lit(write.seq_hi)
     if write.timer_paths:
         untouched = {
             "$filter": {
@@ -141,11 +146,8 @@ def commit_pipeline(
         }
         stage["timers"] = {"$concatArrays": [untouched, lit(list(write.schedules))]}
         keys["timers_next"] = minimum("timers.at")
-    if write.mark is not None:
-        seen = {"$in": [lit(write.mark["event"]), {"$ifNull": ["$processed.event", []]}]}
-        stage["processed"] = {
-            "$cond": [seen, or_empty("processed"), _appended("processed", [write.mark])]
-        }
+    if write.mark is not None:  # the filter refused a document holding it already
+        stage["processed"] = _appended("processed", [write.mark])
         keys["marks_since"] = minimum("processed.at")
         keys["marks_n"] = {"$size": or_empty("processed")}
     if write.trace is not None:
@@ -153,35 +155,97 @@ def commit_pipeline(
     return [{"$set": stage}, {"$set": keys}] if keys else [{"$set": stage}]
 
 
-def commit_request(
+def _seq_guard(query: dict[str, Any], first_seq: int | None) -> dict[str, Any]:
+    """``query`` also requiring every seq the document's commits wrote (``seq_hi``, absent on
+    a document that wrote none) to be below ``first_seq``, the commit's first seq: one
+    execution's entries strictly increase in commit order whatever the writers' clocks."""
+    if first_seq is not None:
+        query["$nor"] = [{"seq_hi": {"$gte": first_seq}}]
+    return query
+
+
+def commit_filter(
     execution_id: str,
     expected_version: int,
+    base: str | None,
+    event_id: str | None,
+    first_seq: int | None = None,
+) -> dict[str, Any]:
+    """The filter of a commit's write: everything the commit checks, so the server applies it
+    (atomically: one document) or writes nothing.
+
+    The version CAS; for an update with a fence (``base``), the receipt of the expected
+    version must be ``base`` (the commit that wrote the stored version is this copy's last
+    one); for an update carrying a dedupe mark, the document must not hold that mark and must
+    not have moved it out: no marks moved out (``marks_out``), or one of the mark's bits clear
+    in the moved-mark filter (:mod:`harel_store_mongo._moved`; when every bit is set the write
+    misses and the plan decides on ``marks``); for a commit writing outbox entries or spawn
+    intents, its first seq above the document's ``seq_hi`` (:func:`_seq_guard`).  An insert
+    (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: a relay-only document
+    holds no mark and no receipt (but may hold a ``seq_hi``).
+    """
+    query: dict[str, Any] = {"_id": execution_id, "version": expected_version}
+    _seq_guard(query, first_seq)
+    if expected_version == 0:
+        return query
+    if base is not None:
+        query[receipt_field(expected_version)] = base
+    if event_id is not None:
+        query["processed.event"] = {"$ne": event_id}
+        query["$or"] = [{"marks_out": {"$ne": True}}, {"mf": {"$regex": surely_absent(event_id)}}]
+    return query
+
+
+def exact_commit_filter(
+    execution_id: str,
+    expected_version: int,
+    receipt: str | None,
+    event_id: str | None,
+    first_seq: int | None = None,
+) -> dict[str, Any]:
+    """The filter of a write re-sent after the plan found (by reading) that it applies: the
+    document still at ``expected_version`` with the receipt it was read with (so no commit
+    landed since), still without the mark (``marks`` was read: the event was not moved out,
+    and a mark is moved only out of the document, never into it), and the commit's first seq
+    (issued again above the ``seq_hi`` read, when that was in the way) still above
+    ``seq_hi``.  An insert re-sent: ``{_id, version: 0}`` and the seq guard."""
+    query: dict[str, Any] = {"_id": execution_id, "version": expected_version}
+    _seq_guard(query, first_seq)
+    if expected_version == 0:
+        return query
+    query[receipt_field(expected_version)] = receipt
+    if event_id is not None:
+        query["processed.event"] = {"$ne": event_id}
+    return query
+
+
+def commit_request(
+    query: Mapping[str, Any],
     summary: Mapping[str, Any],
     write: CommitWrite | None,
     trace_max: int | None,
 ) -> Request:
-    """The commit: ONE ``update_one`` with the version CAS in its filter.
+    """The commit: ONE ``update_one`` on ``query`` (:func:`commit_filter`).
 
     A state-only commit (``write`` ``None``: no side data) is a plain ``$set`` of the summary
     fields, values as they are (an update document never reads a value as a path or an
-    operator), so no pipeline is evaluated; any other commit is :func:`commit_pipeline`.  An insert
-    (``expected_version == 0``) is an upsert on ``{_id, version: 0}``: it creates the
-    document (or takes over a relay-only one), and a document already stored at a real version
-    makes it fail with a duplicate key (a lost CAS).
+    operator), so no pipeline is evaluated; any other commit is :func:`commit_pipeline`.  An
+    insert (``query`` on ``version: 0``) is an upsert: it creates the document (or takes over
+    a relay-only one), and a document already stored at a real version makes it fail with a
+    duplicate key (a lost CAS).
 
     A commit that writes a dedupe mark is a ``find_one_and_update`` instead (the same one
-    round trip), whose reply is the document's new mark count (``None``: the CAS missed), so
-    the plan knows when to move old marks out.
+    round trip), whose reply is the document's new mark count (``None``: the filter missed),
+    so the plan knows when to move old marks out.
     """
     update: Any = {"$set": dict(summary)}
     if write is not None:
         update = commit_pipeline(summary, write, trace_max)
-    query = {"_id": execution_id, "version": expected_version}
-    kwargs: dict[str, Any] = {"upsert": True} if expected_version == 0 else {}
+    kwargs: dict[str, Any] = {"upsert": True} if query["version"] == 0 else {}
     if write is not None and write.mark is not None:
         kwargs.update(projection={"marks_n": 1}, return_document=True)
-        return Request(EXECUTIONS, "find_one_and_update", (query, update), kwargs)
-    return Request(EXECUTIONS, "update_one", (query, update), kwargs)
+        return Request(EXECUTIONS, "find_one_and_update", (dict(query), update), kwargs)
+    return Request(EXECUTIONS, "update_one", (dict(query), update), kwargs)
 
 
 def append_outbox_request(execution_id: str, entries: Sequence[Mapping[str, Any]]) -> Request:
@@ -194,24 +258,50 @@ def append_outbox_request(execution_id: str, entries: Sequence[Mapping[str, Any]
     return Request(EXECUTIONS, "update_one", ({"_id": execution_id}, pipeline), {"upsert": True})
 
 
-def allocate_seqs(count: int) -> Request:
-    """Reserve ``count`` consecutive seqs; the reply's ``n`` is the last one."""
+def register_writer() -> Request:
+    """Count one more writer registration (:mod:`harel_store_mongo._seq`); the reply's ``n``
+    is this store's count.  The only write of ``meta`` besides the schema record, sent once
+    per store (and once per rotation), never by a commit otherwise."""
     return Request(
         META,
         "find_one_and_update",
-        ({"_id": SEQ_ID}, {"$inc": {"n": count}}),
+        ({"_id": WRITERS_ID}, {"$inc": {"n": 1}}),
         {"upsert": True, "return_document": True, "projection": {"n": 1}},
     )
 
 
-def probe_commit(execution_id: str, new_version: int) -> Request:
-    """The stored version and the receipt of ``new_version`` (after a lost CAS or a lost
-    reply)."""
-    projection = {"version": 1, receipt_field(new_version): 1}
+def probe_commit(
+    execution_id: str, new_version: int, expected_version: int, event_id: str | None
+) -> Request:
+    """What a commit whose filter missed needs to say why (one read): the stored version, the
+    receipts of ``new_version`` (a re-send of a stored commit) and of ``expected_version``
+    (the fence), whether the document holds the mark of ``event_id`` or has moved marks out,
+    and its ``seq_hi``."""
+    projection: dict[str, Any] = {"version": 1, "seq_hi": 1, receipt_field(new_version): 1}
+    if expected_version:
+        projection[receipt_field(expected_version)] = 1
+    if event_id is not None:
+        projection["marks_out"] = 1
+        projection["processed"] = {"$elemMatch": {"event": event_id}}
     return Request(EXECUTIONS, "find_one", ({"_id": execution_id}, projection))
 
 
 # -- marks moved out of their document ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MovedFilter:
+    """A document's moved-mark filter as a move writes it (:mod:`harel_store_mongo._moved`):
+    the bits, the marks entered since its last rebuild, the marks that rebuild counted."""
+
+    bits: str
+    count: int
+    live: int
+
+
+FILTER_FIELDS = ("marks_out", "mf", "mf_n", "mf_live", "mf_gen")
+"""What a move reads besides the oldest marks: whether marks were moved out before, the
+moved-mark filter and its counters, and ``mf_gen``, which every filter write increments."""
 
 
 def mark_id(execution_id: str, event_id: str) -> dict[str, str]:
@@ -221,7 +311,11 @@ def mark_id(execution_id: str, event_id: str) -> dict[str, str]:
 
 def oldest_marks(execution_id: str, count: int) -> Request:
     """The ``count`` oldest marks a document holds (marks are appended in commit order)."""
-    projection = {"_id": 1, "processed": {"$slice": min(count, INT32_MAX)}}
+    projection = {
+        "_id": 1,
+        "processed": {"$slice": min(count, INT32_MAX)},
+        **dict.fromkeys(FILTER_FIELDS, 1),
+    }
     query = {"_id": execution_id, "version": {"$gte": 1}}
     return Request(EXECUTIONS, "find_one", (query, projection))
 
@@ -235,12 +329,26 @@ def copy_marks(execution_id: str, marks: Sequence[Mapping[str, Any]]) -> Request
     return Request(MARKS, "insert_many", (docs,), {"ordered": False})
 
 
-def drop_copied_marks(execution_id: str, events: Sequence[str]) -> Request:
-    """Drop the copied marks from the document and record that it has marks outside."""
-    query = {"_id": execution_id, "version": {"$gte": 1}}
+def drop_copied_marks(
+    execution_id: str, events: Sequence[str], moved: MovedFilter, generation: Any
+) -> Request:
+    """Drop the copied marks from the document, record that it has marks outside and write
+    its moved-mark filter — only while the filter is still the one read (``mf_gen`` as read:
+    a racing move wrote none), so the filter always holds every mark moved out."""
+    query = {"_id": execution_id, "version": {"$gte": 1}, "mf_gen": generation}
     keep = _is_false({"$in": ["$$this.event", lit(list(events))]})
+    next_generation = generation + 1 if type(generation) is int else 1
     pipeline = [
-        {"$set": {"processed": _without("processed", keep), "marks_out": lit(True)}},
+        {
+            "$set": {
+                "processed": _without("processed", keep),
+                "marks_out": lit(True),
+                "mf": lit(moved.bits),
+                "mf_n": lit(moved.count),
+                "mf_live": lit(moved.live),
+                "mf_gen": lit(next_generation),
+            }
+        },
         {
             "$set": {
                 "marks_since": minimum("processed.at"),
@@ -400,7 +508,14 @@ def purge_request(execution_id: str, force: bool) -> Request:
     if not force:
         query["status"] = {"$in": sorted(status.value for status in FINISHED)}
     pipeline = [
-        {"$project": {"_id": 1, "version": lit(0), "outbox": _not_targeted(execution_id)}},
+        {
+            "$project": {
+                "_id": 1,
+                "version": lit(0),
+                "outbox": _not_targeted(execution_id),
+                "seq_hi": "$seq_hi",
+            }
+        },
         {"$set": {"outbox_next": minimum("outbox.seq")}},
     ]
     return Request(
@@ -477,7 +592,7 @@ def fix_marks_since(execution_id: str, seen: Any) -> Request:
 
 def load_request(execution_id: str, event_id: str | None = None) -> Request:
     """The snapshot (and, with ``event_id``, that one mark if present) of one execution."""
-    projection: dict[str, Any] = {"data": 1, "version": 1}
+    projection: dict[str, Any] = {"data": 1, "version": 1, "seq_hi": 1}
     if event_id is not None:
         projection["processed"] = {"$elemMatch": {"event": event_id}}
         projection["marks_out"] = 1
@@ -499,7 +614,7 @@ def pending_request(spawns: bool, limit: int | None) -> Request:
     return Request(
         EXECUTIONS,
         "find",
-        ({key: NUMBER}, {array: 1}),
+        ({key: NUMBER}, {array: 1, "seq_hi": 1}),
         {"sort": [(key, 1)], "limit": _cap(limit)},
     )
 
@@ -616,7 +731,8 @@ def units_request(key: str | None) -> Request:
     (``outbox_target`` index; the untargeted group: entries with a null target)."""
     targeted = {"$eq": ["$$this.target", lit(key)]}
     projection: dict[str, Any] = {
-        "outbox": {"$filter": {"input": or_empty("outbox"), "cond": targeted}}
+        "outbox": {"$filter": {"input": or_empty("outbox"), "cond": targeted}},
+        "seq_hi": "$seq_hi",
     }
     holders = {"outbox.target": {**PRESENT, "$eq": key}}
     if key is None:
@@ -659,6 +775,14 @@ def settle_request(row: WorkRow, tn: Any, ready_at: float | None) -> Request:
         return Request(WORK, "delete_one", (query,))
     update = {"$set": {"ready_at": ready_at, "owner": None}}
     return Request(WORK, "update_one", (query, update))
+
+
+def drop_fresh_work(changes: Sequence[WorkTouch]) -> Request:
+    """Delete the rows of ``changes`` that are exactly as their touch inserted them (free, at
+    the touch's ``due``, touched once): one ``delete_many``."""
+    rows = [{"_id": work_id(change.key), "ready_at": change.due} for change in changes]
+    query = {"$or": rows, "owner": None, "tn": 1}
+    return Request(WORK, "delete_many", (query,))
 
 
 def drop_work(key: str) -> Request:

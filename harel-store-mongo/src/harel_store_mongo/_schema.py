@@ -1,4 +1,4 @@
-"""The document layout (schema version 4), its indexes, and the pure schema decision.
+"""The document layout (schema version 5), its indexes, and the pure schema decision.
 
 One database (``?db=``, default ``harel``) holds four collections.
 
@@ -17,12 +17,19 @@ commit is ONE single-document update (atomic on a standalone server, no replica 
     outbox_next    min(outbox.seq) or null  (the relay sweep's index key)
     spawns         [{seq, child, root, context}]   pending child creations (context: JSON)
     spawns_next    min(spawns.seq) or null
+    seq_hi         the highest seq its commits wrote (outbox and spawns, acked or not): a
+                   commit's seqs must be above it (:mod:`harel_store_mongo._seq`); kept by
+                   ``purge`` in a relay-only document
     timers         [{path, at}]             armed timers
     timers_next    min(timers.at) or null   (the due-timer sweep's index key)
     processed      [{event, at}]            the latest dedupe marks, ``at`` = the commit's time
     marks_n        len(processed)           (tells the commit when to move marks out)
     marks_since    min(processed.at) or null (prune_processed's index key)
     marks_out      true once older marks were moved to ``marks`` (reads then look there too)
+    mf             the moved-mark filter: a Bloom filter (hex digits) of every mark moved out
+                   (:mod:`harel_store_mongo._moved`), so a commit's filter sees moved marks
+    mf_n, mf_live  marks entered into ``mf`` since its last rebuild / counted by that rebuild
+    mf_gen         how many times ``mf`` was written (a move writes it only while unchanged)
     trace          [step JSON, ...]         the ring: the last ``trace_max`` steps
     trace_next     steps ever written; the index of ``trace[j]`` is
                    ``trace_next - len(trace) + j`` (contiguous, no per-step counter)
@@ -49,8 +56,11 @@ counter every touch increments (a claim's repair only applies to the row it read
 ``{priority: 1, ready_at: 1, _id: 1}``: "ready rows of one priority, oldest first".
 
 ``meta`` — ``{_id: "schema", version, written_by}`` (the layout version and the release that
-wrote it, e.g. ``"harel-store-mongo 0.1.0"``) and ``{_id: "seq", n}``, the one counter outbox
-and spawn seqs are allocated from (one block per emitting commit).
+wrote it, e.g. ``"harel-store-mongo 0.1.0"``) and ``{_id: "writers", n}``, the count of writer
+registrations (:mod:`harel_store_mongo._seq`: a store registers once before its first seq, and
+again every 10 minutes of use — no commit otherwise writes ``meta``).  Layouts before 5 kept
+``{_id: "seq", n}``, a counter every emitting commit incremented (one hot document); layout 5
+leaves it as it is and never reads it (every new seq is above it).
 
 Layout versions: 1 (the first releases) lacked the ``list_definition_id`` index and the
 ``written_by`` field; 2 kept one ``token`` (of the last commit only) instead of the receipts
@@ -62,7 +72,13 @@ first commit under layout 3 writes one) and no ``marks_n`` (counted as 0 until i
 commit recomputes it).  Layout 3 lacked the ``work`` collection: opening creates its index and
 backfills a row per group with work stored (timers, spawn intents, pending outbox entries) before
 recording version 4.  The schema record is written last, after the indexes (and the backfill),
-so a store that says version 4 has every index and work row of version 4.
+so a store that says version 4 has every index and work row of version 4.  Layout 5 added the
+moved-mark filter (``mf``), which every writer must keep, and seqs without the counter
+(``seq_hi``, the writer registrations): a layout-4 release moves marks out without the filter
+and takes seqs from the old counter (small numbers, ordered before every new seq), so it must
+not keep writing after the upgrade (opening refuses the newer layout).  The upgrade writes
+nothing but the version: pending entries keep their counter seqs (below every new one, so they
+stay first), a document without ``seq_hi`` lets any seq in.
 """
 
 from __future__ import annotations
@@ -73,12 +89,17 @@ from typing import Any
 from harel.store.common import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
 from harel.store.errors import SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""
-UPGRADES = frozenset({1, 2, 3})
+UPGRADES = frozenset({1, 2, 3, 4})
 """The older layout versions opening upgrades in place (-> 2: the ``list_definition_id``
 index; -> 3: receipts and the ``marks`` collection with its indexes; -> 4: the ``work``
-collection, its index and the backfilled work rows)."""
+collection, its index and the backfilled work rows; -> 5: the moved-mark filter and the seqs
+without a counter, which need no rewrite: a document that moved marks out before has no
+filter, so its marked commits read ``marks`` until its next move builds one, and a document
+without ``seq_hi`` takes any seq — every new seq is above the old counter's)."""
+WORK_ROWS_SINCE = 4
+"""The first layout with work rows (upgrading an older one backfills them)."""
 DISTRIBUTION = "harel-store-mongo"
 
 EXECUTIONS = "executions"
@@ -87,6 +108,9 @@ WORK = "work"
 META = "meta"
 SCHEMA_ID = "schema"
 SEQ_ID = "seq"
+"""The counter of layouts before 5 (left untouched; nothing reads it)."""
+WRITERS_ID = "writers"
+"""The writer registrations' counter (:mod:`harel_store_mongo._seq`)."""
 UNTARGETED = ""
 """The ``_id`` of the untargeted group's work row (``check_id`` refuses the empty id)."""
 

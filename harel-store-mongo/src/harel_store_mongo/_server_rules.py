@@ -12,8 +12,8 @@ server (4.2+) accepts the request and evaluates it as mongomock did.  The rules:
   operators, the store's own field paths and ``$literal`` values: a caller's string is never
   read as a field path (``"$x"``) or an operator, and no object or array literal holds an
   expression (a server would evaluate it, mongomock would store it);
-* a filter uses known query operators only (``$or`` of such filters at the top level), and
-  no key comes from a caller;
+* a filter uses known query operators only (``$or`` / ``$nor`` of such filters at the top
+  level), and no key comes from a caller;
 * ``$not`` is never used (mongomock reads its argument list wrongly) and a ``$slice`` count
   fits 32 bits.
 """
@@ -37,6 +37,7 @@ EXPRESSION_OPERATORS = frozenset(
         "$concatArrays",
         "$filter",
         "$min",
+        "$max",
         "$add",
         "$slice",
         "$cond",
@@ -53,7 +54,20 @@ EXPRESSION_OPERATORS = frozenset(
 )
 FILTER_ARGUMENTS = frozenset({"input", "cond", "as", "limit"})
 QUERY_OPERATORS = frozenset(
-    {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$exists", "$type", "$elemMatch", "$all"}
+    {
+        "$eq",
+        "$ne",
+        "$gt",
+        "$gte",
+        "$lt",
+        "$lte",
+        "$in",
+        "$exists",
+        "$type",
+        "$elemMatch",
+        "$all",
+        "$regex",
+    }
 )
 AGGREGATE_STAGES = frozenset({"$match", "$sort", "$limit", "$project"})
 FIELDS = frozenset(
@@ -82,12 +96,17 @@ FIELDS = frozenset(
         "old",
         "marks_n",
         "marks_out",
+        "mf",
+        "mf_n",
+        "mf_live",
+        "mf_gen",
         "e",
         "at",
         "priority",
         "ready_at",
         "owner",
         "tn",
+        "seq_hi",
         *(f"r{slot}" for slot in range(8)),
     }
 )
@@ -208,7 +227,7 @@ def filter_violations(query: Any, where: str = "filter") -> list[str]:
         return [f"{where}: not a document"]
     problems = []
     for key, value in query.items():
-        if key == "$or" and isinstance(value, list) and value:
+        if key in ("$or", "$nor") and isinstance(value, list) and value:
             problems += [
                 p for i, q in enumerate(value) for p in filter_violations(q, f"{where}[{i}]")
             ]
@@ -234,6 +253,10 @@ def _condition(value: Any, where: str) -> list[str]:
             problems += [
                 p for k, v in argument.items() for p in _condition(v, f"{where}.$elemMatch.{k}")
             ]
+        elif operator == "$regex" and not (
+            isinstance(argument, str) and argument.isascii() and argument.startswith("^")
+        ):
+            problems.append(f"{where}: $regex {argument!r:.40} is not an anchored pattern")
         elif operator == "$all":
             problems += [p for i, v in enumerate(argument) for p in _condition(v, f"{where}[{i}]")]
     return problems

@@ -43,6 +43,7 @@ from harel.store.common import current_library
 from harel.store.contract import Capabilities
 from pymongo import monitoring
 from pymongo.errors import AutoReconnect, OperationFailure
+from pymongo.results import BulkWriteResult
 
 from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._errors import translate
@@ -107,7 +108,7 @@ def raw_side_commit(client: Any, db: str) -> RawSideCommit:
     """The benchmarks' raw side commit over ``client``: ONE ``update_one`` CAS of the
     document that also pushes the outbox entry, the dedupe mark and the trace step into their
     arrays and sets the timer (the bench's execution has that one timer path, so the upsert
-    is a ``$set`` of the array); no seq reservation, no ring trimming, no sweep keys."""
+    is a ``$set`` of the array); no seqs, no ring trimming, no sweep keys."""
     executions = client.get_database(db).get_collection(EXECUTIONS)
 
     def write(execution_id: str, version: int, document: str, side: RawSide) -> None:
@@ -156,13 +157,62 @@ class Fault:
     """The methods it broke, in order."""
 
 
+WRITE_METHODS = frozenset(
+    {
+        "update_one",
+        "update_many",
+        "find_one_and_update",
+        "delete_one",
+        "delete_many",
+        "insert_one",
+        "insert_many",
+        "bulk_write",
+    }
+)
+ANY_DOCUMENT = "*"
+"""The id :func:`filter_ids` gives a filter that does not name its documents by ``_id``."""
+
+
+def filter_ids(query: Any) -> tuple[Any, ...]:
+    """The ``_id`` values a write's filter confines it to (``_id: v``, ``_id: {$in: [...]}``,
+    ``$or`` of such); ``(ANY_DOCUMENT,)`` when it names none (it may write any document)."""
+    if not isinstance(query, dict):
+        return (ANY_DOCUMENT,)
+    if "_id" in query:
+        key = query["_id"]
+        if isinstance(key, dict) and set(key) == {"$in"}:
+            return tuple(key["$in"])
+        if isinstance(key, dict) and set(key) == {"$eq"}:
+            return (key["$eq"],)
+        return (key,)
+    branches = query.get("$or")
+    if isinstance(branches, list) and branches:
+        ids = tuple(i for branch in branches for i in filter_ids(branch))
+        if ANY_DOCUMENT not in ids:
+            return ids
+    return (ANY_DOCUMENT,)
+
+
+def written_ids(method: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The documents one write call may write (by ``_id``), from its driver arguments."""
+    if method == "insert_one" and args:
+        return (args[0].get("_id", ANY_DOCUMENT),)
+    if method == "insert_many" and args:
+        return tuple(doc.get("_id", ANY_DOCUMENT) for doc in args[0])
+    if method == "bulk_write" and args:
+        return tuple(i for op in args[0] for i in filter_ids(getattr(op, "_filter", None)))
+    return filter_ids(args[0] if args else None)
+
+
 class CallLog:
-    """The driver calls made through a harness (``(collection, method)``), the lock that
-    makes each one atomic, and the faults still to play."""
+    """The driver calls made through a harness (``(collection, method)``), the documents each
+    write may have written (``(collection, method, ids)``: :func:`written_ids`), the lock
+    that makes each call atomic, and the faults still to play."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.calls: list[tuple[str, str]] = []
+        self.writes: list[tuple[str, str, tuple[Any, ...]]] = []
         self.faults: list[Fault] = []
 
     def fault_for(self, collection: str, method: str) -> Fault | None:
@@ -184,6 +234,16 @@ class CallLog:
         finally:
             seen.extend(self.calls[start:])
 
+    @contextmanager
+    def writing(self) -> Iterator[list[tuple[str, str, tuple[Any, ...]]]]:
+        """The writes made inside the block: ``(collection, method, ids)``."""
+        start = len(self.writes)
+        seen: list[tuple[str, str, tuple[Any, ...]]] = []
+        try:
+            yield seen
+        finally:
+            seen.extend(self.writes[start:])
+
 
 class _ListCursor:
     """A drained cursor for the async driver."""
@@ -198,6 +258,31 @@ class _ListCursor:
         return self.docs if length is None else self.docs[:length]
 
 
+def _bulk_result(results: list[Any]) -> BulkWriteResult:
+    """The ``BulkWriteResult`` a server answers for these ``update_one`` results (the plan
+    reads ``upserted_ids``: which rows a touch inserted)."""
+    upserted = [
+        {"index": index, "_id": result.upserted_id}
+        for index, result in enumerate(results)
+        if result.upserted_id is not None
+    ]
+    matched = sum(result.matched_count for result in results)
+    modified = sum(result.modified_count or 0 for result in results)
+    return BulkWriteResult(
+        {
+            "nInserted": 0,
+            "nUpserted": len(upserted),
+            "nMatched": matched,
+            "nModified": modified,
+            "nRemoved": 0,
+            "upserted": upserted,
+            "writeErrors": [],
+            "writeConcernErrors": [],
+        },
+        True,
+    )
+
+
 class _LockedCollection:
     def __init__(
         self, inner: Any, name: str, log: CallLog, is_async: bool, raw: Any = None
@@ -207,8 +292,10 @@ class _LockedCollection:
         """The sync mongomock collection underneath (the BSON-size check reads and restores
         documents through it)."""
 
-    def _record(self, method: str) -> None:
+    def _record(self, method: str, args: tuple[Any, ...] = ()) -> None:
         self._log.calls.append((self._name, method))
+        if method in WRITE_METHODS:
+            self._log.writes.append((self._name, method, written_ids(method, args)))
 
     def _before(self, method: str, args: tuple[Any, ...]) -> tuple[Any, Any] | None:
         """``(_id, the document before the write)`` of a single-document write by ``_id``."""
@@ -253,12 +340,10 @@ class _LockedCollection:
         server's bulk write is not atomic across documents either."""
         done = [self._inner.update_one(op._filter, op._doc, upsert=op._upsert) for op in requests]
         if not self._async:
-            return None
+            return _bulk_result(done)
 
-        async def settle() -> None:
-            for result in done:
-                if inspect.isawaitable(result):
-                    await result
+        async def settle() -> BulkWriteResult:
+            return _bulk_result([await r if inspect.isawaitable(r) else r for r in done])
 
         return settle()
 
@@ -271,7 +356,7 @@ class _LockedCollection:
 
             def sync_call(*args: Any, **kwargs: Any) -> Any:
                 with self._log.lock:
-                    self._record(method)
+                    self._record(method, args)
 
                     def apply() -> Any:
                         before = self._before(method, args)
@@ -285,7 +370,7 @@ class _LockedCollection:
 
         async def async_call(*args: Any, **kwargs: Any) -> Any:
             with self._log.lock:  # mongomock-motor never suspends inside a call
-                self._record(method)
+                self._record(method, args)
                 before = self._before(method, args)
                 fault = self._log.fault_for(self._name, method)
                 if fault is None or fault.kind == "lost_reply":
@@ -432,6 +517,11 @@ class MongomockHarness(StoreHarness):
         """A context manager collecting the driver calls made inside it."""
         return self.log.counting()
 
+    def writing(self) -> Any:
+        """A context manager collecting the writes made inside it, each with the documents
+        it may have written (``(collection, method, ids)``)."""
+        return self.log.writing()
+
     def url(self) -> None:
         """``None``: another interpreter cannot reach an in-process dataset."""
         return None
@@ -462,6 +552,19 @@ class MongomockHarness(StoreHarness):
 # -- a real server --------------------------------------------------------------------------------
 
 
+def command_ids(name: str, command: Any) -> tuple[Any, ...] | None:
+    """The documents a write command may write (``None``: not a write)."""
+    if name == "update":
+        return tuple(i for u in command.get("updates", ()) for i in filter_ids(u.get("q")))
+    if name == "delete":
+        return tuple(i for d in command.get("deletes", ()) for i in filter_ids(d.get("q")))
+    if name == "insert":
+        return tuple(doc.get("_id", ANY_DOCUMENT) for doc in command.get("documents", ()))
+    if name.lower() == "findandmodify":
+        return filter_ids(command.get("query"))
+    return None
+
+
 class CommandLog(CallLog, monitoring.CommandListener):
     """Commands sent to the server (PyMongo command monitoring): real round trips."""
 
@@ -472,6 +575,9 @@ class CommandLog(CallLog, monitoring.CommandListener):
         with self.lock:
             name = collection if isinstance(collection, str) else ""
             self.calls.append((name, event.command_name))
+            ids = command_ids(event.command_name, event.command)
+            if ids is not None:
+                self.writes.append((name, event.command_name, ids))
 
     def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
         return None
@@ -575,6 +681,11 @@ class MongoServerHarness(StoreHarness):
     def counting(self) -> Any:
         """A context manager collecting the commands sent inside it."""
         return self.log.counting()
+
+    def writing(self) -> Any:
+        """A context manager collecting the write commands sent inside it, each with the
+        documents it may have written (``(collection, command, ids)``)."""
+        return self.log.writing()
 
     def url(self) -> str:
         """The URL of this database (another process opens the same dataset with it)."""

@@ -6,8 +6,10 @@ upgrade, or a foreign one: an ``executions`` table without the version table), b
 is written.  Creating or upgrading runs in one transaction that
 holds the schema's advisory lock: openers arriving together wait there, the first does the
 work, the others probe again under the lock, find the current version and write nothing.  An
-upgrade ends with :data:`~harel_store_postgres._schema.BACKFILL_TO_4` in the same transaction:
-the work rows of the timers, outbox entries and spawn intents the older layout holds.
+upgrade from before version 4 ends with :data:`~harel_store_postgres._schema.BACKFILL_TO_4` in
+the same transaction: the work rows of the timers, outbox entries and spawn intents the older
+layout holds (a version-4 schema keeps them already: its upgrade only replaces
+``harel_commit``).
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ def open_schema(schema: str, where: str, now: float | None = None) -> Plan:
         steps = _schema.DDL if verdict == "create" else _schema.UPGRADES[int(found or 0)]
         for ddl in steps:
             yield Statement(ddl)
-        if verdict == "upgrade":  # every upgrade ends with version 4's step
-            at = relay_due(time.time() if now is None else now)
+        if verdict == "upgrade" and int(found or 0) < _schema.BACKFILLED_BELOW:
+            at = relay_due(time.time() if now is None else now)  # it ran version 4's step
             yield Statement(_schema.BACKFILL_TO_4, (at, at))
         yield Statement(_schema.RECORD_VERSION, (_schema.SCHEMA_VERSION, _schema.written_by()))
     yield Statement(_schema.COMMIT)

@@ -15,9 +15,11 @@ statement per batch) and a state-only commit that lost its CAS (a second stateme
 found version and receipt).  A commit with side writes (and every first commit) calls
 ``harel_commit``; a state-only commit of a stored execution is a plain CAS ``UPDATE``, which
 skips the PL/pgSQL call.  Both store the commit token as the receipt of the version they write
-(the same row write), which is how a re-sent commit is recognised.  Export is one statement,
-import one call of ``harel_import`` (:mod:`harel_store_postgres._records`); opening a store
-is :mod:`harel_store_postgres._open`.
+(the same row write), which is how a re-sent commit is recognised, and both check the commit's
+fence (``PreparedCommit.base``) in the CAS's WHERE; ``harel_commit`` also refuses an event id
+whose dedupe mark is held there, so ``AlreadyProcessed`` costs the commit's one round trip.
+Export is one statement, import one call of ``harel_import``
+(:mod:`harel_store_postgres._records`); opening a store is :mod:`harel_store_postgres._open`.
 """
 
 from __future__ import annotations
@@ -40,14 +42,13 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    conflict,
     decode_event,
     decode_execution,
     decode_trace_step,
     encode_trace_step,
     page_from_probe,
     receipt_slot,
-    resent_and_stored,
+    refuse_lost,
     trace_keep_from,
     work_touches,
 )
@@ -83,11 +84,11 @@ Plan = Generator[Statement, Result, T]
 _FINISHED = sorted(status.value for status in FINISHED)
 
 _COMMIT = (
-    "SELECT o_applied, o_found, o_receipt FROM {schema}.harel_commit("
+    "SELECT o_applied, o_found, o_receipt, o_marked FROM {schema}.harel_commit("
     "%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, "
     "%s::float8, %s::text, %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
     "%s::text[], %s::float8[], %s::text[], %s::text, %s::bigint, %s::text, %s::int, "
-    "%s::text[], %s::float8[], %s::int[], %s::boolean[])"
+    "%s::text[], %s::float8[], %s::int[], %s::boolean[], %s::text, %s::int)"
 )
 
 # The state-only commit: the CAS UPDATE alone, one statement with no PL/pgSQL call, which also
@@ -101,6 +102,14 @@ _CAS_UPDATE = (
     "UPDATE {schema}.executions SET definition_id = %s, status = %s, outcome = %s, "
     "active_path = %s, parent_id = %s, version = %s::bigint, updated_at = %s::float8, "
     "data = %s, receipts[%s::int] = %s WHERE id = %s AND version = %s::bigint RETURNING version"
+)
+
+# The fenced state-only commit (``PreparedCommit.base`` set): the same CAS, which applies only
+# while the receipt of the expected version is still the fence.  The receipt is a column of the
+# row the CAS locks, so after waiting for a concurrent writer the UPDATE re-checks it on the
+# newest row version, as it does the version.
+_CAS_UPDATE_FENCED = _CAS_UPDATE.replace(
+    " RETURNING version", " AND receipts[%s::int] = %s RETURNING version"
 )
 
 # After a lost state-only CAS only: the stored version and the receipt of the version the
@@ -134,6 +143,12 @@ def _sent(prepared: PreparedCommit, statement: Statement) -> Plan[Result]:
         ) from exc
 
 
+def _base_slot(prepared: PreparedCommit) -> int:
+    """The ``receipts`` subscript (1-based) of the receipt of ``expected_version``: where the
+    fence is checked."""
+    return receipt_slot(prepared.expected_version) + 1
+
+
 def is_state_only(prepared: PreparedCommit) -> bool:
     """Whether a commit writes the execution row alone, over a stored version."""
     p = prepared
@@ -158,14 +173,18 @@ class PostgresPlan:
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
         """The whole commit in one statement, which stores ``prepared.token`` as the receipt
-        of the new version.  A lost CAS whose stored receipt is this commit's token means a
-        re-send of a commit already stored: success, nothing written again.  Any other lost
-        CAS raises ``StoreConflict`` with the stored version, having written nothing (for a
-        state-only commit, ``found`` and the receipt are read by a second statement after the
-        CAS lost).  A request that may have reached the server unanswered raises
-        ``CommitOutcomeUnknown`` (a re-send of such a commit that fails before reaching the
-        server raises it again: core's ``outcome_error``).  (``committing`` has
-        already refused every id, path and payload a column could not hold.)"""
+        of the new version.  The CAS applies only at ``expected_version``, while the fence holds
+        (``prepared.base``: the stored receipt of that version is it) and, for a commit carrying
+        ``processed_event_id``, while the execution does not hold that dedupe mark.  A lost CAS
+        whose stored receipt is this commit's token means a re-send of a commit already stored:
+        success, nothing written again.  Any other lost CAS has written nothing and raises
+        ``AlreadyProcessed`` when the mark is held, else ``StoreConflict`` with the stored
+        version (for a state-only commit, ``found`` and the receipt are read by a second
+        statement after the CAS lost; ``harel_commit`` returns them and the mark's presence).
+        A request that may have reached the server unanswered raises ``CommitOutcomeUnknown``
+        (a re-send of such a commit that fails before reaching the server raises it again:
+        core's ``outcome_error``).  (``committing`` has already refused every id, path and
+        payload a column could not hold.)"""
         yield from self._commit(prepared, _ring(trace_max))
 
     def _commit(self, prepared: PreparedCommit, ring: int) -> Plan[None]:
@@ -178,18 +197,21 @@ class PostgresPlan:
             except RequestOutcomeUnknown as exc:
                 raise StoreUnavailable(str(exc)) from exc
             found, receipt = (int(rows[0][0]), rows[0][1]) if rows else (None, None)
+            marked = False  # a state-only commit carries no event id
         else:
             statement = self._commit_call(prepared, ring, slot)
-            applied, stored, receipt = first_row((yield from _sent(prepared, statement)))
+            applied, stored, receipt, held = first_row((yield from _sent(prepared, statement)))
             if applied:
                 return
-            found = None if stored is None else int(stored)
-        if not resent_and_stored(prepared, found, receipt):
-            raise conflict(prepared, found)
+            found, marked = (None if stored is None else int(stored)), bool(held)
+        error = refuse_lost(prepared, found, receipt, marked)
+        if error is not None:
+            raise error
 
     @staticmethod
     def _cas_update(p: PreparedCommit, slot: int) -> Statement:
-        params = (
+        """The state-only CAS ``UPDATE`` (fenced when ``p.base`` is set)."""
+        params: tuple[Any, ...] = (
             p.definition_id,
             p.status,
             p.outcome,
@@ -203,13 +225,15 @@ class PostgresPlan:
             p.execution_id,
             p.expected_version,
         )
-        return Statement(_CAS_UPDATE, params)
+        if p.base is None:
+            return Statement(_CAS_UPDATE, params)
+        return Statement(_CAS_UPDATE_FENCED, (*params, _base_slot(p), p.base))
 
     @staticmethod
     def _commit_call(p: PreparedCommit, ring: int, slot: int) -> Statement:
-        """One call of ``harel_commit``: CAS, outbox, dedupe mark, spawns, timers, trace, and
-        the work rows the commit touches (empty arrays, and no work statement run, when it
-        touches none)."""
+        """One call of ``harel_commit``: CAS (with the dedupe and the fence), outbox, dedupe
+        mark, spawns, timers, trace, and the work rows the commit touches (empty arrays, and no
+        work statement run, when it touches none)."""
         schedules, cancels = p.schedules, p.cancels
         params = (
             p.execution_id,
@@ -235,6 +259,8 @@ class PostgresPlan:
             p.token or None,
             slot,
             *work_arrays(work_touches(p)),
+            p.base,
+            _base_slot(p),
         )
         return Statement(_COMMIT, params)
 

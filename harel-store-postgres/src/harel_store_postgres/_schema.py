@@ -5,7 +5,7 @@ name quoted by ``psycopg.sql.Identifier``; values always travel as bound paramet
 Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
 the quoted name never appears inside a dollar-quoted body.
 
-Layout version 4, in the configured schema:
+Layout version 5, in the configured schema:
 
 * ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
   would reorder keys, turn ``-0.0`` into ``0`` and refuse ``NaN``), the summary columns
@@ -34,8 +34,11 @@ plus :data:`UPGRADE_TO_4`: the ``work`` table, ordered relay indexes, ``harel_co
 copied), ``harel_purge`` deleting the work row, and ``harel_claim`` / ``harel_renew`` /
 ``harel_release`` (the writes that touch work rows also ``pg_notify`` the schema's
 wake-up channel, :data:`WAKE_CHANNEL_SQL`); an upgrade to it ends with
-:data:`BACKFILL_TO_4`.  Creating a schema runs :data:`V1_DDL` then every upgrade step; opening
-an older schema runs the steps from its version alone (each is idempotent).
+:data:`BACKFILL_TO_4`.  Version 5 is version 4 plus :data:`UPGRADE_TO_5`: ``harel_commit``
+checks the commit's dedupe mark and fence in its CAS (one signature, taking the fence; a lost
+CAS also returns whether the mark is held).  Creating a schema runs :data:`V1_DDL` then every
+upgrade step; opening an older schema runs the steps from its version alone (each is
+idempotent).
 
 Indexes: one per sweep (``timers_due`` on ``(fire_at, execution_id, path)``; the ``seq``
 primary keys of ``outbox`` and ``spawns``), one per listing filter (``executions_definition``,
@@ -53,7 +56,7 @@ from harel.store.common import RECEIPT_WINDOW, release_of
 
 DISTRIBUTION = "harel-store-postgres"
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""
 
 ADVISORY_LOCK_CLASS = 7723019
@@ -731,15 +734,89 @@ bound parameters, both ``relay_due`` of the upgrade time): per execution the ear
 per outbox target and per spawning parent that relay time; priority 0 (the documents are not parsed
 in SQL: an execution's own next commit that touches its row sets its priority)."""
 
-UPGRADES: dict[int, tuple[str, ...]] = {
-    1: UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4,
-    2: UPGRADE_TO_3 + UPGRADE_TO_4,
-    3: UPGRADE_TO_4,
-}
-"""The steps that bring each older version to :data:`SCHEMA_VERSION` (every one of them
-ends with version 4's, so :data:`BACKFILL_TO_4` follows each)."""
+# -- version 5: the commit's own dedupe and fence ------------------------------------------------
 
-DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4
+UNMARKED_SQL = (
+    "(p_event_id IS NULL OR NOT EXISTS (SELECT 1 FROM processed_events AS m "
+    "WHERE m.execution_id = p_id AND m.event_id = p_event_id))"
+)
+"""``harel_commit``'s dedupe condition: the commit carries no event id, or the execution does
+not hold its mark yet (a primary-key probe of ``processed_events``)."""
+
+MARKED_SQL = (
+    "p_event_id IS NOT NULL AND EXISTS (SELECT 1 FROM processed_events AS m "
+    "WHERE m.execution_id = p_id AND m.event_id = p_event_id)"
+)
+"""Whether the execution holds the commit's dedupe mark (read by a CAS that missed only)."""
+
+FENCE_SQL = "(p_base IS NULL OR receipts[p_base_slot] = p_base)"
+"""``harel_commit``'s fence: the commit carries none, or the receipt of the version it expects
+(ring slot ``p_base_slot``) is the token ``p_base`` (``NULL`` receipts, as an import leaves
+them, never match)."""
+
+UPGRADE_TO_5: tuple[str, ...] = (
+    # One harel_commit per schema: version 4's signature goes.
+    "DROP FUNCTION IF EXISTS {schema}.harel_commit(text, text, text, text, text, text, text, "
+    "bigint, double precision, text, text[], text[], text[], text[], text[], text[], "
+    "double precision[], text[], text, bigint, text, integer, text[], double precision[], "
+    "integer[], boolean[])",
+    # Version 4's commit with the dedupe and the fence inside the CAS's own WHERE (so they
+    # hold under the row lock the CAS takes: the UPDATE re-checks version and receipt on the
+    # newest row version after waiting for a concurrent writer), and a lost CAS also telling
+    # whether the mark is held (a new statement, a new snapshot: it sees the winner's mark).
+    _extended(
+        _created(UPGRADE_TO_4, "harel_commit"),
+        (
+            "p_token text, p_slot integer, " + WORK_PARAMS + ",\n",
+            "p_token text, p_slot integer, " + WORK_PARAMS + ",\n"
+            "        p_base text, p_base_slot integer,\n",
+        ),
+        (
+            "OUT o_receipt text\n",
+            "OUT o_receipt text, OUT o_marked boolean\n",
+        ),
+        (
+            "            VALUES (p_id, p_definition_id, p_status, p_outcome, p_active_path, "
+            "p_parent_id,\n                    1, p_committed_at, p_data, v_receipts)\n",
+            "            SELECT p_id, p_definition_id, p_status, p_outcome, p_active_path, "
+            "p_parent_id,\n                   1, p_committed_at, p_data, v_receipts\n"
+            "            WHERE " + UNMARKED_SQL + "\n",
+        ),
+        (
+            "            WHERE id = p_id AND version = p_old;\n",
+            "            WHERE id = p_id AND version = p_old AND " + FENCE_SQL + "\n"
+            "              AND " + UNMARKED_SQL + ";\n",
+        ),
+        (
+            "            FROM executions AS e WHERE e.id = p_id;\n            RETURN;\n",
+            "            FROM executions AS e WHERE e.id = p_id;\n"
+            "            o_marked := " + MARKED_SQL + ";\n            RETURN;\n",
+        ),
+        (
+            "        o_applied := true;\n",
+            "        o_applied := true;\n        o_marked := false;\n",
+        ),
+    ),
+)
+"""From version 4 to 5 (issue 20: one round trip per event); idempotent, run under the
+schema's advisory lock.  ``harel_commit`` takes the fence (``p_base``, ``p_base_slot``) and
+applies only while the execution does not hold the commit's dedupe mark and the fence holds;
+a lost CAS returns ``o_marked`` too."""
+
+UPGRADES: dict[int, tuple[str, ...]] = {
+    1: UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4 + UPGRADE_TO_5,
+    2: UPGRADE_TO_3 + UPGRADE_TO_4 + UPGRADE_TO_5,
+    3: UPGRADE_TO_4 + UPGRADE_TO_5,
+    4: UPGRADE_TO_5,
+}
+"""The steps that bring each older version to :data:`SCHEMA_VERSION` (those from before
+version 4 include version 4's, so :data:`BACKFILL_TO_4` follows them)."""
+
+BACKFILLED_BELOW = 4
+"""An upgrade from a version below this one writes :data:`BACKFILL_TO_4` (version 4 brought
+the work rows; a version-4 schema already keeps them)."""
+
+DDL: tuple[str, ...] = V1_DDL + UPGRADE_TO_2 + UPGRADE_TO_3 + UPGRADE_TO_4 + UPGRADE_TO_5
 """Every statement that creates the current layout, in order; each is idempotent."""
 
 TABLES = (

@@ -16,6 +16,7 @@ from harel_store_redis._options import (
     DEFAULT_PREFIX,
     check_client_kwargs,
     check_prefix,
+    check_shards,
     check_trace_max,
     describe_connection,
 )
@@ -25,6 +26,29 @@ from harel_store_redis._schema import Keys
 
 C = TypeVar("C")
 """The driver's client type (``redis.Redis`` or ``redis.asyncio.Redis``)."""
+
+
+def cluster_node(client: Any) -> tuple[str, int] | None:
+    """``(host, port)`` of the node a cluster client (``redis.cluster.RedisCluster`` or its
+    asyncio twin) reaches first; ``None`` for a plain client."""
+    manager = getattr(client, "nodes_manager", None)
+    if manager is None:
+        return None
+    nodes = list(getattr(manager, "startup_nodes", {}).values())
+    if nodes:
+        first = nodes[0]
+        return str(first.host), int(first.port)
+    return "?", 0
+
+
+def cluster_retries(client: Any) -> bool:
+    """Whether a cluster client re-sends failed commands itself (its ``retry`` has retries;
+    the stores' own cluster clients have none)."""
+    if getattr(client, "nodes_manager", None) is None:
+        return False
+    retry = getattr(client, "retry", None)
+    count = getattr(retry, "get_retries", None)
+    return bool(count()) if callable(count) else retry is not None
 
 
 class RedisStoreBase(Generic[C]):
@@ -54,22 +78,29 @@ class RedisStoreBase(Generic[C]):
         prefix: str = DEFAULT_PREFIX,
         trace_max: int | None = DEFAULT_TRACE_MAX,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        shards: int | None = None,
         owns_client: bool = False,
     ) -> None:
         self._client: C | None = client
         self._owns_client = owns_client
         try:
-            self._configure(client, prefix, trace_max, max_payload_bytes)
+            self._configure(client, prefix, trace_max, max_payload_bytes, shards)
             self._opened()
         except BaseException:
             self._opening_failed()
             raise
 
     def _configure(
-        self, client: Any, prefix: str, trace_max: int | None, max_payload_bytes: int
+        self,
+        client: Any,
+        prefix: str,
+        trace_max: int | None,
+        max_payload_bytes: int,
+        shards: int | None,
     ) -> None:
         settings: Callable[[], dict[str, Any]] = client.get_connection_kwargs
         connection_kwargs = settings()
+        node = cluster_node(client)
         self.prefix = check_prefix(prefix)
         self.trace_max = check_trace_max(trace_max)
         if (
@@ -79,10 +110,16 @@ class RedisStoreBase(Generic[C]):
         ):
             raise ValueError(f"max_payload_bytes must be an int >= 1, got {max_payload_bytes!r}")
         self.max_payload_bytes = max_payload_bytes
-        self.where = describe_connection(connection_kwargs, prefix)
+        self.where = describe_connection(connection_kwargs, prefix, node)
         check_client_kwargs(connection_kwargs, self.where)
-        self._retried = client_retries(connection_kwargs)
-        self._plan = RedisPlan(Keys(prefix.encode("utf-8")), self.where, max_payload_bytes)
+        self._retried = client_retries(connection_kwargs) or cluster_retries(client)
+        self._plan = RedisPlan(
+            Keys(prefix.encode("utf-8")),
+            self.where,
+            max_payload_bytes,
+            cluster=node is not None,
+            shards=check_shards(shards),
+        )
 
     def _opened(self) -> None:
         """Called at the end of the constructor (the sync store opens here; no-op by default)."""

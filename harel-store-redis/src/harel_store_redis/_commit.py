@@ -4,9 +4,15 @@ A step that writes the snapshot alone runs :data:`~harel_store_redis._scripts.CO
 (two declared keys: the execution's hash and the summaries); any other runs
 :data:`~harel_store_redis._scripts.COMMIT` with every effect.  Each writes the commit token
 (``PreparedCommit.token``) as the receipt of the new version, in the same ``HSET`` as the
-document; a lost CAS replies with the stored version and the receipt of the version it
-writes, so a re-sent commit that is already stored answers success in the same call
-(:func:`~harel.store.common.resent_and_stored`).
+document.  Inside the same script call, before any write, the commit is refused (nothing
+written) when its ``processed_event_id`` is already recorded (reply
+:data:`~harel_store_redis._scripts.ALREADY_PROCESSED`), when the stored version is not
+``expected_version``, or when it carries a fence (``PreparedCommit.base``) and the stored
+receipt of ``expected_version`` is another token (reply ``CONFLICT``).  A refusal replies with
+the stored version and the receipt of the version the commit writes, so core's
+:func:`~harel.store.common.refuse_lost` answers in the contract's order without another call:
+a re-sent commit that is already stored succeeds, then ``AlreadyProcessed``, then
+``StoreConflict``.
 
 Outcomes: a failure that may have come after the server ran the script (the reply lost, the
 connection cut) is re-sent within the call, up to :data:`RESENDS` times; when no attempt gets
@@ -23,8 +29,7 @@ from harel.model import Status
 from harel.store.common import (
     PreparedCommit,
     PreparedEmit,
-    conflict,
-    resent_and_stored,
+    refuse_lost,
     trace_keep_from,
     work_touches,
 )
@@ -41,7 +46,15 @@ from harel_store_redis._requests import (
     run_script,
 )
 from harel_store_redis._schema import Keys, receipt_field
-from harel_store_redis._scripts import APPLIED, COMMIT, COMMIT_STATE, CONFLICT, SEQ_EXHAUSTED
+from harel_store_redis._scripts import (
+    ALREADY_PROCESSED,
+    APPLIED,
+    COMMIT,
+    COMMIT_STATE,
+    CONFLICT,
+    SEQ_EXHAUSTED,
+)
+from harel_store_redis._shard_scripts import COMMIT_SHARDED
 from harel_store_redis._touches import touch_args
 
 RESENDS = 2
@@ -89,12 +102,21 @@ def _snapshot_args(
     return index_keys, args
 
 
+def fence_args(prepared: PreparedCommit) -> list[bytes]:
+    """The 2 ``ARGV`` items of the fence both commit scripts take: the receipt the stored
+    ``expected_version`` must hold (``b""``: no fence, the version alone decides) and the
+    receipt field of ``expected_version``."""
+    base = b"" if prepared.base is None else prepared.base.encode("ascii")
+    return [base, receipt_field(prepared.expected_version)]
+
+
 def state_request(
     keys: Keys, prepared: PreparedCommit, token: bytes
 ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """``(KEYS, ARGV)`` of the state-only commit script for ``prepared``."""
     index_keys, args = _snapshot_args(keys, prepared, token)
     args += [keys.joined(index_keys), receipt_field(prepared.new_version)]
+    args += fence_args(prepared)
     return (keys.of(prepared.execution_id).execution, keys.summaries), tuple(args)
 
 
@@ -142,6 +164,7 @@ def commit_request(
         str(len(p.timers)).encode(),
         receipt_field(p.new_version),
         str(len(touches)).encode(),
+        *fence_args(p),
     ]
     for emit in p.emits:
         args += emit_args(keys, emit)
@@ -178,14 +201,20 @@ def commit_plan(
     *,
     where: str,
     limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
-) -> Plan[None]:
+    shard: tuple[bytes, bytes] | None = None,
+) -> Plan[bytes | None]:
     """Write ``prepared`` in one script call (the two-key one when it writes the snapshot
-    alone); raises ``StoreConflict`` when the CAS is lost to another writer's commit.
+    alone); raises ``AlreadyProcessed`` when its ``processed_event_id`` is already recorded,
+    ``StoreConflict`` when the CAS or the fence is lost to another writer's commit.
+
+    ``shard``: the commit runs in one shard of the sharded layout (``keys`` are that shard's),
+    ``(shard number, caller's floor)``; it returns the last relay id it wrote there (``None``
+    otherwise, and in the single-slot layout).
 
     Guarantees: success means the commit is stored exactly once (a re-sent commit found by its
-    receipt is not written again); ``StoreConflict`` and a plain ``StoreUnavailable`` mean
-    nothing of it was written; ``CommitOutcomeUnknown`` means an attempt may have run and no
-    answer came back, even after :data:`RESENDS` re-sends.
+    receipt is not written again); ``AlreadyProcessed``, ``StoreConflict`` and a plain
+    ``StoreUnavailable`` mean nothing of it was written; ``CommitOutcomeUnknown`` means an
+    attempt may have run and no answer came back, even after :data:`RESENDS` re-sends.
     """
     prepared, token = with_token(prepared)
     if state_only(prepared):
@@ -193,6 +222,8 @@ def commit_plan(
         script, (command_keys, args) = COMMIT_STATE, state_request(keys, prepared, token)
     else:
         script, (command_keys, args) = COMMIT, commit_request(keys, prepared, trace_max, token)
+        if shard is not None:
+            script, args = COMMIT_SHARDED, (*args, *shard)
     may_have_run = False
     failure: StoreUnavailable | None = None
     for attempt in range(1 + RESENDS):
@@ -209,7 +240,9 @@ def commit_plan(
                 break  # twice unreachable: give up, nothing was written
             continue
         decide_commit(prepared, reply, where)
-        return
+        if script is COMMIT_SHARDED and reply[0] == APPLIED and len(reply) > 1 and reply[1]:
+            return bytes(reply[1])
+        return None
     if may_have_run:
         raise CommitOutcomeUnknown(
             prepared.execution_id, prepared.expected_version, str(failure)
@@ -221,7 +254,8 @@ def commit_plan(
 
 def decide_commit(prepared: PreparedCommit, reply: Any, where: str) -> None:
     """Map the commit script's reply: applied, already stored by this very commit (its
-    receipt), conflict (raised), or a typed failure."""
+    receipt: success), already processed or conflict (raised, in that order), or a typed
+    failure."""
     guarded(reply, where)
     if not isinstance(reply, list) or not reply:
         raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
@@ -230,13 +264,12 @@ def decide_commit(prepared: PreparedCommit, reply: Any, where: str) -> None:
         return
     if code == SEQ_EXHAUSTED:
         raise seq_exhausted(where, "commit")
-    if code != CONFLICT:
+    if code != CONFLICT and code != ALREADY_PROCESSED:
         raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the commit script")
-    if len(reply) < 2:
-        raise conflict(prepared, None)
-    found = int(reply[1])
+    found = int(reply[1]) if len(reply) > 1 else None
     raw = reply[2] if len(reply) > 2 else b""
     receipt = raw.decode("ascii", "replace") if isinstance(raw, bytes) and raw else None
-    if resent_and_stored(prepared, found, receipt):
+    error = refuse_lost(prepared, found, receipt, marked=code == ALREADY_PROCESSED)
+    if error is None:
         return  # this very commit is stored: an earlier attempt landed, its answer was lost
-    raise conflict(prepared, found)
+    raise error

@@ -21,6 +21,7 @@ from harel_store_redis._keys import seq_of
 from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES, Plan, guarded, run_script
 from harel_store_redis._schema import Keys
 from harel_store_redis._scripts import APPLIED, ENQUEUE, SEQ_EXHAUSTED
+from harel_store_redis._shard_scripts import ENQUEUE_SHARDED
 from harel_store_redis._touches import touch_args
 
 
@@ -34,16 +35,26 @@ def enqueue_request(
 
 
 def enqueue_plan(
-    keys: Keys, prepared: PreparedEnqueue, *, where: str, limit: int = DEFAULT_MAX_PAYLOAD_BYTES
+    keys: Keys,
+    prepared: PreparedEnqueue,
+    *,
+    where: str,
+    limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    shard: tuple[bytes, bytes] | None = None,
 ) -> Plan[int]:
-    """Write ``prepared`` in ONE script call (one round trip, atomic) and return its ``seq``.
+    """Write ``prepared`` in ONE script call (one round trip, atomic) and return its ``seq``
+    (``shard``: in the target's shard of the sharded layout, as for
+    :func:`~harel_store_redis._commit.commit_plan`).
 
     A request over ``limit`` bytes raises ``PayloadTooLarge`` before anything is sent; a
     stream id that cannot be a seq and a plain ``StoreUnavailable`` mean nothing was written;
     a lost reply is a ``StoreUnavailable`` that leaves the outcome open.
     """
     command_keys, args = enqueue_request(keys, prepared)
-    reply = yield from run_script(ENQUEUE, command_keys, args, retry_unavailable=False, limit=limit)
+    script = ENQUEUE
+    if shard is not None:
+        script, args = ENQUEUE_SHARDED, (*args, *shard)
+    reply = yield from run_script(script, command_keys, args, retry_unavailable=False, limit=limit)
     return decide_enqueue(reply, where)
 
 

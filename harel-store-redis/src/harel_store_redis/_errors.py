@@ -26,7 +26,9 @@ from harel.store.errors import StoreConfigError, StoreCorrupted, StoreError, Sto
 from harel_store_redis._requests import ReplyLost, ScriptMissing
 
 _RETRYABLE_REPLIES = ("BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY")
-_CLUSTER_REPLIES = ("CROSSSLOT", "MOVED", "ASK")
+_REDIRECTS = ("MOVED", "ASK")
+_SAME_SLOT = ("same slot", "same key slot", "crossslot")
+"""How redis-py's and the server's messages say that one request's keys span several slots."""
 _NOT_CONNECTED = ("connecting to", "timeout connecting to server", "too many connections")
 """How redis-py's messages start or say that no connection was made (nothing was sent)."""
 _NEVER_RAN: tuple[type[BaseException], ...] = (
@@ -82,6 +84,29 @@ def map_error(exc: BaseException, where: str, *, retried: bool = False) -> BaseE
     that nothing ran)."""
     if isinstance(exc, rex.NoScriptError):
         return ScriptMissing(str(exc))
+    if isinstance(exc, rex.ClusterCrossSlotError) or (
+        isinstance(exc, rex.RedisClusterException)
+        and any(phrase in str(exc).lower() for phrase in _SAME_SLOT)
+    ):
+        return cross_slot(where, str(exc))
+    if isinstance(exc, rex.RedisClusterException):
+        # raised by the cluster client itself: no node reachable, a slot no node serves
+        # (a master down), a topology refresh that failed after a connection error (which
+        # decides whether the request may have run)
+        cause = exc.__context__
+        if isinstance(cause, (rex.ConnectionError, rex.TimeoutError, OSError)):
+            return map_error(cause, where, retried=retried)
+        return StoreUnavailable(f"{where}: {type(exc).__name__}: {exc}; retry once it is back")
+    if isinstance(exc, (rex.ClusterError, rex.TryAgainError)):
+        return StoreUnavailable(
+            f"{where} refused the command ({type(exc).__name__}: {exc}): a master of the "
+            "cluster is down or its slots are moving; retry later"
+        )
+    if isinstance(exc, rex.AskError):  # MOVED or ASK reaching a plain (non-cluster) client
+        return StoreConfigError(
+            f"{where} is a node of a Redis Cluster (it redirected a request: {exc}); open "
+            "the store with ?cluster=yes so that requests are routed to the right node"
+        )
     if isinstance(exc, (rex.AuthenticationError, rex.AuthorizationError, rex.NoPermissionError)):
         return StoreConfigError(
             f"{where} refused the credentials or lacks a permission ({exc}); check the user "
@@ -107,12 +132,13 @@ def map_error(exc: BaseException, where: str, *, retried: bool = False) -> BaseE
         head = message.split(" ", 1)[0].upper()
         if head in _RETRYABLE_REPLIES:
             return StoreUnavailable(f"{where} is busy ({message}); retry later")
-        if head in _CLUSTER_REPLIES:
+        if head in _REDIRECTS:
             return StoreConfigError(
-                f"{where} is a Redis Cluster and the keys of one operation live in different "
-                f"slots ({message}); give the store a prefix with a hash tag, e.g. "
-                "?prefix={harel}:, so that every key lands in one slot"
+                f"{where} is a node of a Redis Cluster (it redirected a request: {message}); "
+                "open the store with ?cluster=yes so that requests are routed to the right node"
             )
+        if head == "CROSSSLOT":
+            return cross_slot(where, message)
         if "WRONGTYPE" in message:
             return StoreCorrupted(
                 f"{where}: a key under the store's prefix holds a value of another type than "
@@ -124,11 +150,22 @@ def map_error(exc: BaseException, where: str, *, retried: bool = False) -> BaseE
     return exc
 
 
+def cross_slot(where: str, message: str) -> StoreConfigError:
+    """The error of a request whose keys live in several cluster slots (an untagged prefix in
+    the single-slot layout): names the two fixes."""
+    return StoreConfigError(
+        f"{where} is a Redis Cluster and the keys of one operation live in different slots "
+        f"({message}); give the store a prefix with a hash tag, e.g. ?prefix={{harel}}:, so "
+        "that every key lands in one slot, or use the sharded layout (?shards=N, a prefix "
+        "without braces), which spreads the store over N slots"
+    )
+
+
 @contextmanager
 def translate(where: str, *, retried: bool = False) -> Iterator[None]:
     """Re-raise any redis-py or socket exception inside the block as its typed error
     (``retried`` as for :func:`map_error`)."""
     try:
         yield
-    except (rex.RedisError, OSError) as exc:
+    except (rex.RedisError, rex.RedisClusterException, OSError) as exc:
         raise map_error(exc, where, retried=retried) from exc

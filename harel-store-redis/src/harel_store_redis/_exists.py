@@ -2,7 +2,8 @@
 
 The plugin declares it as its ``exists`` hook; harel-core's registry calls it for
 ``open_store(url, create=False)`` (the CLI's read-only commands): one ``EXISTS`` of the
-layout keys under the URL's prefix; no script is loaded, no key written.
+layout keys under the URL's prefix (on a cluster, where they may live in two slots, one per
+key); no script is loaded, no key written.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from functools import partial
 from typing import Any
 
 import redis
+import redis.cluster
 from harel.store.common import connect_with_retry, drive
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -30,10 +32,18 @@ def store_exists(url: str, **knobs: Any) -> bool:
 
 def _probe(options: RedisOptions) -> bool:
     keys = Keys(options.prefix_bytes)
-    client = redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
+    client: Any
+    with translate(options.where):  # a cluster client connects when it is built
+        if options.cluster:
+            client = redis.cluster.RedisCluster(
+                **options.client_kwargs(), retry=Retry(NoBackoff(), 0)
+            )
+        else:
+            client = redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
     try:
         send: Any = client.execute_command
         with translate(options.where):
-            return drive(exists_plan(keys), lambda command: send(*command.wire))
+            plan = exists_plan(keys, cluster=options.cluster)
+            return drive(plan, lambda command: send(*command.wire))
     finally:
         client.close()

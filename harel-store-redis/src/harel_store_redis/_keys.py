@@ -150,3 +150,15 @@ def seq_of(entry_id: bytes) -> int:
     if n >= SEQ_COUNTER_LIMIT or ms < 0 or n < 0:
         raise StoreCorrupted(f"stream entry id {entry_id!r} does not fit a seq")
     return (ms << SEQ_SHIFT) | n
+
+
+def hash_tag(key: bytes) -> bytes | None:
+    """The part of ``key`` Redis Cluster hashes to pick its slot, when it is not the whole
+    key: what lies between the first ``{`` and the first ``}`` after it, if not empty."""
+    start = key.find(b"{")
+    if start < 0:
+        return None
+    end = key.find(b"}", start + 1)
+    if end <= start + 1:
+        return None
+    return key[start + 1 : end]

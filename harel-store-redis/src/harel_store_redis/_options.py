@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harel.store.common import RETRY_KNOBS, parse_store_url, retry_arguments, retry_knobs
-from harel.store.common.urls import knob_choice, knob_float, knob_int
+from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL, StoreConfigError
 
@@ -47,6 +47,8 @@ STORE_KNOBS = frozenset(
         "max_payload_bytes",
         "ssl_ca_certs",
         "ssl_cert_reqs",
+        "cluster",
+        "shards",
     }
 )
 """Options of the store itself (URL query or keywords)."""
@@ -73,6 +75,8 @@ class RedisOptions:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     ssl_ca_certs: str | None = None
     ssl_cert_reqs: str = "required"
+    cluster: bool = False
+    shards: int | None = None
 
     @property
     def where(self) -> str:
@@ -82,7 +86,8 @@ class RedisOptions:
         else:
             host = f"[{self.host}]" if ":" in self.host else self.host
             server = f"{self.scheme}://{host}:{self.port}/{self.db}"
-        return f"Redis {server} (prefix {self.prefix!r})"
+        kind = "Redis Cluster" if self.cluster else "Redis"
+        return f"{kind} {server} (prefix {self.prefix!r})"
 
     @property
     def prefix_bytes(self) -> bytes:
@@ -95,6 +100,7 @@ class RedisOptions:
             "prefix": self.prefix,
             "trace_max": self.trace_max,
             "max_payload_bytes": self.max_payload_bytes,
+            "shards": self.shards,
         }
 
     def client_kwargs(self) -> dict[str, Any]:
@@ -118,6 +124,13 @@ class RedisOptions:
         else:
             kwargs["host"] = self.host
             kwargs["port"] = self.port
+        if self.cluster:
+            # a cluster has one database (0); a master that is down must not stop the client
+            # from serving the other masters' slots
+            del kwargs["db"]
+            kwargs["require_full_coverage"] = False
+            if self.max_connections is None:
+                del kwargs["max_connections"]  # the cluster client's own default per node
         if self.scheme == "rediss":
             kwargs["ssl"] = True
             kwargs["ssl_cert_reqs"] = self.ssl_cert_reqs
@@ -213,6 +226,10 @@ def parse_redis_url(url: str, overrides: dict[str, Any]) -> tuple[RedisOptions, 
     for name in ("socket_timeout", "connect_timeout"):
         if name in query:
             knobs[name] = knob_float(query, name, 0.0, minimum=0.001)
+    if "cluster" in query:
+        knobs["cluster"] = knob_bool(query, "cluster", False)
+    if "shards" in query:
+        knobs["shards"] = knob_int(query, "shards", 1, minimum=1)
     if "ssl_cert_reqs" in query:
         knobs["ssl_cert_reqs"] = knob_choice(query, "ssl_cert_reqs", "required", CERT_REQS)
     for name in ("prefix", "password", "ssl_ca_certs"):
@@ -244,7 +261,35 @@ def make_options(**knobs: Any) -> RedisOptions:
             raise ValueError(f"{name} must be a number of seconds > 0, got {value!r}")
     if knobs.get("ssl_cert_reqs", "required") not in CERT_REQS:
         raise ValueError(f"ssl_cert_reqs must be one of {', '.join(CERT_REQS)}")
+    cluster = knobs.get("cluster", False)
+    if not isinstance(cluster, bool):
+        raise TypeError(f"cluster must be a bool, got {cluster!r}")
+    check_shards(knobs.get("shards"))
+    if cluster and knobs.get("unix_path") is not None:
+        raise InvalidStoreURL(
+            "a Redis Cluster is reached over TCP: use redis://host:port/0?cluster=yes"
+        )
+    if cluster and knobs.get("db", 0) != 0:
+        raise InvalidStoreURL(
+            "a Redis Cluster has only database 0 (redis://host:port/0?cluster=yes)"
+        )
     return RedisOptions(**knobs)
+
+
+MAX_SHARDS = 64
+"""The most shards a sharded layout can have (a seq names its shard in 6 bits)."""
+
+
+def check_shards(shards: object) -> int | None:
+    """``shards`` itself when it is ``None`` (no sharded layout asked for) or an int in
+    1-:data:`MAX_SHARDS`."""
+    if shards is None:
+        return None
+    if isinstance(shards, bool) or not isinstance(shards, int):
+        raise TypeError(f"shards must be an int, got {shards!r}")
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be between 1 and {MAX_SHARDS}, got {shards}")
+    return shards
 
 
 def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[RedisOptions, dict[str, Any]]:
@@ -261,8 +306,16 @@ def from_url_args(url: str, knobs: dict[str, Any]) -> tuple[RedisOptions, dict[s
     return options, retry
 
 
-def describe_connection(kwargs: dict[str, Any], prefix: str) -> str:
-    """Where a client's data lives, from its connection keyword arguments (no credentials)."""
+def describe_connection(
+    kwargs: dict[str, Any], prefix: str, cluster_node: tuple[str, int] | None = None
+) -> str:
+    """Where a client's data lives, from its connection keyword arguments (no credentials);
+    ``cluster_node``: the node a cluster client was started from."""
+    if cluster_node is not None:
+        host, port = cluster_node
+        host = f"[{host}]" if ":" in host else host
+        scheme = "rediss" if kwargs.get("ssl") or "ssl_context" in kwargs else "redis"
+        return f"Redis Cluster {scheme}://{host}:{port}/0 (prefix {prefix!r})"
     db = kwargs.get("db", 0)
     path = kwargs.get("path") or kwargs.get("unix_socket_path")
     if path:

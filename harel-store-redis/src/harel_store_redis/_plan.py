@@ -8,8 +8,10 @@ in :mod:`harel_store_redis._records`, the request machinery in
 Every operation is ONE server call — a Lua script of :mod:`harel_store_redis._scripts` run by
 SHA (``EVALSHA``), so the server never interleaves another client's commands with it:
 
-* a commit's version CAS, its outbox and spawn entries, dedupe mark, timer ops, trace step and
-  listing-index moves are one script; a lost CAS writes nothing;
+* a commit's checks (its dedupe mark not yet recorded, the version CAS, the fence: the stored
+  receipt of the expected version), its outbox and spawn entries, dedupe mark, timer ops,
+  trace step and listing-index moves are one script; a refused commit writes nothing
+  (``AlreadyProcessed`` or ``StoreConflict``, see :mod:`harel_store_redis._commit`);
 * scripts are loaded once per server (at open); after ``NOSCRIPT`` (a restarted server, a
   ``SCRIPT FLUSH``) the plan re-sends the script's source with ``EVAL``, which also caches it;
 * a commit stores its token (``PreparedCommit.token``) as the receipt of the version it
@@ -17,6 +19,9 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
   lost reply, or the caller's after ``CommitOutcomeUnknown``) that finds its receipt answers
   success without writing again, in the same script call;
 * requests larger than ``max_payload_bytes`` are refused before anything is sent;
+* in the sharded layout (``?shards=N``, :mod:`harel_store_redis._shards`) every commit, read of
+  one execution and enqueue is still one script, in the execution's shard; sweeps, listing,
+  claims, purge, export and prune make one per shard;
 * ``claim``, ``renew`` and ``release`` are one script each (:mod:`harel_store_redis._claims`);
   a commit or import that adds work touches the claims' work rows in its own script, and so
   does ``enqueue`` (:mod:`harel_store_redis._enqueue`): one script for the entry, the touch
@@ -64,6 +69,7 @@ from harel.store.contract import (
 from harel.store.errors import (
     ExecutionActive,
     ExecutionNotFound,
+    StoreConfigError,
     StoreCorrupted,
 )
 
@@ -74,6 +80,7 @@ from harel_store_redis._keys import (
     TAG_MARK,
     TAG_TIMER,
     UNTARGETED,
+    hash_tag,
     owned,
     seq_of,
     split_owned,
@@ -81,6 +88,7 @@ from harel_store_redis._keys import (
     text,
     untext,
 )
+from harel_store_redis._options import MAX_SHARDS
 from harel_store_redis._records import (
     decode_trace,
     export_plan,
@@ -89,6 +97,7 @@ from harel_store_redis._records import (
     spawn_entry,
 )
 from harel_store_redis._requests import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
     Command,
     Plan,
     guarded,
@@ -98,6 +107,7 @@ from harel_store_redis._requests import (
 )
 from harel_store_redis._schema import (
     SCHEMA_VERSION,
+    SHARDED_VERSION,
     Keys,
     layout_verdict,
     written_by,
@@ -118,7 +128,24 @@ from harel_store_redis._scripts import (
     READ_TRACE,
     SCRIPTS,
     UPGRADE,
+    LuaScript,
 )
+from harel_store_redis._shard_scripts import LAYOUT_SHARDED, SHARDED_SCRIPTS
+from harel_store_redis._shards import (
+    Floor,
+    ShardMap,
+    claim_sharded,
+    commit_sharded,
+    enqueue_sharded,
+    export_sharded,
+    home_keys,
+    import_sharded,
+    pending_outbox_sharded,
+    pending_spawns_sharded,
+    release_sharded,
+    renew_sharded,
+)
+from harel_store_redis._upgrade import to_sharded_plan
 
 log = logging.getLogger("harel_store_redis")
 
@@ -126,24 +153,100 @@ log = logging.getLogger("harel_store_redis")
 # -- open -----------------------------------------------------------------------------------------
 
 
-def open_plan(keys: Keys, where: str) -> Plan[None]:
-    """Reach the server (``PING``), cache every script it lacks, then check the layout: create
-    it in an empty namespace, upgrade an older one in place, refuse a newer or unknown one."""
-    yield Command(("PING",))
-    present = yield Command(("SCRIPT", "EXISTS", *(script.sha for script in SCRIPTS)))
-    for script, exists in zip(SCRIPTS, present, strict=True):
+def untagged_on_cluster(where: str) -> StoreConfigError:
+    """The error of the single-slot layout on a Redis Cluster under a prefix without a hash
+    tag (its keys would live in many slots, and every operation touches several of them)."""
+    return StoreConfigError(
+        f"{where} is a Redis Cluster, and the store's prefix has no hash tag: one operation "
+        "touches several of its keys, which must share a slot. Give the store a prefix with a "
+        "hash tag, e.g. ?prefix={harel}: (one shard holds the whole store), or use the sharded "
+        "layout, ?shards=N with a prefix without braces (the store spread over N slots)"
+    )
+
+
+def per_node(reply: Any) -> list[Any]:
+    """A reply as one value per node: a cluster client answers a command it sent to every
+    master (``SCRIPT EXISTS``, ``SCRIPT LOAD``) with ``{node: reply}``."""
+    return list(reply.values()) if isinstance(reply, dict) else [reply]
+
+
+def load_scripts_plan(scripts: Sequence[LuaScript], where: str) -> Plan[None]:
+    """Cache every script a server (on a cluster: every master) lacks: ``SCRIPT EXISTS``, then
+    ``SCRIPT LOAD`` per missing one."""
+    answers = per_node((yield Command(("SCRIPT EXISTS", *(script.sha for script in scripts)))))
+    present = [all(flags) for flags in zip(*answers, strict=True)]
+    for script, exists in zip(scripts, present, strict=True):
         if not exists:
-            sha = yield Command(("SCRIPT", "LOAD", script.source))
-            if text_reply(sha) != script.sha:
-                raise StoreCorrupted(
-                    f"{where}: the server hashed script {script.name} to {sha!r}, not "
-                    f"{script.sha}; is this a Redis-compatible server with Lua scripting?"
-                )
-    version, writer, created = yield from run_script(
+            for sha in per_node((yield Command(("SCRIPT LOAD", script.source)))):
+                if text_reply(sha) != script.sha:
+                    raise StoreCorrupted(
+                        f"{where}: the server hashed script {script.name} to {sha!r}, not "
+                        f"{script.sha}; is this a Redis-compatible server with Lua scripting?"
+                    )
+
+
+OPEN_SCRIPTS: tuple[LuaScript, ...] = (*SCRIPTS, *SHARDED_SCRIPTS)
+"""Every script both layouts run, loaded at open (``SCRIPT EXISTS``, then the missing ones)."""
+
+
+def braced_prefix(where: str) -> StoreConfigError:
+    """The error of the sharded layout under a prefix with braces (its own hash tag would put
+    every shard in one slot)."""
+    return StoreConfigError(
+        f"{where}: the sharded layout (?shards=N) gives each shard its own hash tag after the "
+        "prefix, so the prefix must hold no '{' or '}'; use a prefix like harel: (or drop "
+        "?shards= to keep the whole store in the prefix's one slot)"
+    )
+
+
+def open_plan(
+    keys: Keys,
+    where: str,
+    *,
+    cluster: bool = False,
+    shards: int | None = None,
+    floor: Floor | None = None,
+    limit: int = DEFAULT_MAX_PAYLOAD_BYTES,
+) -> Plan[int | None]:
+    """Reach the server (``PING``), cache every script it lacks, then check the layout: create
+    it in an empty namespace, upgrade an older one in place, refuse a newer or unknown one.
+    Returns the shard count when the namespace holds the sharded layout (layout 5: it holds
+    one already, or ``shards`` asked for a new one), ``None`` for the single-slot layout.
+
+    On a Redis Cluster the single-slot layout needs a prefix with a hash tag, the sharded one
+    a prefix without braces: ``StoreConfigError`` naming the fix before anything is written."""
+    tagged = hash_tag(keys.prefix) is not None
+    if shards is not None and (b"{" in keys.prefix or b"}" in keys.prefix):
+        raise braced_prefix(where)
+    probe = shards is not None or (cluster and not tagged)
+    yield Command(("PING",))
+    yield from load_scripts_plan(OPEN_SCRIPTS, where)
+    floor = Floor() if floor is None else floor
+    if probe:
+        return (
+            yield from open_sharded_plan(
+                keys, where, cluster=cluster, shards=shards, floor=floor, limit=limit
+            )
+        )
+    reply = yield from run_script(
         LAYOUT, keys.global_keys, (str(SCHEMA_VERSION).encode(), written_by())
     )
-    if layout_verdict(version, writer, bool(created), where) != "upgrade":
-        return
+    version, writer, created = reply[:3]
+    count = reply[3] if len(reply) > 3 else None
+    verdict = layout_verdict(version, writer, bool(created), where)
+    if verdict == "sharded":
+        return stored_shards(count, where)
+    if verdict == "upgrade":
+        yield from upgrade_single_slot_plan(keys, where, version)
+    elif count is not None:  # layout 4 on its way to the sharded layout: finish that first
+        stored = stored_shards(count, where)
+        yield from to_sharded_plan(keys, stored, floor, where, limit)
+        return stored
+    return None
+
+
+def upgrade_single_slot_plan(keys: Keys, where: str, version: bytes) -> Plan[None]:
+    """Layout 1, 2 or 3 -> 4 in one atomic script (several openers: the first upgrades)."""
     log.info("upgrading the Redis layout of %s from version %s", where, text_reply(version))
     reply = yield from run_script(
         UPGRADE,
@@ -170,11 +273,90 @@ def open_plan(keys: Keys, where: str) -> Plan[None]:
         raise StoreCorrupted(f"{where}: the layout upgrade left version {version!r}")
 
 
-def exists_plan(keys: Keys) -> Plan[bool]:
+def stored_shards(raw: Any, where: str) -> int:
+    """The shard count a sharded layout's record holds (StoreCorrupted when unreadable)."""
+    try:
+        count = int(raw)
+    except (TypeError, ValueError):
+        raise StoreCorrupted(
+            f"{where} holds the sharded layout without a readable shard count ({raw!r})"
+        ) from None
+    if not 1 <= count <= MAX_SHARDS:
+        raise StoreCorrupted(f"{where} holds the sharded layout with {count} shards")
+    return count
+
+
+def open_sharded_plan(
+    keys: Keys,
+    where: str,
+    *,
+    cluster: bool,
+    shards: int | None,
+    floor: Floor,
+    limit: int,
+) -> Plan[int | None]:
+    """The layout check with single-key calls only (they run in any slot): ``P layout``'s
+    record, else version 1's ``P schema``; create the sharded layout in an empty namespace
+    when ``shards`` asks for it.  A stored sharded layout opens with its own shard count
+    (another ``shards`` is a ``StoreConfigError``)."""
+    version, writer, count, _created = yield from run_script(
+        LAYOUT_SHARDED, (keys.layout,), (str(SHARDED_VERSION).encode(), written_by(), b"", b"0")
+    )
+    if version is None:
+        version = yield Command(("GET", keys.schema))
+    if version is None:
+        if shards is None:
+            raise untagged_on_cluster(where)
+        version, writer, count, created = yield from run_script(
+            LAYOUT_SHARDED,
+            (keys.layout,),
+            (str(SHARDED_VERSION).encode(), written_by(), b"%d" % shards, b"1"),
+        )
+        if created:
+            yield Command(("SET", keys.schema, str(SHARDED_VERSION).encode()))
+    verdict = layout_verdict(version, writer, False, where)
+    if verdict == "sharded":
+        stored = stored_shards(count, where)
+        if shards is not None and shards != stored:
+            raise StoreConfigError(
+                f"{where} holds the sharded layout with {stored} shards, not {shards}: open it "
+                f"with ?shards={stored} (or without ?shards=); changing the shard count means "
+                "moving the data to a new prefix with `harel migrate`"
+            )
+        return stored
+    target = shards if count is None else stored_shards(count, where)  # (an upgrade begun)
+    if target is None:  # a single-slot layout under an untagged prefix, on a cluster
+        raise untagged_on_cluster(where)
+    if cluster:
+        raise StoreConfigError(
+            f"{where} holds the single-slot layout (version {text_reply(version)}); the "
+            "upgrade to the sharded layout moves every key of the prefix and runs on a single "
+            "Redis server: upgrade it there, or move the data to a new prefix with "
+            "`harel migrate` (from ?prefix={...}: to ?shards=N)"
+        )
+    if shards is not None and shards != target:
+        raise StoreConfigError(
+            f"{where} is being upgraded to the sharded layout with {target} shards, not "
+            f"{shards}: open it with ?shards={target} to finish the upgrade"
+        )
+    if verdict == "upgrade":
+        yield from upgrade_single_slot_plan(keys, where, version)
+    yield from to_sharded_plan(keys, target, floor, where, limit)
+    return target
+
+
+def exists_plan(keys: Keys, *, cluster: bool = False) -> Plan[bool]:
     """Whether the namespace holds a layout (``P layout``, or version 1's ``P schema``): one
-    ``EXISTS``, nothing written (``open_store(url, create=False)``)."""
-    found = yield Command(("EXISTS", keys.layout, keys.schema))
-    return int(found) > 0
+    ``EXISTS``, nothing written (``open_store(url, create=False)``).  On a cluster, where the
+    two keys of an untagged prefix live in two slots: one ``EXISTS`` per key (the second only
+    when the first finds nothing)."""
+    if not cluster:
+        found = yield Command(("EXISTS", keys.layout, keys.schema))
+        return int(found) > 0
+    for key in (keys.layout, keys.schema):
+        if int((yield Command(("EXISTS", key)))) > 0:
+            return True
+    return False
 
 
 # -- single-call writes ---------------------------------------------------------------------------
@@ -341,11 +523,25 @@ def read_trace_plan(keys: Keys, execution_id: str) -> Plan[list[dict[str, Any]]]
 # -- listing ------------------------------------------------------------------------------------
 
 
-def listing_plan(keys: Keys, query: ListingQuery) -> Plan[ExecutionPage]:
+def listing_plan(
+    keys: Keys, query: ListingQuery, shards: Sequence[Keys] = ()
+) -> Plan[ExecutionPage]:
     """One page ordered by id: each status arm reads at most ``limit + 1`` ids after the
-    cursor from its lexicographic index, the arms are merged by id in Python."""
+    cursor from its lexicographic index, the arms are merged by id in Python.  ``shards``: the
+    sharded layout's shards, each read so (one script per shard) and merged the same way, so
+    keyset pages stay exact."""
     if query.matches_nothing:
         return ExecutionPage()
+    rows: dict[bytes, Any] = {}
+    for one in shards or (keys,):
+        rows.update((yield from listing_rows(one, query)))
+    chosen = sorted(rows)[: query.probe_limit]
+    return page_from_probe(query, [_summary(raw_id, rows[raw_id]) for raw_id in chosen])
+
+
+def listing_rows(keys: Keys, query: ListingQuery) -> Plan[dict[bytes, Any]]:
+    """raw id -> summary row of the ids after the cursor, at most ``limit + 1`` per index arm:
+    one script."""
     statuses: Sequence[Status | None] = [None] if query.statuses is None else sorted(query.statuses)
     arms = tuple(keys.index(s, query.roots_only, query.definition_id) for s in statuses)
     low = b"-" if query.after is None else b"(" + text(query.after)
@@ -355,8 +551,7 @@ def listing_plan(keys: Keys, query: ListingQuery) -> Plan[ExecutionPage]:
     for arm in reply:
         for raw_id, summary in zip(arm[::2], arm[1::2], strict=True):
             rows[raw_id] = summary
-    chosen = sorted(rows)[:probe]
-    return page_from_probe(query, [_summary(raw_id, rows[raw_id]) for raw_id in chosen])
+    return rows
 
 
 def _summary(raw_id: bytes, row: bytes | None) -> ExecutionSummary:
@@ -386,110 +581,218 @@ def _summary(raw_id: bytes, row: bytes | None) -> ExecutionSummary:
 
 class RedisPlan:
     """The Redis store's :class:`~harel.store.common.ContractPlan`: every contract operation as
-    a sans-IO generator over one key prefix (``PlanStore``/``AsyncPlanStore`` drive them)."""
+    a sans-IO generator over one key prefix (``PlanStore``/``AsyncPlanStore`` drive them).
+
+    After :meth:`open` the plan knows the namespace's layout: the single-slot one (every key
+    under the prefix) or the sharded one (:attr:`shards`, :mod:`harel_store_redis._shards`),
+    and routes each operation accordingly."""
 
     max_document_bytes = MAX_DOCUMENT_BYTES
     """Core's per-document cap (a whole request is capped by ``max_payload_bytes``)."""
 
-    def __init__(self, keys: Keys, where: str, max_payload_bytes: int) -> None:
+    def __init__(
+        self,
+        keys: Keys,
+        where: str,
+        max_payload_bytes: int,
+        *,
+        cluster: bool = False,
+        shards: int | None = None,
+    ) -> None:
         self.keys = keys
         self.where = where
         self.max_payload_bytes = max_payload_bytes
+        self.cluster = cluster
+        """Whether the client is a cluster client (keys of one request must share a slot)."""
+        self.requested_shards = shards
+        """The ``shards`` knob: the sharded layout with that many shards for a new prefix or
+        an upgrade (``None``: the single-slot layout, unless the prefix holds a sharded one)."""
+        self.shards: ShardMap | None = None
+        """The sharded layout's shards (``None``: the single-slot layout), set by :meth:`open`."""
+        self.floor = Floor()
+        """The highest seq this store object wrote or saw (sharded layout only)."""
 
     def open(self) -> Plan[None]:
         """Ping, cache the scripts, check (create, upgrade) the layout."""
-        return open_plan(self.keys, self.where)
+        count = yield from open_plan(
+            self.keys,
+            self.where,
+            cluster=self.cluster,
+            shards=self.requested_shards,
+            floor=self.floor,
+            limit=self.max_payload_bytes,
+        )
+        self.shards = None if count is None else ShardMap.of(self.keys, count)
+
+    def _home(self, execution_id: str) -> Keys:
+        """The keys an execution's single-shard operations use."""
+        if self.shards is None:
+            return self.keys
+        return home_keys(self.shards, execution_id)
 
     def load(self, execution_id: str) -> Plan[Execution | None]:
         """The stored execution or ``None``."""
-        return load_plan(self.keys, execution_id)
+        return load_plan(self._home(execution_id), execution_id)
 
     def load_for_event(
         self, execution_id: str, event_id: str
     ) -> Plan[tuple[Execution | None, bool]]:
         """``(execution, processed)`` in one call."""
-        return load_for_event_plan(self.keys, execution_id, event_id)
+        return load_for_event_plan(self._home(execution_id), execution_id, event_id)
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        """One step in one script."""
+        """One step in one script (in the execution's shard)."""
         limit = self.max_payload_bytes
-        return commit_plan(self.keys, prepared, trace_max, where=self.where, limit=limit)
+        if self.shards is not None:
+            return commit_sharded(
+                self.shards, self.floor, prepared, trace_max, where=self.where, limit=limit
+            )
+        return self._single_commit(prepared, trace_max)
+
+    def _single_commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+        limit = self.max_payload_bytes
+        yield from commit_plan(self.keys, prepared, trace_max, where=self.where, limit=limit)
 
     def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
         """One outbox entry for the target, its work-row touch and the wake-up, in one script;
         the entry's seq."""
         limit = self.max_payload_bytes
+        if self.shards is not None:
+            return enqueue_sharded(self.shards, self.floor, prepared, where=self.where, limit=limit)
         return enqueue_plan(self.keys, prepared, where=self.where, limit=limit)
 
     def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
         """Whether the mark exists."""
-        return is_processed_plan(self.keys, execution_id, event_id)
+        return is_processed_plan(self._home(execution_id), execution_id, event_id)
 
     def pending_outbox(self, limit: int | None) -> Plan[list[OutboxEntry]]:
         """Undelivered events, oldest first."""
+        if self.shards is not None:
+            count = sweep_limit(limit)
+            return pending_outbox_sharded(self.shards, self.floor, _count(count), count, self.where)
         return pending_outbox_plan(self.keys, limit)
 
     def ack_outbox(self, seq: int) -> Plan[None]:
         """Remove one outbox entry."""
-        return ack_plan(self.keys, seq, spawns=False, where=self.where)
+        return self._ack(seq, spawns=False)
 
     def pending_spawns(self, limit: int | None) -> Plan[list[SpawnEntry]]:
         """Uncreated children, oldest first."""
+        if self.shards is not None:
+            count = sweep_limit(limit)
+            return pending_spawns_sharded(self.shards, self.floor, _count(count), count, self.where)
         return pending_spawns_plan(self.keys, limit)
 
     def ack_spawn(self, seq: int) -> Plan[None]:
         """Remove one spawn intent."""
-        return ack_plan(self.keys, seq, spawns=True, where=self.where)
+        return self._ack(seq, spawns=True)
+
+    def _ack(self, seq: int, *, spawns: bool) -> Plan[None]:
+        if self.shards is None:
+            yield from ack_plan(self.keys, seq, spawns=spawns, where=self.where)
+            return
+        shard = self.shards.shard_of_seq(check_seq(seq))
+        if shard is not None:  # else no shard can have written it: nothing to remove
+            yield from ack_plan(self.shards.shards[shard], seq, spawns=spawns, where=self.where)
 
     def due_timers(self, now: float, limit: int | None) -> Plan[list[DueTimer]]:
-        """Armed timers due at ``now``."""
-        return due_timers_plan(self.keys, now, limit)
+        """Armed timers due at ``now`` (every shard's first ``limit``, merged)."""
+        if self.shards is None:
+            return due_timers_plan(self.keys, now, limit)
+        return self._due_timers_sharded(self.shards, now, limit)
+
+    def _due_timers_sharded(
+        self, shards: ShardMap, now: float, limit: int | None
+    ) -> Plan[list[DueTimer]]:
+        count = sweep_limit(limit)
+        due: list[DueTimer] = []
+        for keys in shards.shards:
+            due += yield from due_timers_plan(keys, now, count)
+        due.sort(key=lambda timer: (timer[2], text(timer[0]), text(timer[1])))
+        return due if count is None else due[:count]
 
     def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
         """Compare-and-delete one timer."""
-        return delete_timer_plan(self.keys, execution_id, path, fire_at, self.where)
+        return delete_timer_plan(self._home(execution_id), execution_id, path, fire_at, self.where)
 
     def read_trace(self, execution_id: str) -> Plan[list[dict[str, Any]]]:
         """The retained trace steps."""
-        return read_trace_plan(self.keys, execution_id)
+        return read_trace_plan(self._home(execution_id), execution_id)
 
     def append_trace(
         self, execution_id: str, entry: dict[str, Any], trace_max: int | None
     ) -> Plan[None]:
         """One step outside a commit."""
-        return append_trace_plan(self.keys, execution_id, entry, trace_max, self.where)
+        keys = self._home(execution_id)
+        return append_trace_plan(keys, execution_id, entry, trace_max, self.where)
 
     def list_executions(self, query: ListingQuery) -> Plan[ExecutionPage]:
-        """One listing page."""
-        return listing_plan(self.keys, query)
+        """One listing page (one script per shard)."""
+        shards = () if self.shards is None else self.shards.shards
+        return listing_plan(self.keys, query, shards)
 
     def purge(self, execution_id: str, force: bool) -> Plan[bool]:
         """Remove the execution and all it owns."""
-        return purge_plan(self.keys, execution_id, force, self.where)
+        if self.shards is None:
+            return purge_plan(self.keys, execution_id, force, self.where)
+        return self._purge_sharded(self.shards, execution_id, force)
+
+    def _purge_sharded(self, shards: ShardMap, execution_id: str, force: bool) -> Plan[bool]:
+        """``purge`` in the execution's shard (``ExecutionActive`` there stops it), then the
+        outbox entries targeted at it and its rows in every other shard (one script each)."""
+        execution_id = check_id(execution_id)
+        force = check_flag(force, "force")
+        home = shards.home(execution_id)
+        existed = yield from purge_plan(shards.shards[home], execution_id, force, self.where)
+        for shard in shards.others(home):
+            yield from purge_plan(shards.shards[shard], execution_id, True, self.where)
+        return existed
 
     def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
-        """Drop old marks, batch by batch."""
-        return prune_plan(self.keys, older_than, batch_size, self.where)
+        """Drop old marks, batch by batch (shard by shard)."""
+        if self.shards is None:
+            return prune_plan(self.keys, older_than, batch_size, self.where)
+        return self._prune_sharded(self.shards, older_than, batch_size)
+
+    def _prune_sharded(self, shards: ShardMap, older_than: float, batch_size: int) -> Plan[int]:
+        total = 0
+        for keys in shards.shards:
+            total += yield from prune_plan(keys, older_than, batch_size, self.where)
+        return total
 
     def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
-        """Everything stored for the id, from one script."""
-        return export_plan(self.keys, execution_id)
+        """Everything stored for the id (one script per shard)."""
+        if self.shards is None:
+            return export_plan(self.keys, execution_id)
+        return export_sharded(self.shards, execution_id)
 
     def import_execution(self, prepared: PreparedImport) -> Plan[None]:
-        """One record in one atomic script."""
+        """One record in one atomic script (in the execution's shard)."""
         limit = self.max_payload_bytes
-        return import_plan(self.keys, prepared, new_token(), where=self.where, limit=limit)
+        if self.shards is not None:
+            return import_sharded(self.shards, self.floor, prepared, where=self.where, limit=limit)
+        return self._single_import(prepared)
+
+    def _single_import(self, prepared: PreparedImport) -> Plan[None]:
+        limit = self.max_payload_bytes
+        yield from import_plan(self.keys, prepared, new_token(), where=self.where, limit=limit)
 
     def claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
-        """Lease up to ``limit`` due units, grouped, in one script."""
+        """Lease up to ``limit`` due units, grouped (one script; sharded: per shard)."""
+        if self.shards is not None:
+            return claim_sharded(self.shards, self.floor, owner, now, lease, limit, self.where)
         return claim_plan(self.keys, owner, now, lease, limit, self.where)
 
     def renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
         """Extend an unexpired lease held by ``owner``, in one script."""
+        if self.shards is not None:
+            return renew_sharded(self.shards, owner, key, now, lease, self.where)
         return renew_plan(self.keys, owner, key, now, lease, self.where)
 
     def release(
         self, owner: str, key: str | None, retry_at: float | None, now: float
     ) -> Plan[None]:
-        """Free a lease held by ``owner`` (re-dated from what is left), in one script."""
+        """Free a lease held by ``owner`` (re-dated from what is left)."""
+        if self.shards is not None:
+            return release_sharded(self.shards, owner, key, retry_at, now, self.where)
         return release_plan(self.keys, owner, key, retry_at, now, self.where)

@@ -12,6 +12,7 @@ before its first write.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from harel.model import Status
@@ -45,6 +46,7 @@ from harel_store_redis._keys import (
 from harel_store_redis._requests import Plan, guarded, number, run_script
 from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import ALREADY_EXISTS, APPLIED, EXPORT, IMPORT, SEQ_EXHAUSTED
+from harel_store_redis._shard_scripts import IMPORT_SHARDED
 from harel_store_redis._touches import touch_args
 
 log = logging.getLogger("harel_store_redis")
@@ -87,12 +89,22 @@ def decode_trace(reply: Any, execution_id: str) -> list[dict[str, Any]]:
 # -- export -----------------------------------------------------------------------------------
 
 
-def export_plan(keys: Keys, execution_id: str) -> Plan[ExecutionRecord | None]:
-    """Everything stored for ``execution_id`` from one script, or ``None`` when nothing is."""
+def export_plan(
+    keys: Keys, execution_id: str, others: Sequence[Keys] = ()
+) -> Plan[ExecutionRecord | None]:
+    """Everything stored for ``execution_id`` from one script, or ``None`` when nothing is.
+
+    ``others``: in the sharded layout, the other shards (``keys`` is the execution's), where
+    only outbox entries targeted at it can be: the same script reads each (one per shard)."""
     execution_id = check_id(execution_id)
     names = keys.of(execution_id)
     reply = yield from run_script(EXPORT, names.write_keys, (names.raw_id, names.owner))
     document, summary, trace, rows = reply
+    rows = list(rows)
+    for other in others:
+        there = other.of(execution_id)
+        remote = yield from run_script(EXPORT, there.write_keys, (there.raw_id, there.owner))
+        rows += remote[3]
     what = f"the stored execution {show(execution_id)}"
     execution = None if document is None else decode_execution(document, what=what)
     record = ExecutionRecord(
@@ -234,16 +246,26 @@ def import_request(
 
 
 def import_plan(
-    keys: Keys, prepared: PreparedImport, token: bytes, *, where: str, limit: int
-) -> Plan[None]:
+    keys: Keys,
+    prepared: PreparedImport,
+    token: bytes,
+    *,
+    where: str,
+    limit: int,
+    shard: tuple[bytes, bytes] | None = None,
+) -> Plan[bytes | None]:
     """Write ``prepared`` in one script; ``ExecutionAlreadyExists`` (nothing written) when the
     execution is stored.  With an execution the script is recognisable by its token, so a lost
-    reply is re-sent once; a relays-only import is not (it would append twice)."""
+    reply is re-sent once; a relays-only import is not (it would append twice).  ``shard``: in
+    the execution's shard of the sharded layout; returns the last relay id written there."""
     command_keys, args = import_request(keys, prepared, token)
     with_execution = prepared.execution is not None
+    script = IMPORT
+    if shard is not None:
+        script, args = IMPORT_SHARDED, (*args, *shard)
     try:
         reply = yield from run_script(
-            IMPORT, command_keys, args, retry_unavailable=with_execution, limit=limit
+            script, command_keys, args, retry_unavailable=with_execution, limit=limit
         )
     except StoreUnavailable as exc:
         raise StoreUnavailable(
@@ -253,10 +275,10 @@ def import_plan(
     guarded(reply, where)
     code = reply[0] if isinstance(reply, list) and reply else None
     if code == APPLIED:
-        return
+        return bytes(reply[1]) if len(reply) > 1 and reply[1] else None
     if code == ALREADY_EXISTS:
         if len(reply) > 1 and reply[1] == token:
-            return  # our own earlier attempt landed; its reply was lost
+            return None  # our own earlier attempt landed; its reply was lost
         raise ExecutionAlreadyExists(prepared.execution_id)
     if code == SEQ_EXHAUSTED:
         raise StoreUnavailable(

@@ -48,7 +48,10 @@ Layout history: version 1 kept only ``P schema`` (the version, no release); vers
 ``P layout`` with the release that wrote it; version 3 replaces the hash's ``c`` (the token of
 the last commit only) by the receipt ring ``k0`` .. ``k7``, so a commit re-sent after up to
 seven rival commits is still recognised; version 4 adds the claims' work rows (``P work``,
-``P ready:<p>``) and indexes the untargeted outbox entries in ``P own``.  Opening a version 1,
+``P ready:<p>``) and indexes the untargeted outbox entries in ``P own``; version 5 is the
+sharded layout (:mod:`harel_store_redis._shards`): these keys once per shard under
+``P{<tag>}``, ``P layout`` recording the shard count (``?shards=N``; the in-place upgrade from
+version 1-4: :mod:`harel_store_redis._upgrade`).  Opening a version 1,
 2 or 3 namespace upgrades it in place with one atomic script
 (:data:`~harel_store_redis._scripts.UPGRADE`), which several processes may run at once: the
 first upgrades, the others find it done.  The upgrade rewrites no execution (a layout 2 hash
@@ -69,7 +72,10 @@ from harel_store_redis._keys import key_part, owner_prefix, text
 
 DISTRIBUTION = "harel-store-redis"
 SCHEMA_VERSION = 4
-"""The layout version this release reads and writes."""
+"""The single-slot layout's version, which this release reads and writes."""
+SHARDED_VERSION = 5
+"""The sharded layout's version (:mod:`harel_store_redis._shards`), which this release reads
+and writes too (``?shards=N``)."""
 UPGRADES = frozenset({1, 2, 3})
 """Older layout versions this release upgrades in place when it opens them."""
 
@@ -126,6 +132,9 @@ class Keys:
     and per summary so a commit rebuilds none of them."""
 
     prefix: bytes
+    base: bytes = b""
+    """The store's own prefix when these are one shard's keys (``prefix`` is then the base with
+    the shard's hash tag); empty: ``prefix`` is the store's prefix."""
     layout: bytes = field(init=False)
     schema: bytes = field(init=False)
     summaries: bytes = field(init=False)
@@ -159,6 +168,11 @@ class Keys:
             object.__setattr__(self, attribute, self.prefix + name)
         ready = tuple(getattr(self, f"ready_{priority}") for priority in PRIORITY_LEVELS)
         object.__setattr__(self, "work_keys", (self.work, *ready))
+
+    @property
+    def store_prefix(self) -> bytes:
+        """The store's prefix (the wake-up channel and the layout record live under it)."""
+        return self.base or self.prefix
 
     def _key(self, name: bytes) -> bytes:
         return self.prefix + name
@@ -254,8 +268,9 @@ def _version(raw: bytes, where: str) -> int:
 
 
 def layout_verdict(found: bytes | None, written_by: bytes | None, created: bool, where: str) -> str:
-    """``"create"`` (the open just created the layout), ``"ready"`` or ``"upgrade"``, else
-    :class:`SchemaVersionError` (a newer or unknown layout, or harel keys without a version).
+    """``"create"`` (the open just created the layout), ``"ready"``, ``"upgrade"`` or
+    ``"sharded"`` (layout 5, :data:`SHARDED_VERSION`), else :class:`SchemaVersionError` (a
+    newer or unknown layout, or harel keys without a version).
 
     ``found``/``written_by`` are what the layout script read (``None``: absent).
     """
@@ -266,10 +281,14 @@ def layout_verdict(found: bytes | None, written_by: bytes | None, created: bool,
             f"{where} already holds harel keys but no layout version (a foreign or unversioned "
             "dataset under this prefix); point the store at another prefix (?prefix=...)"
         )
+    version = _version(found, where)
+    if version == SHARDED_VERSION:
+        return "sharded"
+    newest = SHARDED_VERSION if version > SHARDED_VERSION else SCHEMA_VERSION
     return schema_verdict(
-        _version(found, where),
-        current=SCHEMA_VERSION,
-        upgrades=UPGRADES,
+        version,
+        current=newest,
+        upgrades=UPGRADES if newest == SCHEMA_VERSION else UPGRADES | {SCHEMA_VERSION},
         where=where,
         distribution=DISTRIBUTION,
         written_by=None if written_by is None else written_by.decode("utf-8", "replace"),

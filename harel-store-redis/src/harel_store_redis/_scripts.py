@@ -11,8 +11,8 @@ re-sent with ``EVAL`` after ``NOSCRIPT``.  Conventions:
 * a write script checks, before its first write, that no key holds a foreign type (Redis does
   not roll a failing script back, so a ``WRONGTYPE`` after a write would tear the operation);
 * replies are arrays whose first element is a code (:data:`APPLIED`, :data:`CONFLICT`,
-  :data:`SEQ_EXHAUSTED`, :data:`WRONG_TYPE`, :data:`ALREADY_EXISTS`) where the caller must
-  decide something.
+  :data:`SEQ_EXHAUSTED`, :data:`WRONG_TYPE`, :data:`ALREADY_EXISTS`,
+  :data:`ALREADY_PROCESSED`) where the caller must decide something.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-CONFLICT, APPLIED, SEQ_EXHAUSTED, WRONG_TYPE, ALREADY_EXISTS = 0, 1, 2, 3, 4
-"""Reply codes of the write scripts."""
+CONFLICT, APPLIED, SEQ_EXHAUSTED, WRONG_TYPE, ALREADY_EXISTS, ALREADY_PROCESSED = 0, 1, 2, 3, 4, 5
+"""Reply codes of the write scripts (:data:`ALREADY_PROCESSED`: the commit's dedupe mark is
+already recorded, nothing was written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,16 +178,31 @@ COMMIT = LuaScript(
 --       7 raw id, 8 owner prefix, 9 index keys (newline separated), 10 mark member or '',
 --       11 commit time, 12 trace step or '', 13 trace_max (0 = unbounded), 14 emits,
 --       15 spawns, 16 timer ops, 17 the receipt field of the new version (k0..k7), 18 work
---       touches; then 4 per emit (t|u, target, target owner prefix or the untargeted one,
---       event), 3 per spawn (child, root path, context), 3 per timer op (s|c, member,
---       repr(fire_at)), 4 per touch (group member, repr(due), priority, own 1/0), then
---       the wake-up channel (only with touches)
--- a lost CAS replies {0, stored version, the receipt of the new version or ''} (or {0}
--- when nothing is stored): the caller tells a re-sent commit that is already stored by it
+--       touches, 19 the fence (the receipt the expected version must hold, '' for none),
+--       20 the receipt field of the expected version; then 4 per emit (t|u, target, target
+--       owner prefix or the untargeted one, event), 3 per spawn (child, root path, context),
+--       3 per timer op (s|c, member, repr(fire_at)), 4 per touch (group member, repr(due),
+--       priority, own 1/0), then the wake-up channel (only with touches)
+-- refusals write nothing and reply {code, stored version, the receipt of the new version or
+-- ''} (or {code} when nothing is stored), so the caller tells a re-sent commit that is
+-- already stored by it: code 5 when the mark ARGV[10] is already recorded (checked first),
+-- else 0 when the version is not ARGV[1] or the fence is set and the expected version's
+-- receipt is not it
 local exe = KEYS[1]
-local cur = redis.call('HMGET', exe, 'v', ARGV[17], 'ix')
+local cur = redis.call('HMGET', exe, 'v', ARGV[17], 'ix', ARGV[20])
+local has_mark = ARGV[10] ~= ''
+if has_mark then
+  local t = redis.call('TYPE', KEYS[5])['ok']
+  if t ~= 'none' and t ~= 'zset' then return {3, KEYS[5]} end
+  if redis.call('ZSCORE', KEYS[5], ARGV[10]) then
+    if cur[1] then return {5, cur[1], cur[2] or ''} end
+    return {5}
+  end
+end
 if cur[1] then
-  if cur[1] ~= ARGV[1] then return {0, cur[1], cur[2] or ''} end
+  if cur[1] ~= ARGV[1] or (ARGV[19] ~= '' and cur[4] ~= ARGV[19]) then
+    return {0, cur[1], cur[2] or ''}
+  end
 elseif ARGV[1] ~= '0' then
   return {0}
 end
@@ -194,15 +210,16 @@ local id, owner = ARGV[7], ARGV[8]
 local n_emits, n_spawns, n_timers = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
 local n_touches = tonumber(ARGV[18])
 local work_at, last_index = work_keys_at(n_touches)
-local has_mark, moved = ARGV[10] ~= '', cur[3] ~= ARGV[9]
--- probe only the keys this commit writes (the hash was read above: a foreign type failed it)
+local moved = cur[3] ~= ARGV[9]
+-- probe only the keys this commit writes (the hash was read above: a foreign type failed it;
+-- the marks were probed with the dedupe check)
 local need = {false, ARGV[12] ~= '', true, has_mark or n_timers + n_spawns + n_emits > 0,
-              has_mark, n_timers > 0, n_timers > 0, n_emits > 0, n_spawns > 0}
+              false, n_timers > 0, n_timers > 0, n_emits > 0, n_spawns > 0}
 for i = 10, last_index do need[i] = moved end
 local bad = foreign_write_key(need, work_at)
 if bad then return {3, bad} end
 
-local a = 19
+local a = 21
 local owned = {}
 for i = 1, n_emits do
   owned[#owned + 1] = emit_entry(a)
@@ -293,10 +310,14 @@ COMMIT_STATE = LuaScript(
 -- KEYS: 1 execution hash, 2 summaries
 -- ARGV: 1 expected version, 2 new version, 3 document, 4 token, 5 status, 6 summary JSON,
 --       7 raw id, 8 the listing index keys the new state belongs to (newline separated),
---       9 the receipt field of the new version (k0..k7); a lost CAS replies as COMMIT's does
-local cur = redis.call('HMGET', KEYS[1], 'v', ARGV[9], 'ix')
+--       9 the receipt field of the new version (k0..k7), 10 the fence (the receipt the
+--       expected version must hold, '' for none), 11 the receipt field of the expected
+--       version; a lost CAS or fence replies as COMMIT's does
+local cur = redis.call('HMGET', KEYS[1], 'v', ARGV[9], 'ix', ARGV[11])
 if cur[1] then
-  if cur[1] ~= ARGV[1] then return {0, cur[1], cur[2] or ''} end
+  if cur[1] ~= ARGV[1] or (ARGV[10] ~= '' and cur[4] ~= ARGV[10]) then
+    return {0, cur[1], cur[2] or ''}
+  end
 elseif ARGV[1] ~= '0' then
   return {0}
 end
@@ -457,9 +478,10 @@ LAYOUT = LuaScript(
     """
 -- KEYS: 1 layout hash, 2 schema string (version 1's record), 3.. the other global keys
 -- ARGV: 1 the version to record in an empty namespace, 2 the release recording it
--- reply: {version found or false, its writer or false, 1 if this call created the layout}
-local cur = redis.call('HMGET', KEYS[1], 'v', 'by')
-if cur[1] then return {cur[1], cur[2], 0} end
+-- reply: {version found or false, its writer or false, 1 if this call created the layout,
+-- and the shard count of a sharded layout (layout 5)}
+local cur = redis.call('HMGET', KEYS[1], 'v', 'by', 'shards')
+if cur[1] then return {cur[1], cur[2], 0, cur[3]} end
 local old = redis.call('GET', KEYS[2])
 if old then return {old, false, 0} end
 for i = 3, #KEYS do
@@ -687,8 +709,10 @@ RELEASE = LuaScript(
     + _CLAIM_KEYS
     + """
 -- ARGV: 1 group member, 2 owner, 3 now (repr), 4 retry_at (repr) or '', 5 the ready_at of
---       relay work written now (repr of relay_due(now)), 6 the wake-up channel
--- reply: {1} released, or {0, the row as stored or false}
+--       relay work written now (repr of relay_due(now)), 6 the wake-up channel, 7 (sharded
+--       layout, optional) '1' when the group has relay units in another shard
+-- reply: {1} released and dropped, {1, 1, 1 if the row stays for units of this shard or 0}
+-- released and re-dated, or {0, the row as stored or false}
 local m, now, relay_at = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[5])
 local row = work_row(W, m)
 if not row or not row.p or row.holder ~= ARGV[2] then return {0, row and row.raw or false} end
@@ -696,7 +720,10 @@ if not row or not row.p or row.holder ~= ARGV[2] then return {0, row and row.raw
 -- retry_at
 local ready, x = group_timers(KEYS[7], KEYS[8], KEYS[9], m, now)
 local relay = redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. 'o', '(' .. m .. 't', 'LIMIT', 0, 1)
-if #relay > 0 and (ready == nil or relay_at < x) then ready, x = ARGV[5], relay_at end
+local here = ready ~= nil or #relay > 0
+if (#relay > 0 or ARGV[7] == '1') and (ready == nil or relay_at < x) then
+  ready, x = ARGV[5], relay_at
+end
 if ready == nil then
   work_drop(W, R, m, row.p)
   return {1}
@@ -704,7 +731,7 @@ end
 if ARGV[4] ~= '' and tonumber(ARGV[4]) > x then ready = ARGV[4] end
 work_put(W, R, m, row.p, row.p, ready, '')
 redis.call('PUBLISH', ARGV[6], '')
-return {1}
+return {1, 1, here and 1 or 0}
 """,
 )
 """Give a lease back: the row is re-dated from what is left (its earliest timer, or

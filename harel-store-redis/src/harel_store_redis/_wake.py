@@ -37,7 +37,7 @@ DRAIN_MAX = 1000
 
 def channel(keys: Keys) -> bytes:
     """The prefix's wake-up channel: ``<prefix>wake`` (``harel:wake`` by default)."""
-    return keys.prefix + SUFFIX
+    return keys.store_prefix + SUFFIX
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
+import redis.asyncio.cluster
 from harel.store.common import (
     AsyncPlanStore,
     aconnect_with_retry,
@@ -43,8 +44,11 @@ from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_
 
 T = TypeVar("T")
 
+AsyncClient = aioredis.Redis | redis.asyncio.cluster.RedisCluster
+"""A plain asyncio client, or an asyncio cluster client (``?cluster=yes``)."""
 
-async def _send(client: aioredis.Redis, request: Command, where: str, retried: bool) -> Any:
+
+async def _send(client: AsyncClient, request: Command, where: str, retried: bool) -> Any:
     send: Callable[..., Awaitable[Any]] = client.execute_command
     with translate(where, retried=retried):
         return await send(*request.wire)
@@ -68,7 +72,7 @@ class AsyncRedisWakeups(AsyncWakeups[PubSub]):
     """The asyncio store's waiter: one pub/sub connection of the client, subscribed
     (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
 
-    def __init__(self, client: aioredis.Redis, channel: bytes, where: str) -> None:
+    def __init__(self, client: AsyncClient, channel: bytes, where: str) -> None:
         super().__init__(where)
         self._client = client
         self._channel = channel
@@ -100,7 +104,7 @@ class AsyncRedisWakeups(AsyncWakeups[PubSub]):
             await self._client.publish(self._channel, b"close")
 
 
-class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan]):
+class AsyncRedisStore(RedisStoreBase[AsyncClient], AsyncPlanStore[RedisPlan]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` in Redis (redis.asyncio).
 
     Build it with ``await AsyncRedisStore.from_url(url)`` or ``await AsyncRedisStore.open(client)``
@@ -109,7 +113,7 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
     """
 
     @classmethod
-    async def open(cls, client: aioredis.Redis, **knobs: Any) -> Self:
+    async def open(cls, client: AsyncClient, **knobs: Any) -> Self:
         """Wrap ``client`` (knobs as for the constructor), ping the server, cache the scripts
         and check the key layout; a failure closes a client the store was to own.
 
@@ -143,14 +147,18 @@ class AsyncRedisStore(RedisStoreBase[aioredis.Redis], AsyncPlanStore[RedisPlan])
 
             return await cls.in_threads(partial(RedisStore.from_url, url, **knobs))
         options, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(
-            lambda: cls.open(
-                aioredis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0)),
-                **options.store_kwargs(),
-                owns_client=True,
-            ),
-            **retry,
-        )
+
+        async def connect() -> Self:
+            client: Any
+            if options.cluster:
+                client = redis.asyncio.cluster.RedisCluster(
+                    **options.client_kwargs(), retry=Retry(NoBackoff(), 0)
+                )
+            else:
+                client = aioredis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
+            return await cls.open(client, **options.store_kwargs(), owns_client=True)
+
+        return await aconnect_with_retry(connect, **retry)
 
     async def _execute(self, request: Command) -> Any:
         client = self._client

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import redis
+import redis.cluster
 from harel.store.common import PlanStore, connect_with_retry, drive
 from harel.store.common.wakeups import Wakeups
 from redis.backoff import NoBackoff
@@ -30,6 +31,9 @@ from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_
 
 T = TypeVar("T")
 
+Client = redis.Redis | redis.cluster.RedisCluster
+"""What the store talks through: a plain client, or a cluster client (``?cluster=yes``)."""
+
 
 def _next_message(pubsub: PubSub, request: NextMessage) -> Any:
     return pubsub.get_message(timeout=request.timeout)
@@ -39,7 +43,7 @@ class RedisWakeups(Wakeups[PubSub]):
     """The sync store's waiter: one pub/sub connection of the client, subscribed
     (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
 
-    def __init__(self, client: redis.Redis, channel: bytes, where: str) -> None:
+    def __init__(self, client: Client, channel: bytes, where: str) -> None:
         super().__init__(where)
         self._client = client
         self._channel = channel
@@ -70,12 +74,13 @@ class RedisWakeups(Wakeups[PubSub]):
             self._client.publish(self._channel, b"close")
 
 
-class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
+class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` in Redis.
 
-    ``RedisStore(client, prefix=, trace_max=, max_payload_bytes=, owns_client=)`` wraps a
-    ``redis.Redis`` and opens at once: pings the server, caches the scripts and checks
-    (creates, upgrades) the key layout under ``prefix``.  Prefer :meth:`from_url`.
+    ``RedisStore(client, prefix=, trace_max=, max_payload_bytes=, shards=, owns_client=)``
+    wraps a ``redis.Redis`` (or a ``redis.cluster.RedisCluster``) and opens at once: pings the
+    server, caches the scripts and checks (creates, upgrades) the key layout under ``prefix``.
+    Prefer :meth:`from_url`.
     """
 
     _wakeups: RedisWakeups | None = None
@@ -91,21 +96,27 @@ class RedisStore(RedisStoreBase[redis.Redis], PlanStore[RedisPlan]):
 
     @classmethod
     def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``redis://host:port/db``, ``rediss://…`` or ``unix:///path.sock`` (``?prefix=``).
+        """Open ``redis://host:port/db``, ``rediss://…`` or ``unix:///path.sock`` (``?prefix=``;
+        ``?cluster=yes``: the address is a node of a Redis Cluster).
 
         An unreachable server is retried ``connect_retries`` times (default 5, backoff from
         ``retry_delay`` seconds) and then raises ``StoreUnavailable``; each attempt builds a
         new client without client-side retries.  Other knobs: :mod:`harel_store_redis._options`.
         """
         options, retry = from_url_args(url, knobs)
-        return connect_with_retry(
-            lambda: cls(
-                redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0)),
-                **options.store_kwargs(),
-                owns_client=True,
-            ),
-            **retry,
-        )
+
+        def connect() -> RedisStore:
+            client: Any
+            if options.cluster:
+                with translate(options.where):  # the cluster client connects at once
+                    client = redis.cluster.RedisCluster(
+                        **options.client_kwargs(), retry=Retry(NoBackoff(), 0)
+                    )
+            else:
+                client = redis.Redis(**options.client_kwargs(), retry=Retry(NoBackoff(), 0))
+            return cls(client, **options.store_kwargs(), owns_client=True)
+
+        return cast(Self, connect_with_retry(connect, **retry))
 
     def _execute(self, request: Command) -> Any:
         client = self._client

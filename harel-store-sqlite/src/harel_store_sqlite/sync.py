@@ -103,6 +103,11 @@ def _apply_pragma(conn: sqlite3.Connection, pragma: str, busy_timeout_ms: int) -
                 raise
 
 
+STATEMENT_CACHE = 512
+"""Prepared statements kept per connection: every commit form (per receipt slot, fenced or
+not, with or without a dedupe check) stays prepared (``sqlite3``'s default keeps 128)."""
+
+
 def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:
     """Connect, apply the PRAGMAs, and run the plan's schema check (create / upgrade)."""
     conn = sqlite3.connect(
@@ -111,6 +116,7 @@ def _open(options: SqliteOptions) -> tuple[sqlite3.Connection, SqlPlan]:
         check_same_thread=False,
         timeout=options.busy_timeout_ms / 1000,
         uri=options.path.startswith("file:"),
+        cached_statements=STATEMENT_CACHE,
     )
     try:
         for pragma in pragmas(options):

@@ -8,9 +8,10 @@ two batches — receives each request's result, and returns the operation's valu
 typed error.  Nothing here touches the disk: ``sync.py`` runs a plan under the directory lock
 with :func:`harel.store.common.drive`, handing each request to the file layer (``_files``).
 
-The rules of the store live here once: the layout check and upgrade at open, the CAS, what a
-commit, a purge, a prune or an import writes, the trace ring, the decoding of stored records (a
-record that does not decode raises :class:`~harel.store.errors.StoreCorrupted` naming it).
+The rules of the store live here once: the layout check and upgrade at open, the CAS (with the
+commit's dedupe check and fence), what a commit, a purge, a prune or an import writes, the
+trace ring, the decoding of stored records (a record that does not decode raises
+:class:`~harel.store.errors.StoreCorrupted` naming it).
 One exception to the last rule keeps a worker serving: a sweep (``pending_outbox``,
 ``pending_spawns``) that meets an entry it cannot decode moves it to the quarantine of
 ``state.json`` with a logged warning and returns the others; reading that entry's owner
@@ -39,6 +40,7 @@ from harel.store.common import (
     PreparedEnqueue,
     PreparedImport,
     WorkRow,
+    base_holds,
     cas_decision,
     check_event_ref,
     check_flag,
@@ -47,7 +49,6 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    conflict,
     decode_event,
     decode_execution,
     decode_payload,
@@ -55,8 +56,8 @@ from harel.store.common import (
     encode_trace_step,
     lease_lost,
     page_from_probe,
+    refuse_lost,
     release_of,
-    resent_and_stored,
     sweep_limit,
     take_units,
     trace_keep_from,
@@ -239,16 +240,35 @@ class JsonDirPlan:
         return decode_document(text, execution_id), state.is_processed(execution_id, event_id)
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        """CAS the document and write the step's effects, in one :class:`Write`."""
+        """Check the commit against the ``state.json`` it reads and write the step's effects,
+        in one :class:`Write` — or write nothing and raise.
+
+        Under the one hold of the directory lock, before anything is written: the dedupe mark
+        of ``processed_event_id`` must not be stored (else ``AlreadyProcessed``), the stored
+        version must be ``expected_version`` and, for a fenced update (``prepared.base``), the
+        stored receipt of that version must be the fence (else ``StoreConflict``); a re-send
+        of a stored commit (its receipt is stored) answers success instead, writing nothing.
+        """
         trace_keep_from(0, trace_max)  # a bad trace_max fails before any IO
         execution_id = prepared.execution_id
         state = yield from read_state()
         found = state.version_of(execution_id)
-        if cas_decision(prepared.expected_version, found) == "conflict":
+        marked = prepared.processed_event_id is not None and state.is_processed(
+            execution_id, prepared.processed_event_id
+        )
+        if (
+            marked  # the event was processed before
+            or cas_decision(prepared.expected_version, found) == "conflict"
+            or (  # a fenced update: the stored version must be the one this copy stored
+                found is not None
+                and not base_holds(prepared, state.receipt_of(execution_id, found))
+            )
+        ):
             receipt = state.receipt_of(execution_id, prepared.new_version)
-            if resent_and_stored(prepared, found, receipt):
+            error = refuse_lost(prepared, found, receipt, marked)
+            if error is None:
                 return  # a re-send of a stored commit: it succeeded once, write nothing again
-            raise conflict(prepared, found)
+            raise error
         state.apply(prepared)
         files: list[tuple[str, str | None]] = [
             (_schema.document_path(execution_id), prepared.document),

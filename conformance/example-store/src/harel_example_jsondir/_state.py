@@ -187,7 +187,8 @@ class StoreState:
         return seq
 
     def apply(self, plan: PreparedCommit) -> None:
-        """Apply a commit whose CAS already passed (everything but its trace step)."""
+        """Apply a commit whose checks already passed — CAS, fence, no stored mark of its event
+        (everything but its trace step)."""
         execution_id = plan.execution_id
         self.executions[execution_id] = _index_row(plan, plan.new_version, plan.committed_at)
         ring = self.receipts.setdefault(execution_id, [None] * RECEIPT_WINDOW)
@@ -195,7 +196,7 @@ class StoreState:
         self._append_relays(execution_id, plan.emits, ())
         if plan.processed_event_id is not None:
             marks = self.processed.setdefault(execution_id, {})
-            marks[plan.processed_event_id] = plan.committed_at  # a re-recorded mark is younger
+            marks[plan.processed_event_id] = plan.committed_at  # new: the commit checked it
         for op in plan.timers:
             if op.action == "schedule":
                 self.timers[(execution_id, op.path)] = op.fire_at

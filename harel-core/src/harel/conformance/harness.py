@@ -46,6 +46,11 @@ class StoreHarness(ABC):
 
     capabilities: ClassVar[Capabilities]
 
+    fast_stateful_examples: ClassVar[int | None] = None
+    """At most this many examples of the kit's stateful test under the ``fast`` profile
+    (``make test``), for a stand-in whose every request is slow (moto's DynamoDB); the
+    ``thorough`` and ``reliability`` profiles ignore it.  ``None``: the profile decides."""
+
     @abstractmethod
     def open_sync(self) -> ExecutionStore:
         """A new sync store over this harness's dataset (created empty on first use)."""

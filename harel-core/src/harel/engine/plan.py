@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from harel.engine import core
 from harel.engine.actions import ActionContext, resolve_action
+from harel.engine.copies import DEFAULT_KEEP, CommittedCopies, independent_copy
 from harel.engine.deadletters import (
     DEAD_LETTERS_ID,
     DeadLetter,
@@ -56,6 +57,7 @@ from harel.store.contract import (
     TimerOp,
 )
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionAlreadyExists,
     ExecutionNotFound,
@@ -206,6 +208,7 @@ class RunnerPlan:
         conflict_retries: int,
         quarantine_after: int = 3,
         retry_after: float = RETRY_LEFT_AFTER,
+        keep_copies: int = DEFAULT_KEEP,
     ) -> None:
         if conflict_retries < 0:
             raise ValueError(f"conflict_retries must be >= 0, got {conflict_retries!r}")
@@ -219,6 +222,9 @@ class RunnerPlan:
             raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
         self.retry_after = retry_after
         """Seconds a claimed group with a unit left for later waits before its next claim."""
+        self.copies = CommittedCopies(keep_copies)
+        """The executions as this runner last committed them: the next event for one of them
+        starts from its copy, with no read before the commit (:mod:`harel.engine.copies`)."""
         self.failures: dict[str, int] = {}
         """Failed attempts per unit (``outbox:SEQ``, ``spawn:SEQ``, ``timer:ID:PATH@AT``)."""
         self.skipped: set[str] = set()
@@ -347,6 +353,7 @@ class RunnerPlan:
         for resend in range(COMMIT_RESENDS + 1):
             try:
                 yield call
+                self.copies.put(call.args[0])  # stored: the next step may start from it
                 return
             except CommitOutcomeUnknown as err:
                 if resend == COMMIT_RESENDS:
@@ -395,18 +402,16 @@ class RunnerPlan:
     ) -> Plan[Execution]:
         """engine.md §2.2: pre-check, start, insert, relay, return the committed copy."""
         self.definition(definition_id)
-        if execution_id is not None and (yield StoreCall("load", (execution_id,))) is not None:
-            raise ExecutionAlreadyExists(execution_id)
         fields: dict[str, Any] = {"definition_id": definition_id, "priority": priority}
         if execution_id is not None:
             fields["id"] = execution_id
         exe = Execution(context=dict(context or {}), **fields)
         try:
-            wrote_relays = yield from self.start(exe)
+            wrote_relays = yield from self.start(exe)  # the insert's CAS refuses a taken id
         except StoreConflict:
             raise ExecutionAlreadyExists(exe.id) from None
         if not wrote_relays:
-            return exe  # exactly the stored copy: nothing to relay, nothing else changed it
+            return independent_copy(exe)  # exactly the stored copy: nothing to relay
         return (yield from self.settle(exe, exe.id, relay))
 
     def settle(self, committed: Execution, execution_id: str, relay: bool) -> Plan[Execution]:
@@ -430,20 +435,30 @@ class RunnerPlan:
             return committed
 
     def process(self, execution_id: str, event: Event, relay: bool = True) -> Plan[Execution]:
-        """engine.md §2.3: dedupe, pick targets (broadcast to live regions), commit each, relay."""
-        found: tuple[Execution | None, bool] = yield StoreCall(
-            "load_for_event", (execution_id, event.id)
-        )
-        exe, seen = found
+        """engine.md §2.3: dedupe, pick targets (broadcast to live regions), commit each, relay.
+
+        An execution this runner committed last starts from its kept copy: the commit alone
+        checks the dedupe mark and the version (one round trip when the step writes no relay
+        work); otherwise the execution is loaded with its dedupe mark first."""
+        exe = self.kept(execution_id, event)
+        kept = exe is not None
         if exe is None:
-            raise ExecutionNotFound(execution_id)
-        if seen:
-            return exe
+            found: tuple[Execution | None, bool] = yield StoreCall(
+                "load_for_event", (execution_id, event.id)
+            )
+            exe, seen = found
+            if exe is None:
+                raise ExecutionNotFound(execution_id)
+            if seen:
+                self.repeats += 1
+                return exe
         if not exe.children or not core.is_domain_event(event):
             # What ``targets`` answers without a store call: the execution itself.
-            stored, wrote = yield from self.deliver(exe, event)
-            if stored is not None and not wrote:
-                return stored  # exactly the stored copy: nothing to relay, nothing changed
+            stored, wrote = yield from self.deliver(exe, event, kept)
+            if stored is None:  # another writer processed the event (or removed the row)
+                return (yield from self.load(execution_id))
+            if not wrote:
+                return independent_copy(stored)  # the stored copy: nothing to relay
             return (yield from self.settle(exe, execution_id, relay))
         targets = yield from self.targets(exe, event)
         wrote_relays = False
@@ -453,8 +468,20 @@ class RunnerPlan:
             wrote_relays = wrote_relays or wrote
         only_itself = len(targets) == 1 and targets[0] is exe  # not a broadcast to regions
         if only_itself and committed is not None and not wrote_relays:
-            return committed  # exactly the stored copy: nothing to relay, nothing else changed
+            return independent_copy(committed)  # the stored copy: nothing to relay
         return (yield from self.settle(exe, execution_id, relay))
+
+    def kept(self, execution_id: str | None, event: Event) -> Execution | None:
+        """Take this runner's committed copy of ``execution_id`` for a step with ``event``, or
+        ``None`` (nothing kept, or a domain event for an execution with region children:
+        picking its targets needs the stored rows, so it is loaded)."""
+        if execution_id is None:
+            return None
+        exe = self.copies.take(execution_id)
+        if exe is not None and exe.children and core.is_domain_event(event):
+            self.copies.put(exe)
+            return None
+        return exe
 
     def enqueue(self, execution_id: str, event: Event, priority: int) -> Plan[int]:
         """Hand ``event`` to the fleet for ``execution_id``: one outbox entry, written in one
@@ -500,23 +527,34 @@ class RunnerPlan:
             return pending
         return [exe]
 
-    def deliver(self, exe: Execution, event: Event) -> Plan[tuple[Execution | None, bool]]:
+    def deliver(
+        self, exe: Execution, event: Event, kept: bool = False
+    ) -> Plan[tuple[Execution | None, bool]]:
         """Step ``exe`` with ``event``, reloading and re-driving on ``StoreConflict`` (§2.7).
 
         Returns the execution as committed (``None`` when another writer processed the event
-        or removed the row meanwhile) and whether the step wrote relay work.
+        or removed the row meanwhile) and whether the step wrote relay work.  ``kept``: ``exe``
+        is this runner's kept copy, whose first conflict is a stale copy (reloaded without
+        counting as a conflict retry).
         """
         attempt = 0
         while True:
             try:
                 wrote_relays = yield from self.step(exe, event)
                 return exe, wrote_relays
+            except AlreadyProcessed:
+                self.repeats += 1  # the commit found the event's dedupe mark: nothing written
+                return None, False
             except StoreConflict:
-                self.conflicts += 1
-                attempt += 1
-                if attempt > self.conflict_retries:
-                    raise
-                log.info("conflict on %s, reloading (attempt %d)", exe.id, attempt)
+                if kept:
+                    kept = False
+                    log.debug("kept copy of %s is out of date, reloading", exe.id)
+                else:
+                    self.conflicts += 1
+                    attempt += 1
+                    if attempt > self.conflict_retries:
+                        raise
+                    log.info("conflict on %s, reloading (attempt %d)", exe.id, attempt)
                 fresh, seen = yield StoreCall("load_for_event", (exe.id, event.id))
                 if seen:
                     self.repeats += 1
@@ -716,6 +754,16 @@ class RunnerPlan:
         damage = damage_of(entry)
         if damage is not None:  # its stored record does not decode: a failed attempt
             raise StoreCorrupted(f"outbox entry {entry.seq}: {damage}")
+        kept = self.copies.take(entry.target_id) if entry.target_id is not None else None
+        if kept is not None:
+            try:
+                yield from self.step(kept, entry.event)
+                return True
+            except AlreadyProcessed:
+                self.repeats += 1
+                return True
+            except StoreConflict:
+                log.debug("kept copy of %s is out of date, reloading", kept.id)
         target, seen = None, False
         if entry.target_id is not None:
             target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
@@ -730,6 +778,8 @@ class RunnerPlan:
             return True
         try:
             yield from self.step(target, entry.event)
+        except AlreadyProcessed:
+            self.repeats += 1
         except StoreConflict:
             self.conflicts += 1
             log.info("outbox %s left for later: conflict on %s", entry.seq, target.id)
@@ -841,6 +891,15 @@ class RunnerPlan:
         :data:`ACKED` when the step's own commit removed the timer (one write per fired timer).
         With ``relay`` the relay work the step wrote is relayed at once (claiming workers leave
         it to the claims)."""
+        kept = self.copies.take(execution_id)
+        if kept is not None:
+            try:
+                return (yield from self._fire(kept, path, event, relay))
+            except AlreadyProcessed:
+                self.repeats += 1
+                return True
+            except StoreConflict:
+                log.debug("kept copy of %s is out of date, reloading", execution_id)
         exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
         if exe is not None and exe.definition_id not in self.definitions:
             log.warning(
@@ -852,11 +911,18 @@ class RunnerPlan:
         if exe is None or seen:
             return True
         try:
-            wrote_relays, took = yield from self.fire_step(exe, event, path)
+            return (yield from self._fire(exe, path, event, relay))
+        except AlreadyProcessed:
+            self.repeats += 1
+            return True
         except StoreConflict:
             self.conflicts += 1
             log.info("timer %s/%s left for later: conflict", execution_id, path)
             return False
+
+    def _fire(self, exe: Execution, path: str, event: Event, relay: bool) -> Plan[bool | Acked]:
+        """Step ``exe`` with its due ``Timeout`` and relay what it wrote when asked to."""
+        wrote_relays, took = yield from self.fire_step(exe, event, path)
         if wrote_relays and relay:
             yield from self.relay()
         return ACKED if took else True
@@ -896,7 +962,9 @@ class RunnerShell(Generic[S]):
 
     ``trace_max``, when given, is applied to ``store.trace_max``; ``quarantine_after`` is how
     many failed attempts a relay entry or due timer gets before it becomes a dead letter;
-    ``retry_after`` how long a claimed group with a unit left for later waits (``work``).
+    ``retry_after`` how long a claimed group with a unit left for later waits (``work``);
+    ``keep_copies`` how many committed executions the runner keeps to step from without a
+    read (``0``: load before every step).
     """
 
     def __init__(
@@ -910,6 +978,7 @@ class RunnerShell(Generic[S]):
         conflict_retries: int = 3,
         quarantine_after: int = 3,
         retry_after: float = RETRY_LEFT_AFTER,
+        keep_copies: int = DEFAULT_KEEP,
     ) -> None:
         self.store: S = store
         self.definitions = definitions
@@ -920,6 +989,7 @@ class RunnerShell(Generic[S]):
             conflict_retries=conflict_retries,
             quarantine_after=quarantine_after,
             retry_after=retry_after,
+            keep_copies=keep_copies,
         )
         if trace_max is not None:
             store.trace_max = trace_max

@@ -13,6 +13,7 @@ from harel.store.contract import (
     TimerOp,
 )
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionAlreadyExists,
     ExecutionNotFound,
@@ -42,6 +43,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_TRACE_MAX",
+    "AlreadyProcessed",
     "AsyncDictStore",
     "AsyncExecutionStore",
     "Capabilities",

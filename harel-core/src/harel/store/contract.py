@@ -24,6 +24,18 @@ Semantics every store must honour (the conformance kit pins each one):
   success (``exe.version`` bumped) and writes nothing again.  So re-sending the same commit after
   ``CommitOutcomeUnknown`` settles it, even when other writers committed in between (up to the
   window; past it the resend raises ``StoreConflict``: reload and check the dedupe mark).
+* Dedupe in the commit: a commit whose ``processed_event_id`` the execution has already
+  recorded (its dedupe mark is stored) raises :class:`AlreadyProcessed` (a ``StoreConflict``)
+  and writes nothing — no snapshot, emit, timer op, spawn, trace step or receipt — whatever
+  its version; only a re-send of that very stored commit answers success instead.  So
+  effect-once needs no read before the write: a runner may step from the copy it stored.
+* The fence of a stored copy: a commit of an ``Execution`` object whose own last successful
+  commit stored version ``v`` (and that is committed again from ``v``) carries that commit's
+  token (:attr:`PreparedCommit.base <harel.store.common.PreparedCommit>`); the store applies it
+  only while the stored version is ``v`` *and* the receipt of ``v`` is still that token.  A
+  copy of an execution that was purged and re-created (or imported) up to the same version is
+  refused with ``StoreConflict`` (``found == expected``).  Copies from ``load`` carry no fence:
+  their version alone decides.
 * Timer ops are collapsed to the last op per path before they are applied.
 * ``due_timers`` is ascending by ``(fire_at, execution_id, path)`` and ``fire_at`` round-trips
   bit-exactly; ``delete_timer`` removes a timer only while it still holds exactly ``fire_at``.
@@ -111,6 +123,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     ExecutionActive,
     ExecutionAlreadyExists,
@@ -460,6 +473,7 @@ __all__ = [
     "DEFAULT_TRACE_MAX",
     "FINISHED",
     "PRIORITY_AGING",
+    "AlreadyProcessed",
     "AsyncExecutionStore",
     "Capabilities",
     "Claim",

@@ -18,14 +18,47 @@ class StoreConflict(StoreError):
         self.execution_id = execution_id
         self.expected = expected
         self.found = found
-        stored = "no stored record" if found is None else f"stored version {found}"
+        if found is None:
+            stored = "found no stored record"
+        elif found == expected:
+            stored = (
+                f"found version {found} written by another commit than this copy's (the "
+                "execution was purged and re-created, or rewritten, since this copy was stored)"
+            )
+        else:
+            stored = f"found stored version {found}"
         super().__init__(
-            f"execution {execution_id!r}: expected version {expected}, found {stored}; "
+            f"execution {execution_id!r}: expected version {expected}, {stored}; "
             "reload it and retry the step"
         )
 
     def __reduce__(self) -> tuple[type[StoreConflict], tuple[str, int, int | None]]:
         return (type(self), (self.execution_id, self.expected, self.found))
+
+
+class AlreadyProcessed(StoreConflict):
+    """The commit carried a ``processed_event_id`` the execution had already recorded: the
+    event was processed before, and nothing of this commit was written (no snapshot, emit,
+    timer, spawn or trace step; ``exe.version`` is back at ``expected``).
+
+    Drop the step: load the execution to see the state the first delivery left.
+    """
+
+    def __init__(self, execution_id: str, event_id: str, expected: int, found: int | None) -> None:
+        StoreError.__init__(
+            self,
+            f"execution {execution_id!r} already processed event {event_id!r}; nothing of this "
+            "commit was written (load the execution to see the first delivery's result)",
+        )
+        self.execution_id = execution_id
+        self.event_id = event_id
+        self.expected = expected
+        self.found = found
+
+    def __reduce__(  # type: ignore[override]
+        self,
+    ) -> tuple[type[AlreadyProcessed], tuple[str, str, int, int | None]]:
+        return (type(self), (self.execution_id, self.event_id, self.expected, self.found))
 
 
 class ExecutionAlreadyExists(StoreError):

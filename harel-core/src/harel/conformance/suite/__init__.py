@@ -17,6 +17,7 @@ from harel.conformance.suite.dedupe import DedupeTests
 from harel.conformance.suite.durability import DurabilityTests
 from harel.conformance.suite.enqueue import EnqueueTests
 from harel.conformance.suite.errors import ArgumentErrorTests
+from harel.conformance.suite.fences import FenceTests
 from harel.conformance.suite.listing import ListingTests
 from harel.conformance.suite.lost_reply import LostReplyTests
 from harel.conformance.suite.normal_forms import NormalFormTests
@@ -43,6 +44,7 @@ class ConformanceSuite(
     TimerTests,
     RelayTests,
     DedupeTests,
+    FenceTests,
     RetentionTests,
     BadInputTests,
     RoundTripTests,
@@ -75,6 +77,7 @@ __all__ = [
     "DedupeTests",
     "DurabilityTests",
     "EnqueueTests",
+    "FenceTests",
     "Kit",
     "KitBase",
     "ListingTests",

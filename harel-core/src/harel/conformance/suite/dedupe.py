@@ -22,8 +22,7 @@ class DedupeTests(KitBase):
         assert await kit.store.is_processed("kit-1", "e-1") is True
         assert await kit.store.is_processed("kit-1", "e-2") is False
         assert await kit.store.is_processed("kit-2", "e-1") is False
-        # marking the same event again is idempotent
-        await kit.store.commit(exe, [], processed_event_id="e-1")
+        # marking the same event again is refused (AlreadyProcessed: the FenceTests)
         await kit.store.commit(exe, [], processed_event_id="e-2")
         assert await kit.store.is_processed("kit-1", "e-1") is True
         assert await kit.store.is_processed("kit-1", "e-2") is True

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -29,7 +30,7 @@ from hypothesis.stateful import (
 )
 
 from harel.conformance.harness import StoreHarness
-from harel.conformance.profiles import kit_settings
+from harel.conformance.profiles import FAST, kit_settings, selected_profile_name
 from harel.conformance.suite._base import (
     FAR_FUTURE,
     Flavour,
@@ -428,6 +429,16 @@ class StoreMachine(RuleBasedStateMachine):
         return seen
 
 
+def _settings_for(harness: StoreHarness) -> settings:
+    """The kit's settings, capped at the harness's ``fast_stateful_examples`` under the fast
+    profile."""
+    chosen = kit_settings()
+    cap = type(harness).fast_stateful_examples
+    if cap is not None and selected_profile_name() == FAST and chosen.max_examples > cap:
+        return settings(chosen, max_examples=cap)
+    return chosen
+
+
 class StatefulTests(KitBase):
     """Random operation sequences agree with the in-memory reference."""
 
@@ -442,4 +453,4 @@ class StatefulTests(KitBase):
                 def __init__(self) -> None:
                     super().__init__(driver, ordered)
 
-            run_state_machine_as_test(BoundMachine, settings=kit_settings())
+            run_state_machine_as_test(BoundMachine, settings=_settings_for(harel_harness))

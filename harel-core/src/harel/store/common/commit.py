@@ -21,7 +21,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -34,6 +34,7 @@ from harel.store.common.trace import encode_trace_step
 from harel.store.common.validate import check_id, check_path
 from harel.store.contract import Emit, Spawn, TimerOp
 from harel.store.errors import (
+    AlreadyProcessed,
     CommitOutcomeUnknown,
     InvalidPayload,
     StoreConflict,
@@ -90,6 +91,13 @@ class PreparedCommit(NamedTuple):
     priority: int = 0
     """``Execution.priority`` (0-4): the priority of the work rows the commit touches
     (:func:`harel.store.common.claims.work_touches`)."""
+    base: str | None = None
+    """The fence of a copy this process stored itself: the receipt (token) of
+    ``expected_version`` when this very ``Execution`` object's last successful commit wrote
+    that version (:func:`attempt_token`), else ``None``.  A store applies an update carrying
+    it only while the stored version's receipt is still this token, so a copy of an execution
+    that was purged and re-created (or rewritten) up to the same version is refused with
+    ``StoreConflict`` instead of overwriting the new one."""
 
     @property
     def is_insert(self) -> bool:
@@ -135,6 +143,36 @@ def cas_decision(expected: int, found: int | None) -> CasDecision:
 def conflict(plan: PreparedCommit, found: int | None) -> StoreConflict:
     """The :class:`StoreConflict` a lost CAS on ``plan`` raises."""
     return StoreConflict(plan.execution_id, plan.expected_version, found)
+
+
+def already_processed(plan: PreparedCommit, found: int | None) -> AlreadyProcessed:
+    """The :class:`AlreadyProcessed` a commit whose dedupe mark is already stored raises."""
+    return AlreadyProcessed(
+        plan.execution_id, plan.processed_event_id or "", plan.expected_version, found
+    )
+
+
+def base_holds(plan: PreparedCommit, receipt: str | None) -> bool:
+    """Whether an update's fence holds: ``plan`` carries no :attr:`~PreparedCommit.base`, or
+    ``receipt`` (the stored receipt of ``plan.expected_version``) is it."""
+    return plan.base is None or receipt == plan.base
+
+
+def refuse_lost(
+    plan: PreparedCommit, found: int | None, receipt: str | None, marked: bool
+) -> StoreConflict | None:
+    """The error a commit that wrote nothing raises, in the contract's order — or ``None``
+    when it was already stored (a re-send: answer success, write nothing again).
+
+    ``found`` is the stored version (``None``: no record), ``receipt`` the stored receipt of
+    ``plan.new_version`` (``None`` when unknown) and ``marked`` whether the execution already
+    holds the dedupe mark of ``plan.processed_event_id``: a re-send of a stored commit first,
+    then :class:`AlreadyProcessed`, then :class:`StoreConflict`."""
+    if resent_and_stored(plan, found, receipt):
+        return None
+    if marked and plan.processed_event_id is not None:
+        return already_processed(plan, found)
+    return conflict(plan, found)
 
 
 def collapse_timer_ops(ops: Sequence[TimerOp]) -> tuple[TimerOp, ...]:
@@ -304,22 +342,52 @@ def _remember(table: dict[K, V], key: K, value: V) -> None:
 
 def _same_commit(old: PreparedCommit, new: PreparedCommit) -> bool:
     """Whether ``new`` writes exactly what ``old`` wrote, from the same version (the clock
-    reading and the token aside: the fields before ``committed_at``, and ``priority``)."""
-    return old[:-3] == new[:-3] and old.priority == new.priority
+    reading, the token and the fence aside: the fields before ``committed_at``, and
+    ``priority``)."""
+    return old[:-4] == new[:-4] and old.priority == new.priority
+
+
+_stored: dict[int, tuple[weakref.ref[Execution], int, str]] = {}
+"""Per live ``Execution`` object (by identity): the version and token of its last successful
+commit — the :attr:`PreparedCommit.base` of its next commit from that version.  An entry
+goes when its object does (the weak reference's callback), so it needs no bound."""
+
+
+def _forget(key: int) -> Callable[[weakref.ref[Execution]], None]:
+    def forget(ref: weakref.ref[Execution]) -> None:
+        entry = _stored.get(key)
+        if entry is not None and entry[0] is ref:
+            del _stored[key]
+
+    return forget
+
+
+def stored_as(exe: Execution, prepared: PreparedCommit) -> None:
+    """Record that ``prepared`` was stored for ``exe`` (call after a successful commit): the
+    next commit of this very object from ``prepared.new_version`` carries its token as the
+    fence (:attr:`PreparedCommit.base`)."""
+    key = id(exe)
+    entry = _stored.get(key)
+    ref = entry[0] if entry is not None and entry[0]() is exe else weakref.ref(exe, _forget(key))
+    _stored[key] = (ref, prepared.new_version, prepared.token)
 
 
 def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
-    """``prepared`` with its commit token: the token of the previous commit of this very
-    ``exe`` object when that commit was the same (same version, same arguments), else a fresh
-    random one (128 bits).  Thread-safe."""
+    """``prepared`` with its commit token and fence: the token of the previous commit of this
+    very ``exe`` object when that commit was the same (same version, same arguments), else a
+    fresh random one (128 bits); the fence (:attr:`PreparedCommit.base`) when this object's
+    last successful commit stored ``prepared.expected_version``.  Thread-safe."""
     key = id(exe)
     with _attempts_lock:
         entry = _attempts.get(key)
         if entry is not None and entry[0]() is exe and _same_commit(entry[1], prepared):
-            token = entry[1].token
+            token, base = entry[1].token, entry[1].base  # a re-send: the very same commit
         else:
-            token = os.urandom(16).hex()
-        prepared = prepared._replace(token=token)
+            token, base = os.urandom(16).hex(), None
+            stored = _stored.get(key)
+            if stored is not None and stored[1] == prepared.expected_version and stored[0]() is exe:
+                base = stored[2]
+        prepared = prepared._replace(token=token, base=base)
         _remember(_attempts, key, (weakref.ref(exe), prepared))
     return prepared
 
@@ -428,7 +496,10 @@ class Committing:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc_type is not None:
+        if exc_type is None:
+            if self._prepared is not None and self._exe.version == self._prepared.new_version:
+                stored_as(self._exe, self._prepared)
+        else:
             self._exe.version = self._old
             if self._prepared is not None and isinstance(exc, StoreError):
                 error = outcome_error(self._prepared, exc)

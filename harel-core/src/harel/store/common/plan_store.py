@@ -36,6 +36,7 @@ from harel.store.common.commit import (
     bump_and_prepare,
     committing,
     outcome_error,
+    stored_as,
 )
 from harel.store.common.enqueue import PreparedEnqueue, prepare_enqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
@@ -227,6 +228,7 @@ class PlanStore(_PlanStoreBase[P]):
             if settled is not error:
                 raise settled from error
             raise
+        stored_as(exe, prepared)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         """Whether that execution already processed that event."""

@@ -29,8 +29,8 @@ from harel.store.common import (
     PreparedImport,
     WorkRow,
     WorkTouch,
+    base_holds,
     cas_decision,
-    conflict,
     decode_event,
     decode_execution,
     decode_trace_step,
@@ -42,7 +42,7 @@ from harel.store.common import (
     next_trace_index,
     page_from_probe,
     receipt_slot,
-    resent_and_stored,
+    refuse_lost,
     sweep_limit,
     take_units,
     trace_keep_from,
@@ -436,14 +436,23 @@ class MemoryPlan:
         yield Transaction(self._commit(prepared, trace_max))
 
     def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row: StoredExecution | None = yield GetExecution(prepared.execution_id)
+        row: StoredExecution | None
+        marked = False
+        if prepared.processed_event_id is None:
+            row = yield GetExecution(prepared.execution_id)
+        else:
+            row, marked = yield GetForEvent(prepared.execution_id, prepared.processed_event_id)
         found = None if row is None else row.version
-        if cas_decision(prepared.expected_version, found) == "conflict":
-            if row is not None and resent_and_stored(
-                prepared, found, row.receipt(prepared.new_version)
-            ):
+        if (
+            marked
+            or cas_decision(prepared.expected_version, found) == "conflict"
+            or (row is not None and not base_holds(prepared, row.receipt(found or 0)))
+        ):
+            receipt = None if row is None else row.receipt(prepared.new_version)
+            error = refuse_lost(prepared, found, receipt, marked)
+            if error is None:
                 return  # a re-send of a stored commit: it succeeded once, write nothing again
-            raise conflict(prepared, found)
+            raise error
         yield from self._write_step(prepared, trace_max, row)
 
     def _write_step(

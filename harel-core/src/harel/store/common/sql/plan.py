@@ -42,9 +42,8 @@ from harel.store.common.commit import (
     RECEIPT_WINDOW,
     PreparedCommit,
     PreparedEmit,
-    conflict,
     receipt_slot,
-    resent_and_stored,
+    refuse_lost,
 )
 from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
@@ -124,13 +123,29 @@ class SqlPlan:
         self._commit = Statement(dialect.commit)
         self._rollback = Statement(dialect.rollback)
         self._interactive = dialect.begin is not None
-        narrow = self.sql.update_state_at
-        self._narrow_sql = tuple(form.sql for form in narrow)
-        """The narrow CAS's text by receipt slot (every form binds the same slots in order)."""
-        take = attrgetter(*(_COMMIT_FIELD[slot] for slot in narrow[0].slots))
-        self._narrow_params: Callable[[PreparedCommit], tuple[Any, ...]] = take
-        """The narrow CAS's parameters read straight off a :class:`PreparedCommit` (one C
-        call: no mapping built on a state-only commit's path)."""
+        sql = self.sql
+        self._narrow_cas = {
+            (False, False): sql.update_state_at,
+            (True, False): sql.update_state_fenced_at,
+            (False, True): sql.update_state_deduped_at,
+            (True, True): sql.update_state_fenced_deduped_at,
+        }
+        """The narrow CAS by ``(fenced, deduped)``, each by receipt slot."""
+        self._full_cas = {
+            (False, False): sql.update_execution_at,
+            (True, False): sql.update_execution_fenced_at,
+            (False, True): sql.update_execution_deduped_at,
+            (True, True): sql.update_execution_fenced_deduped_at,
+        }
+        """The full CAS by ``(fenced, deduped)``, each by receipt slot."""
+        self._state_only = tuple(
+            (tuple(form.sql for form in forms), _fields_of(forms[0]))
+            for forms in (sql.update_state_at, sql.update_state_fenced_at)
+        )
+        """A state-only update's narrow CAS, unfenced ``[0]`` and fenced ``[1]`` (a copy this
+        process stored): its text by receipt slot (every form binds the same slots in order)
+        and its parameters read straight off a :class:`PreparedCommit` (one C call: no mapping
+        built on a state-only commit's path)."""
 
     # -- transactions ---------------------------------------------------------------------------
 
@@ -214,10 +229,15 @@ class SqlPlan:
 
     def commit(self, prepared: PreparedCommit, trace_max: int | None) -> SqlOp[None]:
         """Write ``prepared`` atomically: the CAS (which also records the commit's token in
-        the receipt column of its new version), then every side write.  On a lost CAS nothing
-        is written and the found version and receipt ring are read: a commit whose token wrote
-        the version it writes was already stored (a re-send) and returns as the original did;
-        any other miss raises :class:`StoreConflict`.
+        the receipt column of its new version), then every side write.  The CAS itself
+        carries the commit's conditions: the stored version is ``expected_version``; for a
+        fenced update (:attr:`~harel.store.common.PreparedCommit.base`) the receipt of that
+        version is the fence; for a commit with a ``processed_event_id`` no mark of it is
+        stored.  When it changes no row nothing is written and the found version, receipt
+        ring and mark are read (:func:`settle_lost_cas`): a commit whose token wrote the
+        version it writes was already stored (a re-send) and returns as the original did; a
+        recorded event id raises :class:`~harel.store.errors.AlreadyProcessed`; any other
+        miss :class:`StoreConflict`.
 
         Interactive dialects try the narrow CAS first (:attr:`SqlStatements.update_state_at`:
         no index rewritten while status, definition and parent stay as stored), then the full
@@ -232,12 +252,14 @@ class SqlPlan:
             interactive = self._interactive
             insert = p.expected_version == 0
             slot = receipt_slot(p.new_version)
+            fenced = p.base is not None  # never on an insert: nothing stored it before
             if interactive and not insert and not p.has_side_writes:
                 # the hot path, a state-only update: the narrow CAS as one autocommit statement;
-                # when it misses (the summary changed, or the CAS is lost) the full CAS decides
-                narrow = Statement(self._narrow_sql[slot], self._narrow_params(p))
-                if (yield narrow).rowcount == 1:
+                # when it misses (the summary changed, or the CAS is refused) the full CAS decides
+                texts, fields = self._state_only[fenced]
+                if (yield Statement(texts[slot], fields(p))).rowcount == 1:
                     return
+            deduped = p.processed_event_id is not None
             token = None if interactive else secrets.token_hex(16)  # a single request's owner
             values = {
                 "id": p.execution_id,
@@ -252,8 +274,13 @@ class SqlPlan:
                 "token": token,
                 "receipt": p.token,
                 "expected": p.expected_version,
+                "base": p.base,
+                "event_id": p.processed_event_id,
             }
-            full = (sql.insert_execution_at if insert else sql.update_execution_at)[slot]
+            # an insert needs no dedupe condition: a mark is never stored without its execution
+            # (purge deletes both; an import refuses marks without one), and an existing row
+            # already refuses the insert
+            full = (sql.insert_execution_at if insert else self._full_cas[fenced, deduped])[slot]
             effects = list(self._side_writes(p, token, trace_max)) if p.has_side_writes else []
             row: Sequence[Any] | None = None
             if self.dialect.batch_reads:  # the found version rides in the commit's own request
@@ -264,14 +291,14 @@ class SqlPlan:
                 applied = (yield Batch((full.bind_map(values), *effects)))[0].rowcount == 1
             elif effects:
                 # bound lazily: the full CAS only when the narrow one missed
-                forms = (full,) if insert else (sql.update_state_at[slot], full)
+                forms = (full,) if insert else (self._narrow_cas[fenced, deduped][slot], full)
                 casts = (form.bind_map(values) for form in forms)
                 applied = yield from self._transaction(_cas_then(casts, effects))
             else:  # an insert, or a state-only update whose narrow CAS missed above
                 applied = (yield full.bind_map(values)).rowcount == 1
             if not applied:
                 if not self.dialect.batch_reads:
-                    row = (yield sql.found_receipts.bind(id=p.execution_id)).first
+                    row = (yield sql.found_receipts.bind_map(values)).first
                 settle_lost_cas(p, row)  # returns only for a re-send of a stored commit
         except RequestOutcomeUnknown as unknown:
             # the CAS or the COMMIT may have been applied: the caller must re-send to settle it
@@ -642,19 +669,27 @@ class SqlPlan:
 def settle_lost_cas(prepared: PreparedCommit, row: Sequence[Any] | None) -> None:
     """After a CAS that changed no row, given the :attr:`SqlStatements.found_receipts` row
     (``None``: no execution stored): return when ``prepared`` was already stored (a re-send
-    whose token is the receipt of its new version: nothing is written again), else raise
-    :class:`StoreConflict` with the found version."""
-    found = None if row is None else int(row[0])
-    if row is not None and resent_and_stored(
-        prepared, found, stored_receipt(row, prepared.new_version)
-    ):
-        return
-    raise conflict(prepared, found)
+    whose token is the receipt of its new version: nothing is written again); else raise
+    :class:`~harel.store.errors.AlreadyProcessed` when the execution holds the mark of
+    ``prepared.processed_event_id``, else :class:`StoreConflict` with the found version
+    (:func:`~harel.store.common.refuse_lost`'s order)."""
+    if row is None:
+        error = refuse_lost(prepared, None, None, False)
+    else:
+        marked = len(row) > _MARKED and bool(row[_MARKED])
+        receipt = stored_receipt(row, prepared.new_version)
+        error = refuse_lost(prepared, int(row[0]), receipt, marked)
+    if error is not None:
+        raise error
+
+
+_MARKED = 1 + RECEIPT_WINDOW
+"""The column of a :attr:`SqlStatements.found_receipts` row telling whether the mark is stored."""
 
 
 def stored_receipt(row: Sequence[Any], version: int) -> str | None:
     """The token that wrote ``version``, from a :attr:`SqlStatements.found_receipts` row
-    ``(version, r0, .., r7)``; ``None`` when the ring no longer (or never) held it."""
+    ``(version, r0, .., r7, marked)``; ``None`` when the ring no longer (or never) held it."""
     found = int(row[0])
     if not 0 <= found - version < RECEIPT_WINDOW:
         return None
@@ -756,9 +791,16 @@ _COMMIT_FIELD = {
     "updated_at": "committed_at",
     "expected": "expected_version",
     "receipt": "token",
+    "base": "base",
+    "event_id": "processed_event_id",
 }
 """The :class:`PreparedCommit` field behind each slot of the commit statements (``token``
 aside, the single-request owner token, which the narrow CAS does not name)."""
+
+
+def _fields_of(form: Rendered) -> Callable[[PreparedCommit], tuple[Any, ...]]:
+    """The parameters of ``form`` (a commit statement) read off a :class:`PreparedCommit`."""
+    return attrgetter(*(_COMMIT_FIELD[slot] for slot in form.slots))
 
 
 def _first_applied(casts: Iterable[Statement]) -> SqlOp[bool]:

@@ -10,6 +10,13 @@ shapes depend on the dialect:
   the loser matches no row (a byte-identical loser included);
 * **upserts**: ``ON CONFLICT`` clauses, or ``INSERT OR REPLACE/IGNORE`` (``Dialect.upsert``).
 
+A commit's CAS carries all of the commit's conditions in its ``WHERE``, one form per receipt
+slot and condition set (``update_*_at``, ``*_fenced_*``, ``*_deduped_*``): the stored version
+is ``:expected``; *fenced* (a copy this process stored), the receipt of ``:expected`` is
+``:base``; *deduped* (a ``processed_event_id``), no mark ``:event_id`` is stored.  So a
+refused commit changes no row in the statement the happy path sends anyway, and every side
+write after it is skipped (interactive) or matches nothing (single-request).
+
 A side write is an ``INSERT ... SELECT`` so that it can carry a ``WHERE``; an upsert over a
 ``SELECT`` needs one anyway (``WHERE true``) for SQLite's parser.  The trace index is
 ``MAX(idx) + 1`` of the execution's stored steps (0 for the first), computed inside the
@@ -21,7 +28,7 @@ statement that inserts it, so indices stay contiguous; the ring trim deletes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 
 from harel.store.common.claims import PRIORITIES
@@ -99,26 +106,38 @@ class SqlStatements:
         self.update_execution_at = tuple(r(_update_execution(column)) for column in RECEIPT_COLUMNS)
         """The full CAS, by receipt slot: every summary column, the document, ``commit_token``
         and ``r{slot} = :receipt``, in the row's one rewrite."""
-        self.update_state_at = tuple(
-            r(
-                "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
-                f"version = :version, data = :data, updated_at = :updated_at, {column} = :receipt "
-                "WHERE id = :id AND version = :expected AND status = :status "
-                "AND definition_id = :definition_id AND parent_id IS :parent_id"
-            )
-            for column in RECEIPT_COLUMNS
+        self.update_execution_fenced_at = self._cas(_update_execution, fenced=True)
+        """:attr:`update_execution_at` that applies only while the receipt of ``:expected``
+        (the column before ``r{slot}`` in the ring) is ``:base``, the commit's fence."""
+        self.update_execution_deduped_at = self._cas(_update_execution, deduped=True)
+        """:attr:`update_execution_at` that applies only while the execution holds no dedupe
+        mark ``:event_id``."""
+        self.update_execution_fenced_deduped_at = self._cas(
+            _update_execution, fenced=True, deduped=True
         )
+        """:attr:`update_execution_at` with both conditions."""
+        self.update_state_at = tuple(r(_update_state(column)) for column in RECEIPT_COLUMNS)
         """The narrow CAS, by receipt slot: applies only when the indexed summary columns
         already hold the new values, and names none of them in ``SET``, so SQLite rewrites no
         index entry (it maintains every index whose column is named in ``SET``, changed or
         not; the receipt columns are in no index).  On a miss (summary changed, or a lost CAS)
         the plan runs :attr:`update_execution_at`.  Interactive dialects only (they never
         write ``commit_token``, so it is not set here)."""
+        self.update_state_fenced_at = self._cas(_update_state, fenced=True)
+        """:attr:`update_state_at` fenced like :attr:`update_execution_fenced_at`."""
+        self.update_state_deduped_at = self._cas(_update_state, deduped=True)
+        """:attr:`update_state_at` deduped like :attr:`update_execution_deduped_at`."""
+        self.update_state_fenced_deduped_at = self._cas(_update_state, fenced=True, deduped=True)
+        """:attr:`update_state_at` with both conditions."""
         self.found_receipts = r(
-            f"SELECT version, {', '.join(RECEIPT_COLUMNS)} FROM executions WHERE id = :id"
+            f"SELECT e.version, {', '.join(f'e.{column}' for column in RECEIPT_COLUMNS)}, "
+            "EXISTS (SELECT 1 FROM processed_events AS p WHERE p.execution_id = e.id "
+            "AND p.event_id = :event_id) FROM executions AS e WHERE e.id = :id"
         )
-        """What a lost CAS reads: the stored version and the receipt ring (``(version, r0,
-        .., r7)``), to tell a re-sent stored commit from a conflict in the same read."""
+        """What a lost CAS reads: the stored version, the receipt ring and whether the dedupe
+        mark ``:event_id`` is stored (``(version, r0, .., r7, marked)``; ``:event_id`` NULL:
+        never), to tell a re-sent stored commit, an already-processed event and a conflict
+        apart in the same read."""
         self.execution_status = r("SELECT status FROM executions WHERE id = :id")
         side = partial(self._side_insert, guard)
         self.insert_outbox = side("outbox (target_id, event)", ":target, :event")
@@ -270,6 +289,21 @@ class SqlStatements:
 
     def _r(self, text: str) -> Rendered:
         return render(text, self.dialect)
+
+    def _cas(
+        self, form: Callable[[str], str], *, fenced: bool = False, deduped: bool = False
+    ) -> tuple[Rendered, ...]:
+        """``form`` (:func:`_update_state` or :func:`_update_execution`) by receipt slot,
+        with the fence (the receipt of ``:expected``, the ring's previous slot, ``= :base``)
+        and the dedupe condition (:data:`_UNMARKED`) when asked: conditions of the CAS
+        itself, so a refused commit changes no row in the statement that would have
+        written it."""
+        return tuple(
+            self._r(
+                _conditioned(form(column), RECEIPT_COLUMNS[slot - 1] if fenced else None, deduped)
+            )
+            for slot, column in enumerate(RECEIPT_COLUMNS)
+        )
 
     def _side_insert(
         self,
@@ -444,6 +478,32 @@ def _insert_execution(receipt: str) -> str:
         f":status, :outcome, :active_path, :parent_id, :version, :data, :updated_at, "
         f"{slot}:token) ON CONFLICT (id) DO NOTHING"
     )
+
+
+def _update_state(receipt: str) -> str:
+    """The narrow CAS (see :attr:`SqlStatements.update_state_at`); ``receipt`` names the
+    receipt column it also sets."""
+    return (
+        "UPDATE executions SET outcome = :outcome, active_path = :active_path, "
+        f"version = :version, data = :data, updated_at = :updated_at, {receipt} = :receipt "
+        "WHERE id = :id AND version = :expected AND status = :status "
+        "AND definition_id = :definition_id AND parent_id IS :parent_id"
+    )
+
+
+_UNMARKED = (
+    "NOT EXISTS (SELECT 1 FROM processed_events WHERE execution_id = :id AND event_id = :event_id)"
+)
+"""The dedupe condition of a commit carrying a processed event id: no mark of it is stored."""
+
+
+def _conditioned(cas: str, fence: str | None, deduped: bool) -> str:
+    """``cas`` (an ``UPDATE`` ending in its ``WHERE``) with the fence ``fence = :base``
+    (``fence``: the receipt column of ``:expected``; ``None``: no fence) and, when
+    ``deduped``, :data:`_UNMARKED` added to its conditions."""
+    if fence is not None:
+        cas += f" AND {fence} = :base"
+    return f"{cas} AND {_UNMARKED}" if deduped else cas
 
 
 def _update_execution(receipt: str) -> str:
