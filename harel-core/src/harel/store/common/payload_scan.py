@@ -48,19 +48,16 @@ def tree_ok(container: Any, depth: int) -> bool:
     """True when ``container`` (an exact ``dict`` or ``list`` at nesting level ``depth``) holds
     only exact JSON types, str keys, encodable text and ints in the signed 64-bit range, nested
     at most :data:`MAX_NESTING_DEPTH` levels; ``False`` whenever unsure."""
-    node, level = container, depth
-    stack: list[tuple[Any, int]] | None = None  # made only when a container nests another
-    while True:
+    stack = [(container, depth)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        node, level = pop()
         if level > MAX_NESTING_DEPTH:
             return False
         if type(node) is dict:
-            if node:
-                try:
-                    joined = "".join(node)
-                except TypeError:
-                    return False
-                if not joined.isascii() and not text_ok(joined):
-                    return False
+            if not _keys_ok(node):
+                return False
             items = node.values()
         else:
             items = node
@@ -77,14 +74,10 @@ def tree_ok(container: Any, depth: int) -> bool:
             if kind is float or kind is bool or item is None:
                 continue
             if kind is dict or kind is list:
-                if stack is None:
-                    stack = []
-                stack.append((item, level + 1))
+                push((item, level + 1))
                 continue
             return False
-        if not stack:
-            return True
-        node, level = stack.pop()
+    return True
 
 
 def field_ok(value: Any) -> bool:
@@ -171,81 +164,30 @@ def _maps_ok(exe: Execution) -> bool:
 
 
 def execution_ok(exe: Any) -> bool:
-    """True when :func:`~harel.store.common.payloads.check_execution` accepts ``exe``.
-
-    One frame for the common case (every commit's path): each field's usual form (ASCII text
-    without NUL, ``None``, an empty map) is tested inline, and only a field in another form
-    goes through its precise predicate above (so the answer is theirs)."""
+    """True when :func:`~harel.store.common.payloads.check_execution` accepts ``exe``."""
     if type(exe) is not Execution:
         return False
-    try:
-        fields = exe.__dict__
-        ident, definition, root = fields["id"], fields["definition_id"], fields["root_path"]
-        parent, child, status = fields["parent_id"], fields["child_id"], fields["status"]
-        outcome, active = fields["outcome"], fields["active_path"]
-        fqn, error = fields["definition_fqn"], fields["error"]
-        processed, priority = fields["processed_events"], fields["priority"]
-        context, deferred = fields["context"], fields["deferred"]
-        history, invoke_seq = fields["history"], fields["invoke_seq"]
-        children, armed = fields["children"], fields["armed_timers"]
-    except KeyError:  # a field deleted from the instance: the precise checks report it
-        return False
+    status = exe.status
     if type(status) is not Status and not (type(status) is str and status in _STATUS_VALUES):
         return False
-    if not (
-        type(ident) is str
-        and ident.isascii()
-        and 0 < len(ident) <= MAX_ID_BYTES
-        and "\x00" not in ident
-    ) and not key_ok(ident):
-        return False
-    if not (
-        type(definition) is str
-        and definition.isascii()
-        and 0 < len(definition) <= MAX_ID_BYTES
-        and "\x00" not in definition
-    ) and not key_ok(definition):
-        return False
-    if not (
-        type(root) is str and root.isascii() and len(root) <= MAX_ID_BYTES and "\x00" not in root
-    ) and not key_ok(root, empty_ok=True):
-        return False
-    if not (parent is None or key_ok(parent)) or not (child is None or key_ok(child)):
-        return False
-    if not (
-        outcome is None
-        or (type(outcome) is str and outcome.isascii() and "\x00" not in outcome)
-        or _optional_text_ok(outcome, nul_ok=False)
-    ):
-        return False
-    if not (
-        active is None
-        or (type(active) is str and active.isascii() and "\x00" not in active)
-        or _optional_text_ok(active, nul_ok=False)
-    ):
-        return False
-    if not (fqn is None or _optional_text_ok(fqn, nul_ok=True)):
-        return False
-    if not (error is None or _optional_text_ok(error, nul_ok=True)):
-        return False
-    if not (type(processed) is int and MIN_INT <= processed <= MAX_INT):
-        return False
-    if not (type(priority) is int and 0 <= priority <= 4):
-        return False
-    if not (
-        type(history) is dict
-        and not history
-        and type(invoke_seq) is dict
-        and not invoke_seq
-        and type(armed) is dict
-        and not armed
-        and type(children) is dict
-        and not children
-    ) and not _maps_ok(exe):
-        return False
-    if type(context) is not dict or not tree_ok(context, 1):
-        return False
-    return type(deferred) is list and (not deferred or all(event_ok(e) for e in deferred))
+    deferred = exe.deferred
+    return (
+        key_ok(exe.id)
+        and key_ok(exe.definition_id)
+        and (exe.parent_id is None or key_ok(exe.parent_id))
+        and (exe.child_id is None or key_ok(exe.child_id))
+        and key_ok(exe.root_path, empty_ok=True)
+        and _optional_text_ok(exe.outcome, nul_ok=False)
+        and _optional_text_ok(exe.active_path, nul_ok=False)
+        and _optional_text_ok(exe.definition_fqn, nul_ok=True)
+        and _optional_text_ok(exe.error, nul_ok=True)
+        and _int_ok(exe.processed_events, MIN_INT, MAX_INT)
+        and _int_ok(exe.priority, 0, 4)
+        and _maps_ok(exe)
+        and _payload_dict_ok(exe.context)
+        and type(deferred) is list
+        and (not deferred or all(event_ok(event) for event in deferred))
+    )
 
 
 def record_ok(record: Any) -> bool:
