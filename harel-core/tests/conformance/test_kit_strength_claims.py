@@ -89,48 +89,6 @@ ENQUEUE_MAY_ALSO_FAIL: dict[str, set[str]] = {
 }
 
 
-def _failed(
-    pytester: pytest.Pytester, name: str, suite: str = "ClaimTests"
-) -> tuple[set[str], int]:
-    pytester.syspathinsert(HERE)
-    pytester.makeconftest(CONFTEST.format(name=name))
-    pytester.makepyfile(test_claims=SUITE.format(suite=suite))
-    reprec = pytester.inline_run("-p", "harel.conformance.plugin", "-p", "no:cacheprovider")
-    passed, _, failed = reprec.listoutcomes()
-    names = {report.nodeid.split("::")[-1].split("[")[0] for report in failed}
-    return names, len(passed)
-
-
-def test_correct_store_passes_every_claim_test(pytester: pytest.Pytester) -> None:
-    failed, passed = _failed(pytester, "correct")
-    assert failed == set()
-    assert passed >= 17 * 2
-
-
-@pytest.mark.parametrize("bug", sorted(BUGS))
-def test_claim_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
-    failed, _ = _failed(pytester, bug)
-    missing = BUGS[bug] - failed
-    assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
-    extra = failed - BUGS[bug] - MAY_ALSO_FAIL.get(bug, set())
-    assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"
-
-
-def test_correct_store_passes_every_enqueue_test(pytester: pytest.Pytester) -> None:
-    failed, passed = _failed(pytester, "correct", "EnqueueTests")
-    assert failed == set()
-    assert passed >= 18 * 2
-
-
-@pytest.mark.parametrize("bug", sorted(ENQUEUE_BUGS))
-def test_enqueue_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
-    failed, _ = _failed(pytester, bug, "EnqueueTests")
-    missing = ENQUEUE_BUGS[bug] - failed
-    assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
-    extra = failed - ENQUEUE_BUGS[bug] - ENQUEUE_MAY_ALSO_FAIL.get(bug, set())
-    assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"
-
-
 FENCE_BUGS: dict[str, set[str]] = {
     "remark_accepted": {
         "test_recorded_event_id_is_refused_with_nothing_written",
@@ -144,17 +102,42 @@ FENCE_BUGS: dict[str, set[str]] = {
 }
 """The ``FenceTests`` that must catch each commit-rule bug (every flavour)."""
 
+SUITES: dict[str, tuple[dict[str, set[str]], dict[str, set[str]], int]] = {
+    "ClaimTests": (BUGS, MAY_ALSO_FAIL, 17),
+    "EnqueueTests": (ENQUEUE_BUGS, ENQUEUE_MAY_ALSO_FAIL, 18),
+    "FenceTests": (FENCE_BUGS, {}, 9),
+}
+"""Per kit suite: the bugs it must catch, the other tests each bug may fail too, and how many
+tests (per flavour, two flavours at least) the correct store passes."""
 
-def test_correct_store_passes_every_fence_test(pytester: pytest.Pytester) -> None:
-    failed, passed = _failed(pytester, "correct", "FenceTests")
+
+def _failed(
+    pytester: pytest.Pytester, name: str, suite: str = "ClaimTests"
+) -> tuple[set[str], int]:
+    pytester.syspathinsert(HERE)
+    pytester.makeconftest(CONFTEST.format(name=name))
+    pytester.makepyfile(test_claims=SUITE.format(suite=suite))
+    reprec = pytester.inline_run("-p", "harel.conformance.plugin", "-p", "no:cacheprovider")
+    passed, _, failed = reprec.listoutcomes()
+    names = {report.nodeid.split("::")[-1].split("[")[0] for report in failed}
+    return names, len(passed)
+
+
+@pytest.mark.parametrize("suite", sorted(SUITES))
+def test_correct_store_passes_every_test_of(pytester: pytest.Pytester, suite: str) -> None:
+    failed, passed = _failed(pytester, "correct", suite)
     assert failed == set()
-    assert passed >= 9 * 2
+    assert passed >= SUITES[suite][2] * 2
 
 
-@pytest.mark.parametrize("bug", sorted(FENCE_BUGS))
-def test_fence_tests_catch(pytester: pytest.Pytester, bug: str) -> None:
-    failed, _ = _failed(pytester, bug, "FenceTests")
-    missing = FENCE_BUGS[bug] - failed
+@pytest.mark.parametrize(
+    ("suite", "bug"),
+    [(suite, bug) for suite, (bugs, _, _) in sorted(SUITES.items()) for bug in sorted(bugs)],
+)
+def test_suite_catches(pytester: pytest.Pytester, suite: str, bug: str) -> None:
+    bugs, may_also_fail, _ = SUITES[suite]
+    failed, _ = _failed(pytester, bug, suite)
+    missing = bugs[bug] - failed
     assert not missing, f"{bug}: these tests did not catch it: {sorted(missing)}"
-    extra = failed - FENCE_BUGS[bug]
+    extra = failed - bugs[bug] - may_also_fail.get(bug, set())
     assert not extra, f"{bug}: unrelated tests failed too: {sorted(extra)}"

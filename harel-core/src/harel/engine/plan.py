@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from harel.engine import core
@@ -483,6 +484,25 @@ class RunnerPlan:
             return None
         return exe
 
+    def on_kept(
+        self, execution_id: str | None, work: Callable[[Execution], Plan[Any]]
+    ) -> Plan[Any]:
+        """Run ``work`` (a step) on this runner's kept copy of ``execution_id`` and return
+        what it returns; ``True`` when the commit found the event already processed (nothing
+        written); ``None`` when no copy is kept or it was out of date (``StoreConflict``: the
+        caller loads the execution and goes on as without a copy)."""
+        kept = self.copies.take(execution_id) if execution_id is not None else None
+        if kept is None:
+            return None
+        try:
+            return (yield from work(kept))
+        except AlreadyProcessed:
+            self.repeats += 1
+            return True
+        except StoreConflict:
+            log.debug("kept copy of %s is out of date, reloading", execution_id)
+            return None
+
     def enqueue(self, execution_id: str, event: Event, priority: int) -> Plan[int]:
         """Hand ``event`` to the fleet for ``execution_id``: one outbox entry, written in one
         store write (the store's ``enqueue``), that a worker delivers like an emitted event
@@ -754,16 +774,9 @@ class RunnerPlan:
         damage = damage_of(entry)
         if damage is not None:  # its stored record does not decode: a failed attempt
             raise StoreCorrupted(f"outbox entry {entry.seq}: {damage}")
-        kept = self.copies.take(entry.target_id) if entry.target_id is not None else None
-        if kept is not None:
-            try:
-                yield from self.step(kept, entry.event)
-                return True
-            except AlreadyProcessed:
-                self.repeats += 1
-                return True
-            except StoreConflict:
-                log.debug("kept copy of %s is out of date, reloading", kept.id)
+        stepped = yield from self.on_kept(entry.target_id, lambda exe: self.step(exe, entry.event))
+        if stepped is not None:  # stepped from the kept copy (or found already processed)
+            return True
         target, seen = None, False
         if entry.target_id is not None:
             target, seen = yield StoreCall("load_for_event", (entry.target_id, entry.event.id))
@@ -891,15 +904,11 @@ class RunnerPlan:
         :data:`ACKED` when the step's own commit removed the timer (one write per fired timer).
         With ``relay`` the relay work the step wrote is relayed at once (claiming workers leave
         it to the claims)."""
-        kept = self.copies.take(execution_id)
-        if kept is not None:
-            try:
-                return (yield from self._fire(kept, path, event, relay))
-            except AlreadyProcessed:
-                self.repeats += 1
-                return True
-            except StoreConflict:
-                log.debug("kept copy of %s is out of date, reloading", execution_id)
+        done = yield from self.on_kept(
+            execution_id, partial(self._fire, path=path, event=event, relay=relay)
+        )
+        if done is not None:
+            return done
         exe, seen = yield StoreCall("load_for_event", (execution_id, event.id))
         if exe is not None and exe.definition_id not in self.definitions:
             log.warning(
