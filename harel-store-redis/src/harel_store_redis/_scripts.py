@@ -589,6 +589,39 @@ if bad then return {3, bad} end
 """KEYS of the claim scripts: 1 work, 2..6 ready zsets of priorities 0..4, 7 owned,
 8 timer-at, 9 timers, 10 outbox, 11 spawns (renew declares the first 6)."""
 
+RELAY_UNITS = """
+-- the relay entries of group m under tag (o: outbox, s: spawns; upper: the next tag; KEYS[7]
+-- the owned index), in seq order, at most n, only those up to cut ({ms, n} of an entry id)
+-- when cut is given, skipping members whose entry is gone
+local function relay_units(stream, m, tag, upper, n, cut)
+  local taken = {}
+  if n <= 0 then return taken end
+  local ids = {}
+  for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. tag,
+                                     '(' .. m .. upper)) do
+    local entry_id = string.sub(member, #m + 2)
+    local ms, c = string.match(entry_id, '^(%d+)-(%d+)$')
+    if ms then
+      ms, c = tonumber(ms), tonumber(c)
+      if not cut or ms < cut[1] or (ms == cut[1] and c <= cut[2]) then
+        ids[#ids + 1] = {entry_id, ms, c}
+      end
+    end
+  end
+  table.sort(ids, function(a, b)
+    if a[2] ~= b[2] then return a[2] < b[2] end
+    return a[3] < b[3]
+  end)
+  for _, e in ipairs(ids) do
+    if #taken >= n then break end
+    local found = redis.call('XRANGE', stream, e[1], e[1])
+    if #found > 0 then taken[#taken + 1] = found[1] end
+  end
+  return taken
+end
+"""
+"""The claim scripts' relay-entry reader (single-slot and sharded: ``cut`` only there)."""
+
 CLAIM = LuaScript(
     "claim",
     _TYPE_GUARD
@@ -609,30 +642,9 @@ local function bytes_less(a, b)
   end
   return #a < #b
 end
--- the relay entries of group m under tag (o: outbox, s: spawns; upper: the next tag), in
--- seq order, at most n, skipping members whose entry is gone
-local function relay_units(stream, m, tag, upper, n)
-  local taken = {}
-  if n <= 0 then return taken end
-  local ids = {}
-  for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. tag,
-                                     '(' .. m .. upper)) do
-    local entry_id = string.sub(member, #m + 2)
-    local ms, c = string.match(entry_id, '^(%d+)-(%d+)$')
-    if ms then ids[#ids + 1] = {entry_id, tonumber(ms), tonumber(c)} end
-  end
-  table.sort(ids, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    return a[3] < b[3]
-  end)
-  for _, e in ipairs(ids) do
-    if #taken >= n then break end
-    local found = redis.call('XRANGE', stream, e[1], e[1])
-    if #found > 0 then taken[#taken + 1] = found[1] end
-  end
-  return taken
-end
-
+"""
+    + RELAY_UNITS
+    + """
 local rows = {}
 for p = 0, 4 do
   local found = redis.call('ZRANGEBYSCORE', R[p + 1], '-inf', now, 'WITHSCORES', 'LIMIT', 0,

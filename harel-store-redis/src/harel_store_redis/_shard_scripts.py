@@ -25,6 +25,7 @@ from harel_store_redis._scripts import (
     COMMIT,
     ENQUEUE,
     IMPORT,
+    RELAY_UNITS,
     LuaScript,
 )
 
@@ -247,35 +248,10 @@ local now, expiry, owner = ARGV[1], ARGV[2], ARGV[3]
 local t_now = tonumber(now)
 local cut_ms, cut_n = string.match(ARGV[4], '^(%d+)-(%d+)$')
 cut_ms, cut_n = tonumber(cut_ms), tonumber(cut_n)
--- the relay entries of group m under tag (upper: the next tag) in seq order, at most n, only
--- those up to the cut when cut is set, skipping members whose entry is gone
-local function relay_units(stream, m, tag, upper, n, cut)
-  local taken = {}
-  if n <= 0 then return taken end
-  local ids = {}
-  for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. tag,
-                                     '(' .. m .. upper)) do
-    local entry_id = string.sub(member, #m + 2)
-    local ms, c = string.match(entry_id, '^(%d+)-(%d+)$')
-    if ms then
-      ms, c = tonumber(ms), tonumber(c)
-      if not cut or ms < cut_ms or (ms == cut_ms and c <= cut_n) then
-        ids[#ids + 1] = {entry_id, ms, c}
-      end
-    end
-  end
-  table.sort(ids, function(a, b)
-    if a[2] ~= b[2] then return a[2] < b[2] end
-    return a[3] < b[3]
-  end)
-  for _, e in ipairs(ids) do
-    if #taken >= n then break end
-    local found = redis.call('XRANGE', stream, e[1], e[1])
-    if #found > 0 then taken[#taken + 1] = found[1] end
-  end
-  return taken
-end
-local out = {1}
+local cut = {cut_ms, cut_n}
+"""
+    + RELAY_UNITS
+    + """local out = {1}
 for g = 0, (#ARGV - 4) / 4 - 1 do
   local b = 5 + 4 * g
   local mode, m = ARGV[b], ARGV[b + 1]
@@ -293,8 +269,8 @@ for g = 0, (#ARGV - 4) / 4 - 1 do
       local budget = tonumber(ARGV[b + 3])
       local p = row and row.p or ARGV[b + 2]
       work_put(W, R, m, row and row.p or nil, p, expiry, owner)
-      local spawns = relay_units(KEYS[11], m, 's', 't', budget, false)
-      local outbox = relay_units(KEYS[10], m, 'o', 'p', budget, true)
+      local spawns = relay_units(KEYS[11], m, 's', 't', budget)
+      local outbox = relay_units(KEYS[10], m, 'o', 'p', budget, cut)
       local _, _, due = group_timers(KEYS[7], KEYS[8], KEYS[9], m, t_now)
       table.sort(due, function(x, y)
         if x[3] ~= y[3] then return x[3] < y[3] end
@@ -309,7 +285,7 @@ for g = 0, (#ARGV - 4) / 4 - 1 do
     end
   elseif mode == 'r' then
     if row then work_put(W, R, m, row.p, ARGV[b + 2], expiry, owner) end
-    out[#out + 1] = {m, 2, relay_units(KEYS[10], m, 'o', 'p', tonumber(ARGV[b + 3]), true)}
+    out[#out + 1] = {m, 2, relay_units(KEYS[10], m, 'o', 'p', tonumber(ARGV[b + 3]), cut)}
   elseif mode == 'f' then
     local relay = redis.call('ZRANGEBYLEX', KEYS[7], '[' .. m .. 'o', '(' .. m .. 't',
                              'LIMIT', 0, 1)
