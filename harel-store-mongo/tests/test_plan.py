@@ -10,7 +10,6 @@ import random
 import re
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -46,6 +45,7 @@ from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
 from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
 from harel_store_mongo._server_rules import violations
+from harel_store_mongo.testing import CannedResult, run_plan
 
 HOSTILE = (
     "$where",
@@ -67,35 +67,6 @@ BACKFILL = ["find", "update_one"]
 SERVER_7 = {"version": "7.0.0", "versionArray": [7, 0, 0, 0]}
 
 
-@dataclass
-class Result:
-    """What PyMongo's UpdateResult says (the plan reads only these)."""
-
-    matched_count: int = 1
-    upserted_id: Any = None
-
-
-def run(
-    plan: Generator[Request, Any, Any], answer: Callable[[Request], Any] = lambda r: Result()
-) -> tuple[Any, list[Request]]:
-    """Drive a plan with canned replies; its value and every request it sent (each checked
-    against the server rules)."""
-    sent: list[Request] = []
-    try:
-        request = next(plan)
-        while True:
-            sent.append(request)
-            assert violations(request) == [], (request, violations(request))
-            try:
-                reply = answer(request)
-            except Exception as exc:
-                request = plan.throw(exc)
-            else:
-                request = plan.send(reply)
-    except StopIteration as stop:
-        return stop.value, sent
-
-
 WALL = 1_800_000_000.0
 """The wall clock of the plans' seqs here (2027-01-15): their ticks are known."""
 
@@ -111,13 +82,13 @@ def source(writer: int | None = 3, wall: float = WALL) -> SeqSource:
 
 def commit(
     exe: Execution,
-    answer: Callable[[Request], Any] = lambda r: Result(),
+    answer: Callable[[Request], Any] = lambda r: CannedResult(),
     seqs: SeqSource | None = None,
     **effects: Any,
 ):
     emits = effects.pop("emits", [])
     with committing(exe, emits, **effects) as prepared:
-        return run(_plan.commit_plan(prepared, 200, "test", seqs or source()), answer)
+        return run_plan(_plan.commit_plan(prepared, 200, "test", seqs or source()), answer)
 
 
 def counter(reply: Any = None) -> Callable[[Request], Any]:
@@ -127,7 +98,7 @@ def counter(reply: Any = None) -> Callable[[Request], Any]:
     def answer(request: Request) -> Any:
         if request.method == "find_one_and_update":
             return {"n": 100} if reply is None else reply
-        return Result()
+        return CannedResult()
 
     return answer
 
@@ -212,7 +183,7 @@ def enqueue(
     target: str = "t", priority: int = 3, answer: Callable[[Request], Any] | None = None
 ) -> tuple[Any, list[Request]]:
     prepared = prepare_enqueue(target, Event(id="q", kind="k", data={"n": 1}), priority)
-    return run(_plan.enqueue_plan(prepared, "test", source(41)), answer or counter())
+    return run_plan(_plan.enqueue_plan(prepared, "test", source(41)), answer or counter())
 
 
 def test_an_enqueue_is_one_upsert_and_the_targets_row_touched_around_it() -> None:
@@ -281,7 +252,7 @@ def test_the_first_seq_of_a_store_registers_its_writer_id_once() -> None:
     with pytest.raises(StoreUnavailable):
         plan.throw(StoreUnavailable("no server"))
     assert seqs.writer is None
-    seq, sent = run(
+    seq, sent = run_plan(
         _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs),
         counter({"n": 16384 + 7}),
     )
@@ -389,8 +360,8 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         "find": [],
         "aggregate": [],
         "find_one_and_update": {"n": 9},
-        "update_one": Result(),
-        "update_many": Result(),
+        "update_one": CannedResult(),
+        "update_many": CannedResult(),
         "delete_many": None,
         "delete_one": None,
     }
@@ -423,7 +394,7 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         ),
     ]
     for plan in plans:
-        sent += run(plan, lambda r: answers[r.method])[1]
+        sent += run_plan(plan, lambda r: answers[r.method])[1]
     row = {"_id": hostile, "priority": 0, "ready_at": 1.0, "owner": hostile, "tn": 1}
     units = {"_id": hostile, "version": 1, "timers": [{"path": hostile, "at": 1.0}]}
 
@@ -432,11 +403,11 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
             return [row] if request.args[0]["priority"] == 0 else []
         return {"find_one": row, "aggregate": [units]}.get(request.method, answers[request.method])
 
-    claimed, more = run(_claims.claim_plan(hostile, 10.0, 30.0, 5, source()), claims)
+    claimed, more = run_plan(_claims.claim_plan(hostile, 10.0, 30.0, 5, source()), claims)
     assert [claim.timers for claim in claimed] == [((hostile, 1.0),)]
     sent += more
-    sent += run(_claims.renew_plan(hostile, hostile, 0.5, 30.0), claims)[1]
-    sent += run(_claims.release_plan(hostile, hostile, None, 10.0), claims)[1]
+    sent += run_plan(_claims.renew_plan(hostile, hostile, 0.5, 30.0), claims)[1]
+    sent += run_plan(_claims.release_plan(hostile, hostile, None, 10.0), claims)[1]
     assert {r.collection for r in sent} >= {WORK, EXECUTIONS}
     for request in sent:
         assert hostile not in _keys(request.args), "a caller's string became a field name"
@@ -474,8 +445,8 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
         "find": [],
         "aggregate": docs,
         "find_one_and_update": {"_id": "x", "version": 0, "outbox_next": None},
-        "update_one": Result(),
-        "update_many": Result(),
+        "update_one": CannedResult(),
+        "update_many": CannedResult(),
         "delete_many": None,
         "create_indexes": None,
         "list_indexes": [],
@@ -488,13 +459,13 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
         _plan.due_timers_plan(10.0, 2),
     ]
     for plan in plans:
-        run(plan, lambda r: answers[r.method])
+        run_plan(plan, lambda r: answers[r.method])
     for found in (None, {"_id": "schema", "version": 1}):
         schema = dict(answers, find_one=found, find_one_and_update={"_id": "schema", "version": 2})
-        run(_plan.open_plan("test", "harel-store-mongo 9"), lambda r, s=schema: s[r.method])
+        run_plan(_plan.open_plan("test", "harel-store-mongo 9"), lambda r, s=schema: s[r.method])
     calls = itertools.count()
     pruned = dict(answers, aggregate=docs)
-    run(
+    run_plan(
         _plan.prune_plan(2.0, 10),
         lambda r: (
             (pruned[r.method] if next(calls) < 2 else [])
@@ -511,7 +482,7 @@ def test_lost_cas_reads_the_stored_version_once() -> None:
     def answer(request: Request) -> Any:
         if request.method == "find_one":
             return {"_id": "x", "version": 4, "token": "other"}
-        return Result(matched_count=0)
+        return CannedResult(matched_count=0)
 
     e = exe(version=2)
     with pytest.raises(StoreConflict) as info:
@@ -535,7 +506,7 @@ def test_a_relay_only_document_counts_as_absent() -> None:
     def answer(request: Request) -> Any:
         if request.method == "find_one":
             return {"_id": "x", "version": 0}
-        return Result(matched_count=0)
+        return CannedResult(matched_count=0)
 
     with pytest.raises(StoreConflict) as info:
         commit(exe(version=2), answer)
@@ -552,7 +523,7 @@ def test_a_lost_reply_is_resent_and_recognised_by_its_token() -> None:
         if request.method == "update_one" and len(sent) == 1:
             raise ReplyLost("connection reset")
         if request.method == "update_one":
-            return Result(matched_count=0)
+            return CannedResult(matched_count=0)
         token = sent[0].args[1]["$set"]["r3"]  # a state-only commit: a plain $set
         return {"_id": "x", "version": 3, "r3": token}
 
@@ -607,7 +578,7 @@ def test_a_lost_reply_with_a_rival_commit_in_between_is_a_conflict_when_not_ours
         if len(sent) == 1:
             raise ReplyLost("connection reset")
         if request.method == "update_one":
-            return Result(matched_count=0)
+            return CannedResult(matched_count=0)
         return {"_id": "x", "version": 3, "r3": "f" * 32}
 
     e = exe(version=2)
@@ -622,7 +593,7 @@ def test_an_unreadable_receipt_after_a_cas_miss_is_an_unknown_outcome() -> None:
 
     def answer(request: Request) -> Any:
         if request.method == "update_one":
-            return Result(matched_count=0)
+            return CannedResult(matched_count=0)
         raise ReplyLost("reset")
 
     with pytest.raises(CommitOutcomeUnknown):
@@ -648,12 +619,12 @@ def probing(doc: dict[str, Any] | None, moved: Any = None) -> Callable[[Request]
         if request.collection == "meta":
             return {"n": 100}
         if request.collection == WORK:
-            return Result()
+            return CannedResult()
         if request.collection == MARKS:
             return moved
         if request.method == "find_one":
             return doc
-        return None if request.method == "find_one_and_update" else Result(matched_count=0)
+        return None if request.method == "find_one_and_update" else CannedResult(matched_count=0)
 
     return answer
 
@@ -771,7 +742,7 @@ def test_a_refused_commit_drops_the_work_rows_its_touch_inserted() -> None:
     def answer(request: Request) -> Any:
         sent.append(request)
         if request.collection == WORK and request.method == "update_one":
-            return Result(matched_count=0, upserted_id="x")
+            return CannedResult(matched_count=0, upserted_id="x")
         return probing(doc)(request)
 
     with pytest.raises(AlreadyProcessed):
@@ -859,15 +830,17 @@ def test_a_damaged_writer_counter_is_reported(reply: Any) -> None:
 
 def test_append_trace_to_an_unknown_execution_writes_nothing() -> None:
     with pytest.raises(ExecutionNotFound):
-        run(_plan.append_trace_plan("nobody", {"k": 1}, 3), lambda r: Result(matched_count=0))
+        run_plan(
+            _plan.append_trace_plan("nobody", {"k": 1}, 3), lambda r: CannedResult(matched_count=0)
+        )
 
 
 def test_trace_indices_come_from_the_step_count() -> None:
     doc = {"_id": "x", "version": 3, "trace": ['{"a":1}', '{"a":2}'], "trace_next": 9}
-    steps, _ = run(_plan.read_trace_plan("x"), lambda r: doc)
+    steps, _ = run_plan(_plan.read_trace_plan("x"), lambda r: doc)
     assert steps == [{"a": 1, "index": 7}, {"a": 2, "index": 8}]
     with pytest.raises(StoreCorrupted):
-        run(_plan.read_trace_plan("x"), lambda r: {**doc, "trace_next": 1})
+        run_plan(_plan.read_trace_plan("x"), lambda r: {**doc, "trace_next": 1})
 
 
 @pytest.mark.parametrize("trace_max", [0, None, 2**31])
@@ -887,7 +860,7 @@ def test_due_timers_sorted_and_limited_across_documents() -> None:
         {"_id": "a", "timers": [{"path": "/x", "at": 2.0}, {"path": "/w", "at": 1.0}]},
         {"_id": "c", "timers": [{"path": "/v", "at": "broken"}]},
     ]
-    due, (request,) = run(_plan.due_timers_plan(5.0, 2), lambda r: docs)
+    due, (request,) = run_plan(_plan.due_timers_plan(5.0, 2), lambda r: docs)
     assert due == [("a", "/w", 1.0), ("a", "/x", 2.0)]
     assert request.kwargs == {"sort": [("timers_next", 1), ("_id", 1)], "limit": 2}
 
@@ -902,7 +875,7 @@ def test_unreadable_relay_entries_are_skipped_not_fatal() -> None:
             ],
         },
     ]
-    entries, _ = run(_plan.pending_outbox_plan(None), lambda r: docs)
+    entries, _ = run_plan(_plan.pending_outbox_plan(None), lambda r: docs)
     assert [(e.seq, e.target_id, e.event.id) for e in entries] == [(1, "t", "e")]
 
 
@@ -915,12 +888,12 @@ def test_purge_refuses_an_unfinished_execution() -> None:
     from harel.store.errors import ExecutionActive
 
     with pytest.raises(ExecutionActive):
-        run(_plan.purge_plan("x", False), answer)
+        run_plan(_plan.purge_plan("x", False), answer)
 
 
 @pytest.mark.parametrize("batch_size", [1, 2**31, 2**63 - 1])
 def test_prune_requests_fit_any_batch_size(batch_size: int) -> None:
-    run(_plan.prune_plan(1.0, batch_size), lambda r: [])
+    run_plan(_plan.prune_plan(1.0, batch_size), lambda r: [])
 
 
 def test_prune_counts_only_what_it_dropped() -> None:
@@ -940,9 +913,9 @@ def test_prune_counts_only_what_it_dropped() -> None:
         if request.method == "find":  # no moved marks
             return []
         # "b" changed under us (another pruner took it): no match, not counted
-        return Result(matched_count=0 if request.args[0]["_id"] == "b" else 1)
+        return CannedResult(matched_count=0 if request.args[0]["_id"] == "b" else 1)
 
-    dropped, _ = run(_plan.prune_plan(2.0, 10), answer)
+    dropped, _ = run_plan(_plan.prune_plan(2.0, 10), answer)
     assert dropped == 1
 
 
@@ -985,7 +958,9 @@ def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: li
         "list_indexes": [],
         "find": [],
     }
-    _, sent = run(_plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method))
+    _, sent = run_plan(
+        _plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method)
+    )
     assert [r.method for r in sent] == methods
     if found is not None and found["version"] < 5:
         query, update = sent[-1].args
@@ -996,7 +971,7 @@ def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: li
 def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
     found = {"_id": "schema", "version": 7, "written_by": "harel-store-mongo 3.1.0"}
     with pytest.raises(SchemaVersionError) as info:
-        run(
+        run_plan(
             _plan.open_plan("here", "harel-store-mongo 0.2.0"),
             lambda r: SERVER_7 if r.method == "command" else found,
         )

@@ -19,7 +19,6 @@ The promise, as tested here:
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -45,43 +44,19 @@ from harel_store_mongo._seq import (
     seq_of,
     tick_of,
 )
-from harel_store_mongo._server_rules import violations
-from harel_store_mongo.testing import ANY_DOCUMENT, MongomockHarness, MongoServerHarness
+from harel_store_mongo.testing import (
+    ANY_DOCUMENT,
+    CannedResult,
+    MongomockHarness,
+    MongoServerHarness,
+    run_plan,
+)
 
 Harness = MongomockHarness | MongoServerHarness
 NOW = 1_800_000_000.0
 """A wall-clock reading (2027-01-15) the skewed clocks below start from."""
 MS = 1 << LOGICAL_BITS
 """Ticks per millisecond."""
-
-
-@dataclass
-class Result:
-    """What PyMongo's UpdateResult says (the plan reads only these)."""
-
-    matched_count: int = 1
-    upserted_id: Any = None
-
-
-def run(
-    plan: Generator[Request, Any, Any], answer: Callable[[Request], Any]
-) -> tuple[Any, list[Request]]:
-    """Drive a plan with canned replies; its value and every request it sent (each checked
-    against the server rules)."""
-    sent: list[Request] = []
-    try:
-        request = next(plan)
-        while True:
-            sent.append(request)
-            assert violations(request) == [], (request, violations(request))
-            try:
-                reply = answer(request)
-            except Exception as exc:
-                request = plan.throw(exc)
-            else:
-                request = plan.send(reply)
-    except StopIteration as stop:
-        return stop.value, sent
 
 
 def source(writer: int = 3) -> SeqSource:
@@ -96,11 +71,11 @@ def exe(execution_id: str = "x", version: int = 0) -> Execution:
 
 
 def commit(
-    e: Execution, answer: Callable[[Request], Any] = lambda r: Result(), **effects: Any
+    e: Execution, answer: Callable[[Request], Any] = lambda r: CannedResult(), **effects: Any
 ) -> tuple[Any, list[Request]]:
     emits = effects.pop("emits", [])
     with committing(e, emits, **effects) as prepared:
-        return run(_plan.commit_plan(prepared, 200, "test", source()), answer)
+        return run_plan(_plan.commit_plan(prepared, 200, "test", source()), answer)
 
 
 class Wall:
@@ -245,15 +220,15 @@ def probe_then(doc: dict[str, Any] | None, *, insert: bool = False) -> Callable[
 
     def answer(request: Request) -> Any:
         if request.collection != EXECUTIONS:
-            return Result()
+            return CannedResult()
         if request.method == "find_one":
             return doc
         writes.append(request)
         if len(writes) == 1:
             if insert:
                 raise DuplicateKey("E11000")
-            return Result(matched_count=0)
-        return Result()
+            return CannedResult(matched_count=0)
+        return CannedResult()
 
     return answer
 
@@ -327,7 +302,7 @@ def test_reads_observe_the_seqs_they_return() -> None:
     ]
     for read in reads:
         seqs = source()
-        run(read(seqs), lambda r: [doc] if r.cursor else doc)
+        run_plan(read(seqs), lambda r: [doc] if r.cursor else doc)
         assert seqs.clock.last == tick, read
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import inspect
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,7 +48,9 @@ from pymongo.results import BulkWriteResult
 from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._errors import translate
 from harel_store_mongo._options import parse_mongo_url, with_db
+from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, MARKS
+from harel_store_mongo._server_rules import violations
 from harel_store_mongo.aio import AsyncMongoStore
 from harel_store_mongo.sync import MongoStore
 
@@ -738,3 +740,34 @@ def harness_from_url(url: str, workdir: Path) -> StoreHarness:
     if hosts.lower() == MOCK_HOST:
         return MongomockHarness(options.db)
     return MongoServerHarness(url)
+
+
+@dataclass
+class CannedResult:
+    """What PyMongo's UpdateResult says, for plan tests (the plans read only these)."""
+
+    matched_count: int = 1
+    upserted_id: Any = None
+
+
+def run_plan(
+    plan: Generator[Request, Any, Any],
+    answer: Callable[[Request], Any] = lambda request: CannedResult(),
+) -> tuple[Any, list[Request]]:
+    """Drive a plan with canned replies (``answer``; an exception it raises is thrown into
+    the plan); the plan's value and every request it sent, each checked against the server
+    rules (:func:`~harel_store_mongo._server_rules.violations`)."""
+    sent: list[Request] = []
+    try:
+        request = next(plan)
+        while True:
+            sent.append(request)
+            assert violations(request) == [], (request, violations(request))
+            try:
+                reply = answer(request)
+            except Exception as exc:
+                request = plan.throw(exc)
+            else:
+                request = plan.send(reply)
+    except StopIteration as stop:
+        return stop.value, sent

@@ -402,6 +402,18 @@ def _item(member: bytes) -> str:
     return untext(item)
 
 
+def terminate(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM a running server process and wait for it (SIGKILL after 20 s)."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class RedisServerProcess:
     """A private ``redis-server`` on a free loopback port (and a unix socket), append-only file
     fsynced on every write, for tests that stop, restart or flush a server.
@@ -462,13 +474,7 @@ class RedisServerProcess:
     def stop(self) -> None:
         """Shut the server down (its append-only file keeps the data)."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(process)
 
     def remove(self) -> None:
         """Stop the server and delete its socket directory."""
@@ -725,14 +731,7 @@ class RedisClusterProcess:
 
     def stop_node(self, port: int) -> None:
         """Shut one node down (SIGTERM: a master first lets its replicas catch up)."""
-        process = self.processes.get(port)
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(self.processes.get(port))
 
     def remove(self) -> None:
         """Stop every node and delete the data directories."""
