@@ -79,15 +79,7 @@ def _ours(backend: str, path: Path, synchronous: str) -> tuple[Commit, Any, Call
         from harel_store_libsql import LibsqlStore
 
         store = LibsqlStore(str(path), synchronous=synchronous)
-    exe = _document(Execution, Status)
-    store.commit(exe, [])  # the insert: every timed commit is an update
-    commit, context = store.commit, exe.context
-
-    def step(i: int) -> None:
-        context["n"] = i
-        commit(exe, [])
-
-    return step, store._conn, store.close
+    return _commit_loop(store, _document(Execution, Status)), store._conn, store.close
 
 
 def _reference(
@@ -110,15 +102,20 @@ def _reference(
     for pragma in ("PRAGMA journal_mode = WAL", f"PRAGMA synchronous = {synchronous}"):
         conn.execute(pragma).fetchall()
     conn.commit()
-    exe = _document(Execution, Status)
-    store.commit(exe, [])  # the insert: every timed commit is an update
+    return _commit_loop(store, _document(Execution, Status)), conn, store.close
+
+
+def _commit_loop(store: Any, exe: Any) -> Commit:
+    """Insert ``exe`` into ``store`` (so every timed commit is an update) and return the timed
+    step: change the context, commit state-only."""
+    store.commit(exe, [])
     commit, context = store.commit, exe.context
 
     def step(i: int) -> None:
         context["n"] = i
         commit(exe, [])
 
-    return step, conn, store.close
+    return step
 
 
 def _pragmas(conn: Any) -> dict[str, str]:
@@ -228,7 +225,12 @@ class Row:
 
 
 def measure(
-    reference_python: str, backend: str, synchronous: str, workdir: Path, rounds: int, seconds: float
+    reference_python: str,
+    backend: str,
+    synchronous: str,
+    workdir: Path,
+    rounds: int,
+    seconds: float,
 ) -> Row:
     """Both children on ``backend`` at ``synchronous``, taking turns for ``rounds`` rounds."""
     folder = workdir / f"{backend}-{synchronous.lower()}"
@@ -286,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synchronous", action="append", choices=SETTINGS)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--seconds", type=float, default=0.5)
-    parser.add_argument("--dir", type=Path, help="where the database files go (default: a temp dir)")
+    parser.add_argument(
+        "--dir", type=Path, help="where the database files go (default: a temp dir)"
+    )
     parser.add_argument("--child", choices=("ours", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -308,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backend or BACKENDS:
             for synchronous in args.synchronous or SETTINGS:
                 rows.append(
-                    measure(reference_python, backend, synchronous, workdir, args.rounds, args.seconds)
+                    measure(
+                        reference_python, backend, synchronous, workdir, args.rounds, args.seconds
+                    )
                 )
     finally:
         if args.dir is None:

@@ -80,6 +80,7 @@ definition, a failed attempt) waits before it is claimable again (``retry_after`
 
 T = TypeVar("T")
 S = TypeVar("S", ExecutionStore, AsyncExecutionStore)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,8 +486,8 @@ class RunnerPlan:
         return exe
 
     def on_kept(
-        self, execution_id: str | None, work: Callable[[Execution], Plan[Any]]
-    ) -> Plan[Any]:
+        self, execution_id: str | None, work: Callable[[Execution], Plan[R]]
+    ) -> Plan[R | bool | None]:
         """Run ``work`` (a step) on this runner's kept copy of ``execution_id`` and return
         what it returns; ``True`` when the commit found the event already processed (nothing
         written); ``None`` when no copy is kept or it was out of date (``StoreConflict``: the

@@ -8,6 +8,8 @@ commit alone decides, with no read before it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from harel.conformance.suite._base import (
@@ -26,7 +28,7 @@ from harel.store.contract import TimerOp
 from harel.store.errors import AlreadyProcessed, StoreConflict
 
 EMITS = [("kit-2", event("out-1")), (None, event("out-2"))]
-SIDE_WRITES = {
+SIDE_WRITES: dict[str, Any] = {
     "timers": (TimerOp.schedule("/late", 7.0),),
     "spawns": [("kit-child", "/region", {"seed": 1})],
     "trace": step("Again", to_path="/b"),
