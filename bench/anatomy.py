@@ -171,3 +171,46 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
     finally:
         conn.close()
         store.close()
+
+
+def commit_anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
+    """Microseconds per call of the loops every backend has (best of ``rounds`` interleaved
+    samples, each loop on an execution of its own): ``encode``, ``raw`` (encode + the harness's
+    ``raw_commit()``: one CAS write of the store's own record), ``store``
+    (``store.commit(exe, [])``) and, where :mod:`plain` knows the backend, ``pydantic`` and
+    ``plain raw``.  Empty when the harness has no raw write."""
+    raw_write = harness.raw_commit()
+    if raw_write is None:
+        return {}
+    store: Any = harness.open_sync()
+    rows = {name: execution(f"anatomy-all-{name}") for name in ("plain", "raw", "store")}
+    for name in ("raw", "store"):
+        store.commit(rows[name], [])
+
+    def encode(i: int) -> None:
+        rows["raw"].context["n"] = i
+        encode_execution(rows["raw"])
+
+    def raw(i: int) -> None:
+        exe = rows["raw"]
+        exe.context["n"] = i
+        raw_write(exe.id, exe.version, encode_execution(exe))
+        exe.version += 1
+
+    def commit(i: int) -> None:
+        rows["store"].context["n"] = i
+        store.commit(rows["store"], [])
+
+    try:
+        with plain_raw(harness) as write:
+            loops: dict[str, Callable[[int], None]] = {
+                "encode": encode,
+                "raw": raw,
+                "store": commit,
+            }
+            if write is not None:
+                loops["pydantic"] = _pydantic_loop(rows["plain"])
+                loops["plain raw"] = _plain_loop(rows["plain"], write)
+            return _timed(loops, seconds, rounds)
+    finally:
+        store.close()

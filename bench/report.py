@@ -38,6 +38,8 @@ class Results:
     misses: list[str] = field(default_factory=list)
     anatomy: dict[str, float] = field(default_factory=dict)
     redis_anatomy: dict[str, float] = field(default_factory=dict)
+    anatomies: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per backend label: :func:`anatomy.commit_anatomy`'s µs per loop."""
     anatomy_error: str | None = None
 
     def errors(self) -> list[str]:
@@ -285,7 +287,52 @@ def _throughput(results: Results) -> list[str]:
             shares = ", ".join(f"{name} {mine:.0f} vs {raw:.0f}" for name, mine, raw in r.profile)
             out.append(f"* **{r.target.label}**: {shares}")
         out.append("")
-    return out + _anatomy(results.anatomy) + _redis_anatomy(results.redis_anatomy)
+    return (
+        out
+        + _every_anatomy(results.anatomies)
+        + _anatomy(results.anatomy)
+        + _redis_anatomy(results.redis_anatomy)
+    )
+
+
+def _every_anatomy(anatomies: dict[str, dict[str, float]]) -> list[str]:
+    """One row per backend: a state-only commit split into the parts every backend has."""
+    if not anatomies:
+        return []
+    rows: list[list[str]] = []
+    for label, us in sorted(anatomies.items()):
+        plain = us.get("plain raw")
+        rows.append(
+            [
+                label,
+                f"{us['encode']:.1f}",
+                f"{us['raw'] - us['encode']:.1f}",
+                f"{us['store'] - us['raw']:.1f}",
+                f"**{us['store']:.1f}**",
+                "n/a" if plain is None else f"{us['pydantic']:.1f}",
+                "n/a" if plain is None else f"{plain - us['pydantic']:.1f}",
+                "n/a" if plain is None else f"{plain:.1f}",
+            ]
+        )
+    head = [
+        "backend",
+        "encode (checks + JSON)",
+        "raw CAS write of the store's record",
+        "the store's extra (wider write + Python)",
+        "**store commit**",
+        "pydantic JSON",
+        "plain CAS write",
+        "plain raw total",
+    ]
+    return [
+        "Every backend's state-only commit, part by part (`bench/anatomy.py`, "
+        "`commit_anatomy`: µs per commit, best of the rounds, loops taking turns; each part the "
+        "difference of two loops; mongomock and moto are in-process stand-ins, so their parts "
+        "measure the stand-in's Python, not a server):",
+        "",
+        *_table(head, rows),
+        "",
+    ]
 
 
 def _anatomy(us: dict[str, float]) -> list[str]:

@@ -36,7 +36,7 @@ import latency
 import overhead
 import roundtrips
 import throughput
-from anatomy import anatomy, redis_anatomy
+from anatomy import anatomy, commit_anatomy, redis_anatomy
 from common import FULL, QUICK, open_harness, targets
 from report import Results, plot, render
 
@@ -71,6 +71,16 @@ def run(args: argparse.Namespace, results: Results, workdir: Path) -> None:
                     setattr(results, field, measure_parts(harness, mode.seconds, mode.rounds))
             except Exception as exc:  # reported, the other figures go on
                 results.anatomy_error = f"{target.backend}: {type(exc).__name__}: {exc}"[:300]
+        for target in plain:
+            _say(f"[2 anatomy, every backend] {target.label}")
+            try:
+                with open_harness(target, workdir / "an-all" / target.label) as harness:
+                    parts = commit_anatomy(harness, mode.seconds, mode.rounds)
+            except Exception as exc:  # reported, the other figures go on
+                results.anatomy_error = f"{target.backend}: {type(exc).__name__}: {exc}"[:300]
+                continue
+            if parts:
+                results.anatomies[target.label] = parts
     if 3 in figures:
         for target in plain:
             _say(f"[3 growth] {target.label}")

@@ -36,6 +36,15 @@ Semantics every store must honour (the conformance kit pins each one):
   copy of an execution that was purged and re-created (or imported) up to the same version is
   refused with ``StoreConflict`` (``found == expected``).  Copies from ``load`` carry no fence:
   their version alone decides.
+* Seqs: every outbox entry and spawn intent gets a ``seq``, unique in the store and never
+  reused, its ack token.  Seqs increase in commit order: from a commit to any commit that
+  starts after it returned.  A store with one serialisation point (SQLite, libSQL, rqlite,
+  PostgreSQL, single-slot Redis) gives that exactly.  One without it (sharded Redis, MongoDB,
+  DynamoDB: seqs from a clock per writer, no store-wide counter on the commit path) gives it
+  within one store object always and between writers whose clocks agree to better than one
+  round trip; sharded Redis and MongoDB also order a writer's writes after every entry it read,
+  and MongoDB one execution's entries after its earlier ones, whatever the clocks say.  Gaps
+  are allowed (a refused commit's seqs are never used).
 * Timer ops are collapsed to the last op per path before they are applied.
 * ``due_timers`` is ascending by ``(fire_at, execution_id, path)`` and ``fire_at`` round-trips
   bit-exactly; ``delete_timer`` removes a timer only while it still holds exactly ``fire_at``.
@@ -161,7 +170,8 @@ TimerAction = Literal["schedule", "cancel"]
 
 @dataclass(frozen=True, slots=True)
 class OutboxEntry:
-    """An undelivered event; ``seq`` increases in commit order and is the ack token."""
+    """An undelivered event; ``seq`` (the ack token) increases in commit order (the
+    module docstring's *Seqs* rule)."""
 
     seq: int
     target_id: str | None
