@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harel.model import Status
 from harel.store.common import (
     PreparedCommit,
     PreparedEmit,
@@ -84,22 +83,22 @@ def state_only(prepared: PreparedCommit) -> bool:
 
 def _snapshot_args(
     keys: Keys, prepared: PreparedCommit, token: bytes
-) -> tuple[tuple[bytes, ...], list[bytes]]:
-    """The listing index keys of the new state, and ``ARGV[1..7]`` both commit scripts start
-    with: expected and new version, document, token, status, summary row, raw id."""
+) -> tuple[tuple[bytes, ...], bytes, list[bytes]]:
+    """The listing index keys of the new state, their joined form (the ``ix`` field), and
+    ``ARGV[1..7]`` both commit scripts start with: expected and new version, document, token,
+    status, summary row, raw id."""
     p = prepared
-    status = Status(p.status)
-    index_keys = keys.indexes_of(status, p.parent_id is None, p.definition_id)
+    index_keys, joined = keys.listing(p.status, p.parent_id is None, p.definition_id)
     args = [
-        str(p.expected_version).encode(),
-        str(p.new_version).encode(),
+        b"%d" % p.expected_version,
+        b"%d" % p.new_version,
         p.document.encode(),
         token,
-        status.value.encode(),
+        p.status.encode(),
         summary_json(p),
         keys.of(p.execution_id).raw_id,
     ]
-    return index_keys, args
+    return index_keys, joined, args
 
 
 def fence_args(prepared: PreparedCommit) -> list[bytes]:
@@ -114,9 +113,8 @@ def state_request(
     keys: Keys, prepared: PreparedCommit, token: bytes
 ) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     """``(KEYS, ARGV)`` of the state-only commit script for ``prepared``."""
-    index_keys, args = _snapshot_args(keys, prepared, token)
-    args += [keys.joined(index_keys), receipt_field(prepared.new_version)]
-    args += fence_args(prepared)
+    _index_keys, joined, args = _snapshot_args(keys, prepared, token)
+    args += [joined, receipt_field(prepared.new_version), *fence_args(prepared)]
     return (keys.of(prepared.execution_id).execution, keys.summaries), tuple(args)
 
 
@@ -147,14 +145,14 @@ def commit_request(
     p = prepared
     trace_keep_from(0, trace_max)  # validates trace_max before anything is sent
     names = keys.of(p.execution_id)
-    index_keys, args = _snapshot_args(keys, p, token)
+    index_keys, joined, args = _snapshot_args(keys, p, token)
     touches = work_touches(p)
     mark = b""
     if p.processed_event_id is not None:
         mark = names.owner + TAG_MARK + text(p.processed_event_id)  # = _keys.owned(...)
     args += [
         names.owner,
-        keys.joined(index_keys),
+        joined,
         mark,
         number(p.committed_at),
         b"" if p.trace is None else p.trace.encode(),

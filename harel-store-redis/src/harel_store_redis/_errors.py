@@ -161,11 +161,19 @@ def cross_slot(where: str, message: str) -> StoreConfigError:
     )
 
 
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    rex.RedisError,
+    rex.RedisClusterException,
+    OSError,
+)
+"""What :func:`map_error` maps: every redis-py exception, and the socket's own."""
+
+
 @contextmanager
 def translate(where: str, *, retried: bool = False) -> Iterator[None]:
     """Re-raise any redis-py or socket exception inside the block as its typed error
     (``retried`` as for :func:`map_error`)."""
     try:
         yield
-    except (rex.RedisError, rex.RedisClusterException, OSError) as exc:
+    except DRIVER_ERRORS as exc:
         raise map_error(exc, where, retried=retried) from exc

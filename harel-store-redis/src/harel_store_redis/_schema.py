@@ -162,6 +162,9 @@ class Keys:
     _joined: dict[tuple[bytes, ...], bytes] = field(
         init=False, default_factory=dict, repr=False, compare=False
     )
+    _listings: dict[tuple[str, bool, str], tuple[tuple[bytes, ...], bytes]] = field(
+        init=False, default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         for attribute, name in GLOBAL_KEYS.items():
@@ -238,6 +241,20 @@ class Keys:
         if len(self._indexes) >= _CACHED_EXECUTIONS:
             self._indexes.clear()
         self._indexes[(status, is_root, definition_id)] = found = tuple(keys)
+        return found
+
+    def listing(
+        self, status: str, is_root: bool, definition_id: str
+    ) -> tuple[tuple[bytes, ...], bytes]:
+        """:meth:`indexes_of` and their :meth:`joined` form for a status given by its value
+        (a commit's), remembered together: a commit looks them up once."""
+        found = self._listings.get((status, is_root, definition_id))
+        if found is None:
+            index_keys = self.indexes_of(Status(status), is_root, definition_id)
+            if len(self._listings) >= _CACHED_EXECUTIONS:
+                self._listings.clear()
+            found = (index_keys, self.joined(index_keys))
+            self._listings[(status, is_root, definition_id)] = found
         return found
 
     def joined(self, index_keys: tuple[bytes, ...]) -> bytes:

@@ -3,8 +3,10 @@
 Every contract method (written once in :class:`harel.store.common.PlanStore`) runs one
 operation of :class:`~harel_store_redis._plan.RedisPlan` through :meth:`RedisStore._run`; each
 request is one ``execute_command`` on the client's connection pool, so the store is safe to
-share between threads.  The client makes no retries of its own (a blind re-send is not safe for
-every script): the plan retries once what is.
+share between threads.  A store that built its own client (:meth:`RedisStore.from_url`) sends
+its scripts on a connection it keeps (:mod:`harel_store_redis._lane`), one request at a time,
+the others through the pool.  The client makes no retries of its own (a blind re-send is not
+safe for every script): the plan retries once what is.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from redis.client import PubSub
 from redis.retry import Retry
 
 from harel_store_redis._base import RedisStoreBase
-from harel_store_redis._errors import translate
+from harel_store_redis._errors import DRIVER_ERRORS, map_error, translate
+from harel_store_redis._lane import BUSY, Lane
 from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
@@ -84,11 +87,14 @@ class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
     """
 
     _wakeups: RedisWakeups | None = None
+    _lane: Lane | None = None
 
     def _opened(self) -> None:
         client = self._client
         if client is not None:
             self._wakeups = RedisWakeups(client, channel(self._keys), self.where)
+            if self._owns_client and isinstance(client, redis.Redis) and not self._retried:
+                self._lane = Lane(client)
         self._run(self._plan.open())
 
     def _opening_failed(self) -> None:
@@ -122,9 +128,16 @@ class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
         client = self._client
         if client is None:
             raise self._closed()
-        send: Callable[..., Any] = client.execute_command
-        with translate(self.where, retried=self._retried):
+        try:
+            lane = self._lane
+            if lane is not None:
+                reply = lane.send(request.wire)
+                if reply is not BUSY:
+                    return reply
+            send: Callable[..., Any] = client.execute_command
             return send(*request.wire)
+        except DRIVER_ERRORS as exc:  # translate()'s mapping, without a context manager
+            raise map_error(exc, self.where, retried=self._retried) from exc
 
     def _run(self, operation: Plan[T]) -> T:
         """Drive one plan operation, each request through the error mapping."""
@@ -145,6 +158,9 @@ class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
         store owns it (idempotent); later calls raise."""
         if self._wakeups is not None:
             self._wakeups.close()
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            lane.close()
         client, self._client = self._client, None
         if client is not None and self._owns_client:
             client.close()
