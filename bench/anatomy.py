@@ -11,11 +11,19 @@ on an execution row of its own:
   active path, ``updated_at`` and the new version's receipt column, and its ``WHERE`` also
   checks status, definition and parent, so no index entry is rewritten): what the store
   sends, without its Python;
+* ``store SQL kept`` — encode + the statement the store sends for a copy it stored itself
+  whose summary did not change (every commit of this bench after the first):
+  ``update_document_fenced_at``, which sets the document, version, ``updated_at`` and the
+  receipt column and checks the version and the fence only;
 * ``store`` — ``SqliteStore.commit(exe, [])``;
+* ``scan`` — ``execution_ok`` alone, the payload checks' fast path (part of ``encode``);
+* ``envelope`` — ``bump_and_prepare`` + ``stored_as``: the commit envelope (encode included,
+  plus the version bump, the commit token, the fence and re-send bookkeeping);
 * ``pydantic`` — ``exe.model_dump_json()``, and ``plain raw`` — that + the CAS ``UPDATE`` of
   the plain four-column table of :mod:`plain`: figure 2's headline baseline.
 
-``store`` minus ``store SQL`` is the store's own Python (plan, commit envelope, validation).
+``store`` minus ``store SQL kept`` is the store's own Python (plan, commit envelope,
+validation); ``envelope`` minus ``encode`` is the envelope's own share of it.
 
 :func:`redis_anatomy` does the same for Redis: ``pydantic``, ``plain raw`` (that + one plain
 ``SET``), ``encode``, ``script`` (encode + the store's own state-only commit script sent raw,
@@ -34,7 +42,9 @@ from typing import Any
 from common import execution, interleaved, rate
 from harel.conformance.harness import StoreHarness
 from harel.model import Execution
-from harel.store.common import encode_execution, receipt_slot
+from harel.store.common import MAX_DOCUMENT_BYTES, encode_execution, receipt_slot
+from harel.store.common.commit import bump_and_prepare, stored_as
+from harel.store.common.payload_scan import execution_ok
 from harel.store.common.sql import SQLITE, statements_for
 from harel.store.common.sql.harness import RAW_UPDATE
 from plain import plain_raw
@@ -115,10 +125,15 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
     conn = sqlite3.connect(str(getattr(harness, "path")), isolation_level=None)  # noqa: B009
     conn.execute("PRAGMA synchronous = NORMAL")
     update = statements_for(SQLITE).update_state_at
+    kept = statements_for(SQLITE).update_document_fenced_at
     token = os.urandom(16).hex()  # a commit token (the store draws one per commit)
-    rows = {name: execution(f"anatomy-{name}") for name in ("raw", "sql", "store")}
+    names = ("raw", "sql", "kept", "store", "scan", "envelope")
+    rows = {name: execution(f"anatomy-{name}") for name in names}
     for exe in rows.values():
         store.commit(exe, [])
+    ring = ", ".join(f"r{slot} = ?" for slot in range(8))  # the kept row's fence: our token
+    sql = f"UPDATE executions SET {ring} WHERE id = ?"  # noqa: S608 - fixed columns, values bound
+    conn.execute(sql, (*[token] * 8, rows["kept"].id))
 
     def encode(i: int) -> None:
         rows["raw"].context["n"] = i
@@ -151,6 +166,31 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
             raise RuntimeError("the narrow UPDATE missed: the bench's summary changed")
         exe.version += 1
 
+    def store_sql_kept(i: int) -> None:
+        exe = rows["kept"]
+        exe.context["n"] = i
+        statement = kept[receipt_slot(exe.version + 1)].bind(
+            version=exe.version + 1,
+            data=encode_execution(exe),
+            updated_at=time.time(),
+            receipt=token,  # every receipt is this token, so the fence always holds
+            id=exe.id,
+            expected=exe.version,
+            base=token,
+        )
+        if conn.execute(statement.sql, statement.params).rowcount != 1:
+            raise RuntimeError("the document-only UPDATE missed: the bench's fence changed")
+        exe.version += 1
+
+    def scan(i: int) -> None:
+        rows["scan"].context["n"] = i
+        execution_ok(rows["scan"])
+
+    def envelope(i: int) -> None:
+        exe = rows["envelope"]
+        exe.context["n"] = i
+        stored_as(exe, bump_and_prepare(exe, ([], None, (), (), None), MAX_DOCUMENT_BYTES))
+
     def commit(i: int) -> None:
         rows["store"].context["n"] = i
         store.commit(rows["store"], [])
@@ -165,6 +205,9 @@ def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, flo
                 "encode": encode,
                 "raw": raw_update,
                 "store SQL": store_sql,
+                "store SQL kept": store_sql_kept,
+                "scan": scan,
+                "envelope": envelope,
                 "store": commit,
             }
             return _timed(loops, seconds, rounds)

@@ -340,13 +340,26 @@ def _anatomy(us: dict[str, float]) -> list[str]:
         return []
     parts = [
         ("encode the execution (payload checks + JSON)", us["encode"]),
+        ("(of which the payload checks' fast path, `execution_ok`)", us["scan"]),
         ("one `UPDATE` of data + version, autocommit", us["raw"] - us["encode"]),
         (
-            "the store's narrow `UPDATE` (`update_state`: 4 more columns set, 3 more checked) "
-            "instead",
+            "the store's document-only `UPDATE` (a copy it stored, summary unchanged: "
+            "`updated_at` and the receipt set too, the fence checked) instead",
+            us["store SQL kept"] - us["raw"],
+        ),
+        (
+            "(the narrow `UPDATE` it sends when the summary changed: "
+            "`update_state`, 4 more columns set, 3 more checked, against the raw one)",
             us["store SQL"] - us["raw"],
         ),
-        ("the store's Python: plan, commit envelope, checks", us["store"] - us["store SQL"]),
+        (
+            "the commit envelope (version bump, token, fence and re-send bookkeeping)",
+            us["envelope"] - us["encode"],
+        ),
+        (
+            "the rest of the store's Python (plan, driver call)",
+            us["store"] - us["store SQL kept"] - (us["envelope"] - us["encode"]),
+        ),
     ]
     rows = [[what, f"{value:.1f}"] for what, value in parts]
     rows.append(["**`SqliteStore.commit`, state-only**", f"**{us['store']:.1f}**"])
@@ -354,7 +367,8 @@ def _anatomy(us: dict[str, float]) -> list[str]:
     rows += _plain_rows(us, "one CAS `UPDATE` of the plain four-column table, autocommit")
     return [
         "SQLite state-only commit, part by part (`bench/anatomy.py`: each part is the "
-        "difference of two loops measured side by side, synchronous=NORMAL):",
+        "difference of two loops measured side by side, synchronous=NORMAL; rows in "
+        "parentheses are not part of the sum):",
         "",
         *_table(["part", "µs per commit"], rows),
         "",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from harel.model import Event, Execution
+from harel.model import Event, Execution, Status
 from harel.store.common.commit import (
     RECEIPT_WINDOW,
+    PreparedCommit,
+    attempt_token,
     bump_and_prepare,
     outcome_error,
+    prepare_commit,
     receipt_slot,
     resent_and_stored,
+    stored_as,
 )
 from harel.store.errors import CommitOutcomeUnknown, StoreConflict, StoreUnavailable
 
@@ -88,3 +92,52 @@ def test_commit_envelope_raises_outcome_unknown_for_an_unsettled_resend() -> Non
         raise StoreUnavailable("refused before sending")
     assert isinstance(raised.value.__cause__, StoreUnavailable)
     assert exe.version == 0
+
+
+def _stored_commit(exe: Execution) -> PreparedCommit:
+    """Prepare a state-only commit of ``exe`` and record it as stored (a successful commit)."""
+    prepared = bump_and_prepare(exe, ([], None, (), (), None), 1 << 20)
+    stored_as(exe, prepared)
+    return prepared
+
+
+def test_the_fence_says_whether_the_stored_summary_is_the_one_written() -> None:
+    exe = Execution(id="kept", definition_id="d", status=Status.RUNNING, active_path="A")
+    first = _stored_commit(exe)
+    assert first.base is None and not first.summary_stored, "nothing stored it before"
+    exe.context = {"n": 1}  # the document changes, the summary does not
+    second = _stored_commit(exe)
+    assert second.base == first.token and second.summary_stored
+    for change in ({"active_path": "B"}, {"outcome": "done"}, {"status": Status.DONE}):
+        for name, value in change.items():
+            setattr(exe, name, value)
+        changed = _stored_commit(exe)
+        assert changed.base is not None and not changed.summary_stored, change
+    copy = exe.model_copy(deep=True)  # another object: no fence, whatever its summary
+    fresh = bump_and_prepare(copy, ([], None, (), (), None), 1 << 20)
+    assert fresh.base is None and not fresh.summary_stored
+    # a re-send keeps the first attempt's fence and summary flag, even after success
+    last = _stored_commit(exe)
+    exe.version = last.expected_version
+    again = bump_and_prepare(exe, ([], None, (), (), None), 1 << 20)
+    assert (again.token, again.base, again.summary_stored) == (
+        last.token,
+        last.base,
+        last.summary_stored,
+    )
+    # attempt_token, the envelope's rule on an already built commit, agrees
+    exe.version = last.new_version + 1  # prepare_commit wants the bumped version
+    exe.context = {"n": 2}
+    built = prepare_commit(exe, last.new_version, [], None, (), (), None)
+    tokened = attempt_token(exe, built)
+    assert tokened.base == last.token and tokened.summary_stored
+
+
+def test_the_commit_fields_the_hot_paths_slice_are_adjacent() -> None:
+    fields = PreparedCommit._fields
+    summary = ("definition_id", "status", "outcome", "active_path", "parent_id")
+    start = fields.index("definition_id")
+    assert fields[start : start + len(summary)] == summary
+    side = ("emits", "processed_event_id", "timers", "spawns", "trace", "committed_at")
+    start = fields.index("emits")
+    assert fields[start : start + len(side)] == side

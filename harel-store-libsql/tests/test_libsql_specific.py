@@ -161,6 +161,30 @@ def test_closed_store_raises_store_error_not_a_driver_panic(db_path: Path) -> No
     store.refresh()  # a no-op, even closed
 
 
+def test_a_lost_cas_refreshes_the_replica_once_whichever_path_sent_it(
+    store: LibsqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conflict pulls the primary's changes (a no-op off a replica) exactly once: from the
+    state-only statement the store runs itself, and from a commit the plan runs whole."""
+    import harel_store_libsql.sync as sync_module
+
+    pulls: list[Any] = []
+    monkeypatch.setattr(sync_module, "refresh", lambda conn, options: pulls.append(conn))
+    exe = Execution(id="e", definition_id="d")
+    store.save(exe)
+    stale = store.load("e")
+    assert stale is not None
+    exe.context["n"] = 1
+    store.commit(exe, [])
+    for args in (([],), ([], "ev")):
+        stale.context["n"] = 2
+        with pytest.raises(StoreConflict):
+            store.commit(stale, *args)
+    assert pulls == [store._conn, store._conn]
+    store.commit(exe, [])
+    assert len(pulls) == 2, "no pull after a commit that applied"
+
+
 # -- statements per operation and the transaction shape ------------------------------------------
 
 
@@ -169,7 +193,7 @@ def test_statements_per_commit_shape(store: LibsqlStore, counted: Counting) -> N
     store.save(exe)
     assert counted.verbs() == ["INSERT"]  # a state-only write: one autocommit statement
     store.save(exe)
-    assert counted.verbs() == ["UPDATE"]  # the narrow CAS (summary unchanged) applied
+    assert counted.verbs() == ["UPDATE"]  # the document-only CAS (its own copy) applied
     store.commit(*full_commit_args(exe, "a"))
     # the CAS, 2 outbox rows, the mark, the spawn, the timer, trace append + trim, 3 work rows
     assert counted.verbs() == [

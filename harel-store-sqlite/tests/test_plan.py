@@ -662,3 +662,70 @@ def test_dialects_are_data() -> None:
     plan = SqlPlan(custom, where="x")
     first = next(plan.ack_outbox(3))
     assert first == Statement("DELETE FROM outbox WHERE seq = ?1", (3,))
+
+
+# -- the state-only hot path: the document-only CAS and the driver's hand-off --------------------
+
+
+def kept_copy(version: int) -> Any:
+    """A state-only update of a copy this process stored, its summary the stored one."""
+    return prepared_state_only(version)._replace(base="mine", summary_stored=True)
+
+
+def test_a_kept_copy_sets_and_checks_only_the_document_version_and_fence() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = kept_copy(3)
+    cas = statement(next(plan.commit(prepared, None)))
+    assigned, conditions = cas.sql.split(" WHERE ")
+    assert assigned == "UPDATE executions SET version = ?, data = ?, updated_at = ?, r4 = ?"
+    assert conditions == "id = ? AND version = ? AND r3 = ?"
+    assert cas.params == (
+        4,
+        prepared.document,
+        prepared.committed_at,
+        prepared.token,
+        "e",
+        3,
+        "mine",
+    )
+    assert plan.state_only_cas(prepared, None) == cas  # the driver's first statement is this
+    # without summary_stored (the summary changed, or no fence): the narrow CAS, as before
+    narrow = plan.state_only_cas(prepared._replace(summary_stored=False), None)
+    assert narrow is not None and narrow.sql.startswith("UPDATE executions SET outcome")
+    # not a state-only update: no first statement for the driver to run itself
+    assert plan.state_only_cas(prepared_step(3, "mine"), None) is None
+    assert plan.state_only_cas(prepared_insert(), None) is None
+
+
+def test_a_document_only_cas_that_misses_goes_on_to_the_full_cas() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    seen = step(
+        plan.commit(kept_copy(4), None),
+        Result(rowcount=0),  # the document-only CAS: the fence no longer holds
+        Result(rowcount=0),  # the full CAS (fenced too)
+        Result(rows=[ring(4, {4: "theirs"})]),
+    )
+    assert sql_of(seen[:-1]) == ["UPDATE", "UPDATE", "SELECT"]
+    assert statement(seen[1]).sql.startswith("UPDATE executions SET definition_id")
+    assert statement(seen[1]).sql.endswith("AND r4 = ?")
+    kind, error = seen[-1]
+    assert kind == "raised" and type(error) is StoreConflict and error.found == 4
+
+
+def test_the_outcome_a_driver_ran_is_taken_up_where_the_plan_would_have_yielded_it() -> None:
+    plan = sqlite_plan(make_options("x.db"))
+    prepared = kept_copy(4)
+    # a miss the driver met: the plan goes straight to the full CAS (nothing is sent twice)
+    seen = step(plan.commit(prepared, None, Result(rowcount=0)), Result(rowcount=1))
+    assert statement(seen[0]).sql.startswith("UPDATE executions SET definition_id")
+    assert seen[1:] == [("returned", None)]
+    # an error the driver met is the plan's, as if thrown in at the statement
+    unknown = plan.commit(prepared, None, RequestOutcomeUnknown("no answer"))
+    with pytest.raises(CommitOutcomeUnknown) as raised:
+        next(unknown)
+    assert (raised.value.expected, raised.value.detail) == (4, "no answer")
+    boom = sqlite3.OperationalError("disk I/O error")
+    with pytest.raises(sqlite3.OperationalError):
+        next(plan.commit(prepared, None, boom))
+    with pytest.raises(ValueError, match="trace_max"):  # refused before anything runs
+        plan.state_only_cas(prepared, -1)

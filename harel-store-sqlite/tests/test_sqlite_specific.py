@@ -331,6 +331,52 @@ def test_a_commit_is_one_transaction_of_one_statement_per_row(store: SqliteStore
     assert [sql.split()[0] for sql in executed] == ["SELECT", "DELETE"]  # one statement each
 
 
+def test_a_kept_copy_sends_the_cas_its_summary_allows(store: SqliteStore) -> None:
+    """The copy this store wrote sends the document-only CAS while its summary is the stored
+    one; a changed summary column takes the narrow CAS (unindexed ones) or the narrow then
+    the full one (an indexed one), each an autocommit statement, and what is read back is
+    what was committed."""
+    exe = Execution(id="e", definition_id="d")
+    store.save(exe)
+    executed: list[str] = []
+    connection(store).set_trace_callback(executed.append)
+    exe.active_path, exe.outcome = "Main.A", "half"  # not indexed: the narrow CAS applies
+    store.commit(exe, [])
+    assert len(executed) == 1 and executed[0].startswith("UPDATE executions SET outcome")
+    executed.clear()
+    exe.status = Status.RUNNING  # indexed: the narrow CAS misses, the full one applies
+    store.commit(exe, [])
+    assert [sql.split(" SET ")[0] for sql in executed] == ["UPDATE executions"] * 2
+    assert "status = " in executed[1].split(" WHERE ")[0]
+    executed.clear()
+    exe.context["n"] = 1  # the summary is the stored one again: the document-only CAS
+    store.commit(exe, [])
+    assert len(executed) == 1 and executed[0].startswith("UPDATE executions SET version")
+    loaded = store.load("e")
+    assert loaded == exe and loaded.version == 4
+    summary = store.list_executions(status=[Status.RUNNING]).items[0]
+    assert (summary.active_path, summary.outcome, summary.version) == ("Main.A", "half", 4)
+
+
+def test_a_failing_first_statement_is_mapped_like_any_other(store: SqliteStore) -> None:
+    """The state-only statement the store runs itself hands its error to the plan: the same
+    typed error as a commit the plan runs whole, and ``exe.version`` restored."""
+    exe = Execution(id="e", definition_id="d")
+    store.save(exe)
+    connection(store).execute("PRAGMA query_only = ON")
+    errors = []
+    for args in (([],), ([], "ev")):  # state-only (the store's first statement), then the plan's
+        exe.context["n"] = len(errors)
+        with pytest.raises(StoreError) as raised:
+            store.commit(exe, *args)
+        errors.append(type(raised.value))
+        assert exe.version == 1
+    assert errors[0] is errors[1]
+    connection(store).execute("PRAGMA query_only = OFF")
+    store.commit(exe, [])
+    assert exe.version == 2 and store.load("e") == exe
+
+
 def test_a_state_only_commit_is_one_update_rewriting_no_index(store: SqliteStore) -> None:
     exe = Execution(id="e", definition_id="d")
     store.save(exe)
@@ -338,24 +384,38 @@ def test_a_state_only_commit_is_one_update_rewriting_no_index(store: SqliteStore
     connection(store).set_trace_callback(executed.append)
     exe.context["n"] = 1
     store.commit(exe, [])
-    # no BEGIN/COMMIT: one autocommit statement, naming no indexed column in SET
+    # no BEGIN/COMMIT: one autocommit statement, naming no indexed column in SET; the copy
+    # this store wrote, with its summary unchanged, sets and checks no summary column at all
+    assert len(executed) == 1 and executed[0].startswith("UPDATE executions SET version")
+    assigned, conditions = executed[0].split(" WHERE ")
+    summary = ("status", "definition_id", "parent_id", "outcome", "active_path")
+    assert not any(f"{c} =" in assigned for c in summary)
+    assert not any(c in conditions for c in summary)
+    executed.clear()
+    loaded = store.load("e")  # a loaded copy: the narrow CAS checks the indexed columns
+    assert loaded is not None
+    loaded.context["n"] = 2
+    executed.clear()
+    store.commit(loaded, [])
     assert len(executed) == 1 and executed[0].startswith("UPDATE executions SET outcome")
     assigned = executed[0].split(" WHERE ")[0]
     assert not any(f"{c} =" in assigned for c in ("status", "definition_id", "parent_id"))
+    assert "AND status = " in executed[0]
+    exe = loaded
     executed.clear()
     exe.status = Status.RUNNING  # an indexed column changes: the narrow CAS misses, the full
     store.commit(exe, [], "ev")  # one writes it, inside the side writes' transaction
     verbs = [sql.split()[0] for sql in executed]
     assert verbs == ["BEGIN", "UPDATE", "UPDATE", "INSERT", "COMMIT"]
     assert "status = " in executed[2].split(" WHERE ")[0]
-    assert store.list_executions(status=[Status.RUNNING]).items[0].version == 3
+    assert store.list_executions(status=[Status.RUNNING]).items[0].version == 4
     stale = store.load("e")
     assert stale is not None
     store.commit(exe, [])
     stale.context["lost"] = True
     with pytest.raises(StoreConflict) as info:  # both CAS forms miss: the found version
         store.commit(stale, [])
-    assert info.value.found == 4 and stale.version == 3
+    assert info.value.found == 5 and stale.version == 4
 
 
 # -- failed statements leave nothing -------------------------------------------------------------

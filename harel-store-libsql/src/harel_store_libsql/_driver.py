@@ -54,6 +54,23 @@ def bindable(value: Any) -> Any:
     return value
 
 
+def _needs_binding(params: tuple[Any, ...]) -> bool:
+    """Whether a value of ``params`` must go through :func:`bindable` (every statement's path:
+    one flat loop, no call per value)."""
+    for value in params:
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:
+                return True
+        elif kind is int and not -2147483648 <= value <= 2147483647:
+            return True
+    return False
+
+
+_WROTE = (Result((), 0), Result((), 1))
+"""The results of a write that changed no row or one row (most writes: shared, not rebuilt)."""
+
+
 def connect(options: LibsqlOptions) -> Any:
     """A new driver connection for ``options`` (the server's or primary's errors mapped)."""
     try:
@@ -86,21 +103,19 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
     GIL) when the statement runs outside a transaction; driver failures are raised as
     :mod:`harel.store.errors` errors.
     """
-    if not isinstance(request, Statement):
+    if type(request) is not Statement and not isinstance(request, Statement):
         raise TypeError("the libSQL dialect runs statements, not batches")
-    params = request.params
-    for value in params:  # converted only when one needs it: this is every statement's path
-        kind = type(value)
-        if (kind is int and value not in _INT32) or (kind is str and "\x00" in value):
-            params = tuple(bindable(item) for item in params)
-            break
+    sql, params = request
+    if _needs_binding(params):  # converted only when one needs it
+        params = tuple(bindable(item) for item in params)
     waits: Iterator[bool] | None = None  # started at the first lock met
     while True:
         try:
-            cursor = conn.execute(request.sql, params)
-            rows = cursor.fetchall()
-            rowcount = -1 if cursor.description else cursor.rowcount  # () for a write
-            return Result(rows or (), rowcount)
+            cursor = conn.execute(sql, params)
+            if not cursor.description:  # () for a write: its changes are counted, no rows
+                count = cursor.rowcount
+                return _WROTE[count] if 0 <= count <= 1 else Result((), count)
+            return Result(cursor.fetchall() or (), -1)
         except BaseException as exc:
             if not _driver_failure(exc):
                 raise

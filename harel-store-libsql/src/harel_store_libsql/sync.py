@@ -69,11 +69,13 @@ class LibsqlStore(SqlStore[Any]):
     def _closed_error(self) -> StoreError:
         return closed_error(self.options)
 
-    def _run(self, operation: SqlOp[T]) -> T:
+    def _drive(self, conn: Any, operation: SqlOp[T]) -> T:
+        """Every operation's drive (the store's lock held): a lost CAS also pulls the
+        primary's latest changes into an embedded replica before the conflict is raised."""
         try:
-            return super()._run(operation)
+            return super()._drive(conn, operation)
         except StoreConflict:
-            self.refresh()
+            refresh(conn, self.options)
             raise
 
     def refresh(self) -> None:

@@ -31,15 +31,20 @@ from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 
+_WROTE = (Result((), 0), Result((), 1))
+"""The results of a write that changed no row or one row (most writes: shared, not rebuilt)."""
 
-def _run_statement(conn: sqlite3.Connection, request: Statement | Batch) -> Result:
-    """Run one statement of a plan and return its rows and rowcount."""
-    if not isinstance(request, Statement):
+
+def _run_statement(on: sqlite3.Connection | sqlite3.Cursor, request: Statement | Batch) -> Result:
+    """Run one statement of a plan (on a connection, or on a cursor the caller reuses) and
+    return its rows and rowcount."""
+    if type(request) is not Statement and not isinstance(request, Statement):
         raise TypeError("the SQLite dialect runs statements, not batches")
-    cursor = conn.execute(request.sql, request.params)
-    # a write without RETURNING has no result columns: nothing to fetch
-    rows = () if cursor.description is None else cursor.fetchall()
-    return Result(rows, cursor.rowcount)
+    cursor = on.execute(request[0], request[1])  # sql, params
+    if cursor.description is None:  # a write without RETURNING: nothing to fetch
+        count = cursor.rowcount
+        return _WROTE[count] if 0 <= count <= 1 else Result((), count)
+    return Result(cursor.fetchall(), cursor.rowcount)
 
 
 class SqliteStore(SqlStore[sqlite3.Connection]):
@@ -60,6 +65,9 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
         self._conn: sqlite3.Connection | None = None
         with mapped(self.options):
             self._conn, self._plan = _open(self.options)
+        self._cursor = self._conn.cursor()
+        """The one cursor every statement runs on (``Connection.execute`` would build one per
+        statement): the store runs one statement at a time, each result read whole first."""
 
     @classmethod
     def from_url(cls, url: str, **knobs: Any) -> Self:
@@ -74,8 +82,9 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
     def __repr__(self) -> str:
         return f"SqliteStore({self.options.path!r})"
 
-    # the drive loop calls it once per statement: the plain function, no method frame
-    _execute = staticmethod(_run_statement)
+    def _execute(self, conn: sqlite3.Connection, request: Statement | Batch) -> Result:
+        """Run one statement on the store's cursor (of ``conn``)."""
+        return _run_statement(self._cursor, request)
 
     def _closed_error(self) -> StoreError:
         return closed_error(self.options)

@@ -37,20 +37,32 @@ def check_max_bytes(max_bytes: int) -> int:
     return max_bytes
 
 
+_ENCODE_ERRORS = (pydantic_core.PydanticSerializationError, TypeError, ValueError)
+_to_json = pydantic_core.to_json
+
+
+def _unencodable(what: str, exc: Exception) -> InvalidPayload:
+    return InvalidPayload(
+        f"{what} cannot be stored as JSON: {exc}; store only JSON-compatible values "
+        "(str, int, float, bool, None, lists, dicts with str keys, datetimes)"
+    )
+
+
+def _too_large(what: str, size: int, max_bytes: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"{what} encodes to {size} bytes of JSON; this store's limit is {max_bytes} "
+        "bytes per document: keep large data outside the execution and store a reference"
+    )
+
+
 def encode_checked(value: Any, what: str, max_bytes: int) -> str:
     """Encode a value the payload checks already passed; only the size limit is applied here."""
     try:
-        raw = pydantic_core.to_json(value, inf_nan_mode="constants")
-    except (pydantic_core.PydanticSerializationError, TypeError, ValueError) as exc:
-        raise InvalidPayload(
-            f"{what} cannot be stored as JSON: {exc}; store only JSON-compatible values "
-            "(str, int, float, bool, None, lists, dicts with str keys, datetimes)"
-        ) from exc
+        raw = _to_json(value, inf_nan_mode="constants")
+    except _ENCODE_ERRORS as exc:
+        raise _unencodable(what, exc) from exc
     if len(raw) > max_bytes:
-        raise PayloadTooLarge(
-            f"{what} encodes to {len(raw)} bytes of JSON; this store's limit is {max_bytes} "
-            "bytes per document: keep large data outside the execution and store a reference"
-        )
+        raise _too_large(what, len(raw), max_bytes)
     return raw.decode()
 
 
@@ -72,7 +84,14 @@ def loads(text: str | bytes) -> Any:
 def encode_execution(exe: Execution, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The persisted document of an execution (its ``version`` included), every field checked."""
     check_execution(exe)
-    return encode_checked(exe, f"execution {show(exe.id, 40)}", max_bytes)
+    # encode_checked inlined: every commit's path, and the label is built only for an error
+    try:
+        raw = _to_json(exe, inf_nan_mode="constants")
+    except _ENCODE_ERRORS as exc:
+        raise _unencodable(f"execution {show(exe.id, 40)}", exc) from exc
+    if len(raw) > max_bytes:
+        raise _too_large(f"execution {show(exe.id, 40)}", len(raw), max_bytes)
+    return raw.decode()
 
 
 def decode_execution(text: str | bytes, *, what: str = "a stored execution") -> Execution:

@@ -98,6 +98,11 @@ class PreparedCommit(NamedTuple):
     it only while the stored version's receipt is still this token, so a copy of an execution
     that was purged and re-created (or rewritten) up to the same version is refused with
     ``StoreConflict`` instead of overwriting the new one."""
+    summary_stored: bool = False
+    """True only with a :attr:`base`: the commit that stored it wrote the very summary columns
+    this one writes (``definition_id``, ``status``, ``outcome``, ``active_path``,
+    ``parent_id``).  While the fence holds the stored row is that commit's, so it already
+    holds them: an update need neither rewrite nor check them."""
 
     @property
     def is_insert(self) -> bool:
@@ -126,6 +131,18 @@ class PreparedCommit(NamedTuple):
         """The collapsed ``cancel`` ops."""
         return tuple(op for op in self.timers if op.action == "cancel")
 
+
+_COMMITTED_AT = PreparedCommit._fields.index("committed_at")
+_SUMMARY = slice(
+    PreparedCommit._fields.index("definition_id"), PreparedCommit._fields.index("parent_id") + 1
+)
+"""The summary columns of a :class:`PreparedCommit` (``definition_id``, ``status``,
+``outcome``, ``active_path``, ``parent_id``: adjacent fields)."""
+_NEW_VERSION = PreparedCommit._fields.index("new_version")
+_TOKEN = PreparedCommit._fields.index("token")
+_new_commit = tuple.__new__
+"""``_new_commit(PreparedCommit, values)``: the tuple built in C, without the named tuple's
+Python-level ``__new__`` (every commit builds one)."""
 
 CommitArgs = tuple[Sequence[Emit], str | None, Sequence[TimerOp], Sequence[Spawn], Any]
 """A commit's arguments after the execution: emits, processed_event_id, timers, spawns, trace."""
@@ -279,8 +296,17 @@ def prepare_commit(
     )
 
 
-def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int) -> PreparedCommit:
-    """:func:`prepare_commit` once ``exe`` is known to be an :class:`Execution`."""
+def _prepare(
+    exe: Execution,
+    expected_version: int,
+    args: CommitArgs,
+    limit: int,
+    token: str = "",
+    stored: StoredEntry | None = None,
+) -> PreparedCommit:
+    """:func:`prepare_commit` once ``exe`` is known to be an :class:`Execution`; ``token`` and
+    ``stored`` (this object's :data:`_stored` entry for ``expected_version``: the fence and
+    the summary it stored) complete it, so it is built once."""
     emits, processed_event_id, timers, spawns, trace = args
     if processed_event_id is not None and not key_ok(processed_event_id):
         check_id(processed_event_id, "processed_event_id")
@@ -289,29 +315,46 @@ def _prepare(exe: Execution, expected_version: int, args: CommitArgs, limit: int
     if limit is not MAX_DOCUMENT_BYTES:  # the shared ceiling needs no check
         check_max_bytes(limit)
     document = encode_execution(exe, max_bytes=limit)  # checks every field (the id too) first
-    status = exe.status
-    # positional: a named tuple built from keywords costs several times more, on every commit
-    return PreparedCommit(
-        exe.id,  # execution_id
-        expected_version,
-        exe.version,  # new_version
+    member = exe.status
+    status: str = member._value_ if type(member) is Status else Status(member).value
+    definition_id, outcome, active_path, parent_id = (
         exe.definition_id,
-        status._value_ if type(status) is Status else Status(status).value,
         exe.outcome,
         exe.active_path,
         exe.parent_id,
-        document,
-        () if not emits and type(emits) in _LISTS else _prepare_emits(emits, limit),
-        processed_event_id,
-        ()
-        if not timers and type(timers) in _LISTS
-        else collapse_timer_ops(_items(timers, "timers")),
-        () if not spawns and type(spawns) in _LISTS else _prepare_spawns(spawns, limit),
-        None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
-        time.time(),  # committed_at
-        "",  # token: set by attempt_token
-        exe.priority,
     )
+    base, summary_stored = None, False
+    if stored is not None:
+        base = stored[2]
+        summary_stored = stored[3] == (definition_id, status, outcome, active_path, parent_id)
+    # positional, and built in C: on every commit
+    prepared: PreparedCommit = _new_commit(
+        PreparedCommit,
+        (
+            exe.id,  # execution_id
+            expected_version,
+            exe.version,  # new_version
+            definition_id,
+            status,
+            outcome,
+            active_path,
+            parent_id,
+            document,
+            () if not emits and type(emits) in _LISTS else _prepare_emits(emits, limit),
+            processed_event_id,
+            ()
+            if not timers and type(timers) in _LISTS
+            else collapse_timer_ops(_items(timers, "timers")),
+            () if not spawns and type(spawns) in _LISTS else _prepare_spawns(spawns, limit),
+            None if trace is None else encode_trace_step(trace, max_document_bytes=limit),
+            time.time(),  # committed_at
+            token,
+            exe.priority,
+            base,
+            summary_stored,
+        ),
+    )
+    return prepared
 
 
 RECEIPT_WINDOW = 8
@@ -344,13 +387,22 @@ def _same_commit(old: PreparedCommit, new: PreparedCommit) -> bool:
     """Whether ``new`` writes exactly what ``old`` wrote, from the same version (the clock
     reading, the token and the fence aside: the fields before ``committed_at``, and
     ``priority``)."""
-    return old[:-4] == new[:-4] and old.priority == new.priority
+    return (
+        old[1] == new[1]  # expected_version first: on the hot path, it differs
+        and old[:_COMMITTED_AT] == new[:_COMMITTED_AT]
+        and old.priority == new.priority
+    )
 
 
-_stored: dict[int, tuple[weakref.ref[Execution], int, str]] = {}
-"""Per live ``Execution`` object (by identity): the version and token of its last successful
-commit — the :attr:`PreparedCommit.base` of its next commit from that version.  An entry
-goes when its object does (the weak reference's callback), so it needs no bound."""
+StoredEntry = tuple[weakref.ref[Execution], int, str, tuple[Any, ...]]
+"""An entry of :data:`_stored`: the object's weak reference, the version and token its last
+successful commit stored, and that commit's summary columns."""
+
+_stored: dict[int, StoredEntry] = {}
+"""Per live ``Execution`` object (by identity): the version, token and summary columns of its
+last successful commit — the :attr:`PreparedCommit.base` (and
+:attr:`~PreparedCommit.summary_stored`) of its next commit from that version.  An entry goes
+when its object does (the weak reference's callback), so it needs no bound."""
 
 
 def _forget(key: int) -> Callable[[weakref.ref[Execution]], None]:
@@ -369,7 +421,40 @@ def stored_as(exe: Execution, prepared: PreparedCommit) -> None:
     key = id(exe)
     entry = _stored.get(key)
     ref = entry[0] if entry is not None and entry[0]() is exe else weakref.ref(exe, _forget(key))
-    _stored[key] = (ref, prepared.new_version, prepared.token)
+    new_version, token, summary = prepared[_NEW_VERSION], prepared[_TOKEN], prepared[_SUMMARY]
+    _stored[key] = (ref, new_version, token, summary)  # type: ignore[assignment]
+
+
+def _base_of(exe: Execution, expected_version: int) -> StoredEntry | None:
+    """This object's :data:`_stored` entry when its last successful commit stored
+    ``expected_version`` (so its token fences the next update), else ``None``."""
+    stored = _stored.get(id(exe))
+    if stored is None or stored[1] != expected_version or stored[0]() is not exe:
+        return None
+    return stored
+
+
+def _resend_of(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
+    """``prepared`` recorded as this object's latest attempt; when the previous attempt was
+    the very same commit (a re-send), with that attempt's token and fence instead (callers
+    hold ``_attempts_lock``)."""
+    key = id(exe)
+    entry = _attempts.get(key)
+    if entry is None:  # _remember, inlined: a new key may need room
+        ref = weakref.ref(exe)
+        if len(_attempts) >= _ATTEMPTS_MAX:
+            _remember(_attempts, key, (ref, prepared))
+            return prepared
+    elif entry[0]() is exe:
+        ref, last = entry
+        if _same_commit(last, prepared):  # a re-send: the very same commit
+            prepared = prepared._replace(
+                token=last.token, base=last.base, summary_stored=last.summary_stored
+            )
+    else:  # another object that had the same id
+        ref = weakref.ref(exe)
+    _attempts[key] = (ref, prepared)
+    return prepared
 
 
 def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
@@ -377,19 +462,14 @@ def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
     very ``exe`` object when that commit was the same (same version, same arguments), else a
     fresh random one (128 bits); the fence (:attr:`PreparedCommit.base`) when this object's
     last successful commit stored ``prepared.expected_version``.  Thread-safe."""
-    key = id(exe)
+    stored = _base_of(exe, prepared.expected_version)
+    fresh = prepared._replace(
+        token=os.urandom(16).hex(),
+        base=None if stored is None else stored[2],
+        summary_stored=stored is not None and stored[3] == prepared[_SUMMARY],
+    )
     with _attempts_lock:
-        entry = _attempts.get(key)
-        if entry is not None and entry[0]() is exe and _same_commit(entry[1], prepared):
-            token, base = entry[1].token, entry[1].base  # a re-send: the very same commit
-        else:
-            token, base = os.urandom(16).hex(), None
-            stored = _stored.get(key)
-            if stored is not None and stored[1] == prepared.expected_version and stored[0]() is exe:
-                base = stored[2]
-        prepared = prepared._replace(token=token, base=base)
-        _remember(_attempts, key, (weakref.ref(exe), prepared))
-    return prepared
+        return _resend_of(exe, fresh)
 
 
 _unsettled: dict[str, None] = {}
@@ -455,7 +535,12 @@ def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) 
         raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
     exe.version = old + 1
     try:
-        return attempt_token(exe, _prepare(exe, old, args, max_document_bytes))
+        # attempt_token's rule, with the commit built once: a fresh token and this object's
+        # fence, replaced by the previous attempt's only for a re-send
+        stored = _base_of(exe, old)
+        prepared = _prepare(exe, old, args, max_document_bytes, os.urandom(16).hex(), stored)
+        with _attempts_lock:
+            return _resend_of(exe, prepared)
     except BaseException:
         exe.version = old
         raise

@@ -85,8 +85,37 @@ def field_ok(value: Any) -> bool:
     return tree_ok([value], 0)
 
 
+def _dict_ok(node: dict[Any, Any], level: int) -> bool:
+    """:func:`tree_ok` of the exact ``dict`` ``node`` at ``level``, its own leaves checked in
+    one flat loop (no stack: most payloads are shallow), each nested container then by
+    :func:`tree_ok` at the next level."""
+    if level > MAX_NESTING_DEPTH or not _keys_ok(node):
+        return False
+    nested: list[Any] | None = None
+    for item in node.values():
+        kind = type(item)
+        if kind is str:
+            if item.isascii() or text_ok(item):
+                continue
+            return False
+        if kind is int:
+            if MIN_INT <= item <= MAX_INT:
+                continue
+            return False
+        if kind is float or kind is bool or item is None:
+            continue
+        if kind is dict or kind is list:
+            if nested is None:
+                nested = [item]
+            else:
+                nested.append(item)
+            continue
+        return False
+    return nested is None or all(tree_ok(item, level + 1) for item in nested)
+
+
 def _payload_dict_ok(value: Any) -> bool:
-    return type(value) is dict and tree_ok(value, 1)
+    return type(value) is dict and _dict_ok(value, 1)
 
 
 def key_ok(value: Any, *, empty_ok: bool = False) -> bool:
@@ -164,30 +193,86 @@ def _maps_ok(exe: Execution) -> bool:
 
 
 def execution_ok(exe: Any) -> bool:
-    """True when :func:`~harel.store.common.payloads.check_execution` accepts ``exe``."""
+    """True when :func:`~harel.store.common.payloads.check_execution` accepts ``exe``.
+
+    Every commit's path, so written flat: the fields are read from the instance's
+    ``__dict__`` (a missing one: unsure), the common shapes (ASCII identifiers, empty maps, no
+    deferred events) are checked inline, and anything else goes through the general
+    predicates above (:func:`key_ok`, :func:`text_ok`, :func:`_maps_ok`).
+    """
     if type(exe) is not Execution:
         return False
-    status = exe.status
-    if type(status) is not Status and not (type(status) is str and status in _STATUS_VALUES):
+    try:
+        fields = exe.__dict__
+        status = fields["status"]
+        if type(status) is not Status and not (type(status) is str and status in _STATUS_VALUES):
+            return False
+        # identifiers: the ASCII case inline (non-empty, within the limit, no NUL), else key_ok
+        value = fields["id"]
+        if not (
+            type(value) is str
+            and value.isascii()
+            and 0 < len(value) <= MAX_ID_BYTES
+            and "\x00" not in value
+        ) and not key_ok(value):
+            return False
+        value = fields["definition_id"]
+        if not (
+            type(value) is str
+            and value.isascii()
+            and 0 < len(value) <= MAX_ID_BYTES
+            and "\x00" not in value
+        ) and not key_ok(value):
+            return False
+        value = fields["parent_id"]
+        if value is not None and not key_ok(value):
+            return False
+        value = fields["child_id"]
+        if value is not None and not key_ok(value):
+            return False
+        value = fields["root_path"]
+        if (type(value) is not str or value) and not key_ok(value, empty_ok=True):
+            return False
+        # summary texts: no NUL; free texts: any encodable str
+        value = fields["outcome"]
+        if value is not None and not (
+            type(value) is str and "\x00" not in value and (value.isascii() or text_ok(value))
+        ):
+            return False
+        value = fields["active_path"]
+        if value is not None and not (
+            type(value) is str and "\x00" not in value and (value.isascii() or text_ok(value))
+        ):
+            return False
+        value = fields["definition_fqn"]
+        if value is not None and not (type(value) is str and (value.isascii() or text_ok(value))):
+            return False
+        value = fields["error"]
+        if value is not None and not (type(value) is str and (value.isascii() or text_ok(value))):
+            return False
+        value = fields["processed_events"]
+        if type(value) is not int or not MIN_INT <= value <= MAX_INT:
+            return False
+        value = fields["priority"]
+        if type(value) is not int or not 0 <= value <= 4:
+            return False
+        history, invoke_seq = fields["history"], fields["invoke_seq"]
+        armed, children = fields["armed_timers"], fields["children"]
+        if not (
+            type(history) is dict
+            and type(invoke_seq) is dict
+            and type(armed) is dict
+            and type(children) is dict
+            and not (history or invoke_seq or armed or children)
+        ) and not _maps_ok(exe):
+            return False
+        context = fields["context"]
+        if type(context) is not dict or not _dict_ok(context, 1):
+            return False
+        deferred = fields["deferred"]
+    except KeyError:
         return False
-    deferred = exe.deferred
-    return (
-        key_ok(exe.id)
-        and key_ok(exe.definition_id)
-        and (exe.parent_id is None or key_ok(exe.parent_id))
-        and (exe.child_id is None or key_ok(exe.child_id))
-        and key_ok(exe.root_path, empty_ok=True)
-        and _optional_text_ok(exe.outcome, nul_ok=False)
-        and _optional_text_ok(exe.active_path, nul_ok=False)
-        and _optional_text_ok(exe.definition_fqn, nul_ok=True)
-        and _optional_text_ok(exe.error, nul_ok=True)
-        and _int_ok(exe.processed_events, MIN_INT, MAX_INT)
-        and _int_ok(exe.priority, 0, 4)
-        and _maps_ok(exe)
-        and _payload_dict_ok(exe.context)
-        and type(deferred) is list
-        and (not deferred or all(event_ok(event) for event in deferred))
-    )
+    return type(deferred) is list and (not deferred or all(event_ok(event) for event in deferred))
 
 
 def record_ok(record: Any) -> bool:

@@ -192,6 +192,11 @@ class PlanStore(_PlanStoreBase[P]):
         """Drive a sweep or listing operation (by default like any other)."""
         return self._run(operation)
 
+    def _commit(self, prepared: PreparedCommit) -> None:
+        """Run the plan's commit of ``prepared`` (a backend may run its first request
+        itself: :meth:`harel.store.common.sql.SqlStore._commit`)."""
+        self._run(self._plan.commit(prepared, self.trace_max))
+
     def close(self) -> None:
         """Release the driver's resources (idempotent); later calls raise."""
         raise NotImplementedError
@@ -219,9 +224,11 @@ class PlanStore(_PlanStoreBase[P]):
     ) -> None:
         """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
         args = (emits, processed_event_id, timers, spawns, trace)
-        prepared = bump_and_prepare(exe, args, self._document_limit())
+        # _document_limit(), inlined: every commit's path
+        limit: int = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
+        prepared = bump_and_prepare(exe, args, limit)
         try:  # committing()'s rule without its context manager: this is every commit's path
-            self._run(self._plan.commit(prepared, self.trace_max))
+            self._commit(prepared)
         except BaseException as error:
             exe.version = prepared.expected_version
             settled = outcome_error(prepared, error)

@@ -22,7 +22,7 @@ import math
 import secrets
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
@@ -140,12 +140,17 @@ class SqlPlan:
         """The full CAS by ``(fenced, deduped)``, each by receipt slot."""
         self._state_only = tuple(
             (tuple(form.sql for form in forms), _fields_of(forms[0]))
-            for forms in (sql.update_state_at, sql.update_state_fenced_at)
+            for forms in (
+                sql.update_state_at,
+                sql.update_state_fenced_at,
+                sql.update_document_fenced_at,
+            )
         )
-        """A state-only update's narrow CAS, unfenced ``[0]`` and fenced ``[1]`` (a copy this
-        process stored): its text by receipt slot (every form binds the same slots in order)
-        and its parameters read straight off a :class:`PreparedCommit` (one C call: no mapping
-        built on a state-only commit's path)."""
+        """A state-only update's first CAS: the narrow one unfenced ``[0]`` and fenced ``[1]``
+        (a copy this process stored), the document-only one ``[2]`` (a stored copy whose
+        summary columns are the stored ones): its text by receipt slot (every form binds the
+        same slots in order) and its parameters read straight off a :class:`PreparedCommit`
+        (one C call: no mapping built on a state-only commit's path)."""
 
     # -- transactions ---------------------------------------------------------------------------
 
@@ -227,7 +232,41 @@ class SqlPlan:
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> SqlOp[None]:
+    def state_only_cas(self, prepared: PreparedCommit, trace_max: int | None) -> Statement | None:
+        """The first statement of :meth:`commit` when ``prepared`` is a state-only update in an
+        interactive dialect — one autocommit statement that, when it changes one row, is the
+        whole commit — else ``None``.  Pure (no request is made), so a driver may run it
+        itself and hand its outcome to :meth:`commit` (``ran``) only when it did not apply.
+
+        It is the narrow CAS (:attr:`SqlStatements.update_state_at`: no index rewritten while
+        status, definition and parent stay as stored), fenced for a copy this process stored;
+        for a stored copy whose summary columns are the stored ones
+        (:attr:`~harel.store.common.PreparedCommit.summary_stored`), the document-only CAS
+        (:attr:`SqlStatements.update_document_fenced_at`).  ``trace_max`` is refused here
+        when invalid, before anything runs.
+        """
+        p = prepared
+        if trace_max and (type(trace_max) is not int or trace_max < 0):
+            trace_keep_from(0, trace_max)  # raises: an invalid trace_max
+        if (
+            _side_fields(p) != _NO_SIDE_WRITES  # has_side_writes, in one C comparison
+            or p[_EXPECTED] == 0  # an insert (fields by index: every commit's path)
+            or not self._interactive
+        ):
+            return None
+        fenced = p[_BASE] is not None
+        texts, fields = self._state_only[fenced + (fenced and p.summary_stored)]
+        statement: Statement = _new_statement(
+            Statement, (texts[p.new_version % RECEIPT_WINDOW], fields(p))
+        )
+        return statement
+
+    def commit(
+        self,
+        prepared: PreparedCommit,
+        trace_max: int | None,
+        ran: Result | Exception | None = None,
+    ) -> SqlOp[None]:
         """Write ``prepared`` atomically: the CAS (which also records the commit's token in
         the receipt column of its new version), then every side write.  The CAS itself
         carries the commit's conditions: the stored version is ``expected_version``; for a
@@ -239,25 +278,31 @@ class SqlPlan:
         recorded event id raises :class:`~harel.store.errors.AlreadyProcessed`; any other
         miss :class:`StoreConflict`.
 
-        Interactive dialects try the narrow CAS first (:attr:`SqlStatements.update_state_at`:
-        no index rewritten while status, definition and parent stay as stored), then the full
-        one; a commit without side writes runs them as autocommit statements (one statement
-        is atomic, and skipping ``BEGIN``/``COMMIT`` saves two driver calls).  A
-        single-request dialect cannot branch inside its one request: it sends the full CAS.
+        Interactive dialects try a narrow CAS first (:meth:`state_only_cas` for a state-only
+        update; :attr:`SqlStatements.update_state_at` inside the side writes' transaction),
+        then the full one; a commit without side writes runs them as autocommit statements
+        (one statement is atomic, and skipping ``BEGIN``/``COMMIT`` saves two driver calls).
+        A single-request dialect cannot branch inside its one request: it sends the full CAS.
+
+        ``ran``: the driver already ran :meth:`state_only_cas`'s statement itself, and this is
+        its result (one that changed no row) or the exception it raised; the plan goes on
+        from there exactly as if it had yielded that statement.
         """
         p = prepared
-        trace_keep_from(0, trace_max)  # validates trace_max before anything runs
+        first = self.state_only_cas(p, trace_max)  # validates trace_max before anything runs
         try:  # free on the happy path (zero-cost exception handling)
             sql = self.sql
             interactive = self._interactive
             insert = p.expected_version == 0
-            slot = receipt_slot(p.new_version)
+            slot = p.new_version % RECEIPT_WINDOW  # receipt_slot, inlined
             fenced = p.base is not None  # never on an insert: nothing stored it before
-            if interactive and not insert and not p.has_side_writes:
-                # the hot path, a state-only update: the narrow CAS as one autocommit statement;
-                # when it misses (the summary changed, or the CAS is refused) the full CAS decides
-                texts, fields = self._state_only[fenced]
-                if (yield Statement(texts[slot], fields(p))).rowcount == 1:
+            if first is not None:
+                # the hot path, a state-only update: one autocommit statement; when it misses
+                # (the summary changed, or the CAS is refused) the full CAS decides
+                if isinstance(ran, Exception):
+                    raise ran  # as if thrown into the plan at the statement
+                result: Result = (yield first) if ran is None else ran
+                if result.rowcount == 1:
                     return
             deduped = p.processed_event_id is not None
             token = None if interactive else secrets.token_hex(16)  # a single request's owner
@@ -778,6 +823,20 @@ def _each(statements: Sequence[Statement]) -> SqlOp[list[Result]]:
         results.append((yield statement))
     return results
 
+
+_SIDE_WRITES = slice(
+    PreparedCommit._fields.index("emits"), PreparedCommit._fields.index("trace") + 1
+)
+_side_fields = itemgetter(_SIDE_WRITES)
+_EXPECTED = PreparedCommit._fields.index("expected_version")
+_BASE = PreparedCommit._fields.index("base")
+_NO_SIDE_WRITES: tuple[Any, ...] = ((), None, (), (), None)
+"""A :class:`PreparedCommit`'s side-write fields (``emits``, ``processed_event_id``,
+``timers``, ``spawns``, ``trace``: adjacent fields) when it has none, as the envelope builds
+them (anything else, such as an empty list, takes the general path)."""
+
+_new_statement = tuple.__new__
+"""``_new_statement(Statement, (sql, params))``: the named tuple built in C (every commit)."""
 
 _COMMIT_FIELD = {
     "id": "execution_id",

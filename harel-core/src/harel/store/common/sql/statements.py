@@ -129,6 +129,13 @@ class SqlStatements:
         """:attr:`update_state_at` deduped like :attr:`update_execution_deduped_at`."""
         self.update_state_fenced_deduped_at = self._cas(_update_state, fenced=True, deduped=True)
         """:attr:`update_state_at` with both conditions."""
+        self.update_document_fenced_at = self._cas(_update_document, fenced=True)
+        """The fenced CAS of a copy whose summary columns are the stored ones
+        (:attr:`~harel.store.common.PreparedCommit.summary_stored`), by receipt slot: it sets
+        only the document, ``version``, ``updated_at`` and ``r{slot}``, and checks only the
+        version and the fence (while the fence holds, the row is the one that commit wrote, so
+        its summary columns need neither rewriting nor checking).  Interactive dialects only,
+        like :attr:`update_state_at`; on a miss the plan runs the full CAS."""
         self.found_receipts = r(
             f"SELECT e.version, {', '.join(f'e.{column}' for column in RECEIPT_COLUMNS)}, "
             "EXISTS (SELECT 1 FROM processed_events AS p WHERE p.execution_id = e.id "
@@ -488,6 +495,15 @@ def _update_state(receipt: str) -> str:
         f"version = :version, data = :data, updated_at = :updated_at, {receipt} = :receipt "
         "WHERE id = :id AND version = :expected AND status = :status "
         "AND definition_id = :definition_id AND parent_id IS :parent_id"
+    )
+
+
+def _update_document(receipt: str) -> str:
+    """The CAS of :attr:`SqlStatements.update_document_fenced_at` before its fence; ``receipt``
+    names the receipt column it also sets."""
+    return (
+        "UPDATE executions SET version = :version, data = :data, updated_at = :updated_at, "
+        f"{receipt} = :receipt WHERE id = :id AND version = :expected"
     )
 
 

@@ -17,6 +17,7 @@ import threading
 from functools import partial
 from typing import Generic, Protocol, TypeVar
 
+from harel.store.common.commit import PreparedCommit
 from harel.store.common.drive import drive
 from harel.store.common.plan_store import PlanStore
 from harel.store.common.sql.plan import SqlOp, SqlPlan
@@ -91,17 +92,52 @@ class SqlStore(SqlContract, Generic[C]):
             if conn is None:
                 operation.close()
                 raise self._closed_error()
-            try:  # a plain try, not a context manager: this is every operation's path
-                return drive(operation, partial(self._execute, conn))
+            return self._drive(conn, operation)
+
+    def _drive(self, conn: C, operation: SqlOp[T]) -> T:
+        """:meth:`_run`'s body, the lock held: drive ``operation`` on ``conn``, map what escapes
+        it, roll back a transaction it left open."""
+        try:  # a plain try, not a context manager: this is every operation's path
+            return drive(operation, partial(self._execute, conn))
+        except Exception as exc:
+            error = self._map_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            if conn.in_transaction:
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+
+    def _commit(self, prepared: PreparedCommit) -> None:
+        """Write one prepared commit.  A state-only update's one statement
+        (:meth:`SqlPlan.state_only_cas`) is run here without starting the plan's operation;
+        only when it did not apply (it changed no row, or it raised) does
+        :meth:`SqlPlan.commit` take over, handed that outcome, so every decision stays the
+        plan's."""
+        plan, trace_max = self._plan, self.trace_max
+        first = plan.state_only_cas(prepared, trace_max)
+        if first is None:
+            self._run(plan.commit(prepared, trace_max))
+            return
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise self._closed_error()
+            ran: Result | Exception
+            try:
+                ran = self._execute(conn, first)
             except Exception as exc:
-                error = self._map_error(exc)
-                if error is None:
-                    raise
-                raise error from exc
-            finally:
+                ran = exc
+            except BaseException:  # an interrupt: as _drive, leave no transaction open
                 if conn.in_transaction:
                     with contextlib.suppress(Exception):
                         conn.rollback()
+                raise
+            else:
+                if ran.rowcount == 1:  # the statement applied: that is the whole commit
+                    return
+            self._drive(conn, plan.commit(prepared, trace_max, ran))
 
     def close(self) -> None:
         """Close the connection (idempotent); later calls raise the closed error."""
