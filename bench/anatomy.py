@@ -82,40 +82,11 @@ def _timed(
 
 def redis_anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
     """Microseconds per call of each Redis loop of the module docstring (best of ``rounds``
-    interleaved samples), each on an execution of its own."""
-    store: Any = harness.open_sync()
+    interleaved samples), each on an execution of its own: :func:`commit_anatomy`'s loops with
+    the store's own state-only script sent raw (``raw_script_commit()``) as the raw write,
+    reported as ``script``."""
     script = getattr(harness, "raw_script_commit")()  # noqa: B009
-    rows = {name: execution(f"anatomy-{name}") for name in ("plain", "script", "store")}
-    for exe in rows.values():
-        store.commit(exe, [])
-
-    def encode(i: int) -> None:
-        rows["script"].context["n"] = i
-        encode_execution(rows["script"])
-
-    def scripted(i: int) -> None:
-        exe = rows["script"]
-        exe.context["n"] = i
-        script(exe.id, exe.version, encode_execution(exe))
-        exe.version += 1
-
-    def commit(i: int) -> None:
-        rows["store"].context["n"] = i
-        store.commit(rows["store"], [])
-
-    try:
-        with plain_raw(harness) as write:
-            assert write is not None
-            loops: dict[str, Callable[[int], None]] = {
-                "pydantic": _pydantic_loop(rows["plain"]),
-                "plain raw": _plain_loop(rows["plain"], write),
-                "encode": encode,
-                "script": scripted,
-                "store": commit,
-            }
-            return _timed(loops, seconds, rounds)
-    finally:
-        store.close()
+    return _write_anatomy(harness, script, "script", seconds, rounds)
 
 
 def anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[str, float]:
@@ -225,8 +196,20 @@ def commit_anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[s
     raw_write = harness.raw_commit()
     if raw_write is None:
         return {}
+    return _write_anatomy(harness, raw_write, "raw", seconds, rounds)
+
+
+def _write_anatomy(
+    harness: StoreHarness,
+    raw_write: Callable[[str, int, str], None],
+    raw_name: str,
+    seconds: float,
+    rounds: int,
+) -> dict[str, float]:
+    """``encode``, ``raw_name`` (encode + ``raw_write(id, version, document)``), ``store`` and,
+    where :mod:`plain` knows the backend, ``pydantic`` and ``plain raw``: µs per call."""
     store: Any = harness.open_sync()
-    rows = {name: execution(f"anatomy-all-{name}") for name in ("plain", "raw", "store")}
+    rows = {name: execution(f"anatomy-{raw_name}-{name}") for name in ("plain", "raw", "store")}
     for name in ("raw", "store"):
         store.commit(rows[name], [])
 
@@ -248,7 +231,7 @@ def commit_anatomy(harness: StoreHarness, seconds: float, rounds: int) -> dict[s
         with plain_raw(harness) as write:
             loops: dict[str, Callable[[int], None]] = {
                 "encode": encode,
-                "raw": raw,
+                raw_name: raw,
                 "store": commit,
             }
             if write is not None:

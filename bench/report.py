@@ -327,8 +327,8 @@ def _every_anatomy(anatomies: dict[str, dict[str, float]]) -> list[str]:
     return [
         "Every backend's state-only commit, part by part (`bench/anatomy.py`, "
         "`commit_anatomy`: µs per commit, best of the rounds, loops taking turns; each part the "
-        "difference of two loops; mongomock and moto are in-process stand-ins, so their parts "
-        "measure the stand-in's Python, not a server):",
+        "difference of two loops; mongomock (in-process) and moto (a local Python HTTP server) "
+        "are stand-ins, so their parts measure the stand-in, not the real service):",
         "",
         *_table(head, rows),
         "",

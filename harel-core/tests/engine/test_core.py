@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from harel.engine._navigation import navigation_of
 from harel.engine.core import (
     RESERVED_KINDS,
     EngineError,
@@ -1048,7 +1049,7 @@ def test_quiet_moves_write_exactly_what_take_and_settle_write(
 
 def test_quiet_move_is_refused_when_anything_would_be_yielded() -> None:
     defn = _hookless()
-    nav, root = defn.navigation, defn.root
+    nav, root = navigation_of(defn), defn.root
 
     def move(source: str, kind: str, **data: Any) -> Any:
         active = defn.node(source)
@@ -1062,6 +1063,8 @@ def test_quiet_move_is_refused_when_anything_would_be_yielded() -> None:
     assert move("Work.A", "Next", ok=True) is move("Work.A", "Next", ok=True)  # memoised
     hooked = parcel()
     active = hooked.node("Packing.Wrap")
-    transition = hooked.navigation.find_event_transition(active, hooked.root, Event(kind="Next"))
+    transition = navigation_of(hooked).find_event_transition(
+        active, hooked.root, Event(kind="Next")
+    )
     assert transition is not None
-    assert hooked.navigation.quiet_move(active, transition, hooked.root) is None  # enter hook
+    assert navigation_of(hooked).quiet_move(active, transition, hooked.root) is None  # enter hook

@@ -5,9 +5,11 @@ Nothing here mutates an execution or yields effects (engine.md §3.3, §3.4).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 
-from harel.engine.definition import Node, NodeKind, Transition, Trigger
+from harel.engine.definition import Definition, Node, NodeKind, Transition, Trigger
 from harel.model import Event
 
 
@@ -216,3 +218,17 @@ def _event_table(start: Node, root: Node) -> dict[str, tuple[Transition, ...]]:
                     table.setdefault(kind, []).append(transition)
         node = node.parent
     return {kind: tuple(found) for kind, found in table.items()}
+
+
+_MEMOS: weakref.WeakKeyDictionary[Definition, Navigation] = weakref.WeakKeyDictionary()
+_MEMOS_LOCK = threading.Lock()
+
+
+def navigation_of(defn: Definition) -> Navigation:
+    """The memoised lookups of ``defn`` (one :class:`Navigation` per definition object, dropped
+    with it)."""
+    found = _MEMOS.get(defn)
+    if found is None:
+        with _MEMOS_LOCK:
+            found = _MEMOS.setdefault(defn, Navigation())
+    return found

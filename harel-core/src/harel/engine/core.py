@@ -23,6 +23,7 @@ from typing import Any
 from harel.engine._navigation import (
     EngineError,
     chain_to_root,
+    navigation_of,
 )
 from harel.engine.definition import Chooser, Definition, Node, NodeKind, Transition
 from harel.engine.effects import (
@@ -177,7 +178,7 @@ def _on_domain(defn: Definition, exe: Execution, event: Event) -> Steps:
     if exe.status is not Status.RUNNING:
         return
     exe.processed_events += 1
-    navigation, active, root = defn.navigation, _active(defn, exe), _root(defn, exe)
+    navigation, active, root = navigation_of(defn), _active(defn, exe), _root(defn, exe)
     transition = navigation.find_event_transition(active, root, event)
     if transition is None:
         return
@@ -206,7 +207,7 @@ def _on_timeout(defn: Definition, exe: Execution, event: Event) -> Steps:
     # A region-wide timer (the timed node is the execution root) resolves from the active
     # node like any event; otherwise resolution is anchored at the timed node.
     anchor = active if timed is root else timed
-    transition = defn.navigation.find_event_transition(anchor, root, event)
+    transition = navigation_of(defn).find_event_transition(anchor, root, event)
     if transition is not None:
         yield from _take(defn, exe, transition, event)
         yield from _settle(defn, exe)
@@ -271,7 +272,7 @@ def _take(defn: Definition, exe: Execution, transition: Transition, event: Event
     if target is None:
         raise EngineError(f"transition from {transition.source.path!r} has no target")
     root = _root(defn, exe)
-    exits, enters = defn.navigation.transition_path(_active(defn, exe), target, root)
+    exits, enters = navigation_of(defn).transition_path(_active(defn, exe), target, root)
     history = exe.history
     for node in exits:
         if node.on_exit is not None or node.timeout is not None:
@@ -340,7 +341,7 @@ def _fork(exe: Execution, node: Node) -> Steps:
 def _settle(defn: Definition, exe: Execution) -> Steps:
     """Run automatic moves and sinks until the active node waits, parks or the run ends."""
     root = _root(defn, exe)
-    navigation = defn.navigation
+    navigation = navigation_of(defn)
     pending: str | None = None
     while True:
         active = _active(defn, exe)

@@ -9,10 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from harel.engine._navigation import Navigation
+from typing import Any, Literal
 
 
 class NodeKind(StrEnum):
@@ -145,21 +142,15 @@ class FieldSpec:
 class Definition:
     """A compiled machine: ``id`` is the machine name, ``index`` maps every path to its node.
 
-    Immutable once built: the engine memoises its lookups over the tree in ``navigation``
-    (so nodes and transitions must not be changed after the definition is created).
+    Immutable once built: the engine memoises its lookups over the tree per definition
+    (``harel.engine._navigation.navigation_of``), so nodes and transitions must not be changed
+    after the definition is created.
     """
 
     id: str
     root: Node
     index: dict[str, Node]
     events: dict[str, dict[str, FieldSpec]] = field(default_factory=dict)
-    navigation: Navigation = field(init=False, repr=False, compare=False)
-    """The engine's memo of transition lookups over this tree (filled as events arrive)."""
-
-    def __post_init__(self) -> None:
-        from harel.engine._navigation import Navigation  # it imports this module
-
-        object.__setattr__(self, "navigation", Navigation())
 
     def node(self, path: str) -> Node:
         """The node at ``path``; ``KeyError`` naming the path when it does not exist."""

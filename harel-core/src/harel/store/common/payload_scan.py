@@ -47,12 +47,13 @@ def _keys_ok(mapping: dict[Any, Any]) -> bool:
 def tree_ok(container: Any, depth: int) -> bool:
     """True when ``container`` (an exact ``dict`` or ``list`` at nesting level ``depth``) holds
     only exact JSON types, str keys, encodable text and ints in the signed 64-bit range, nested
-    at most :data:`MAX_NESTING_DEPTH` levels; ``False`` whenever unsure."""
-    stack = [(container, depth)]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        node, level = pop()
+    at most :data:`MAX_NESTING_DEPTH` levels; ``False`` whenever unsure.
+
+    One flat loop per container; nested containers wait on a stack that exists only once one
+    is found (most payloads are shallow: no stack at all)."""
+    node, level = container, depth
+    stack: list[tuple[Any, int]] | None = None
+    while True:
         if level > MAX_NESTING_DEPTH:
             return False
         if type(node) is dict:
@@ -74,10 +75,14 @@ def tree_ok(container: Any, depth: int) -> bool:
             if kind is float or kind is bool or item is None:
                 continue
             if kind is dict or kind is list:
-                push((item, level + 1))
+                if stack is None:
+                    stack = []
+                stack.append((item, level + 1))
                 continue
             return False
-    return True
+        if not stack:
+            return True
+        node, level = stack.pop()
 
 
 def field_ok(value: Any) -> bool:
@@ -85,37 +90,8 @@ def field_ok(value: Any) -> bool:
     return tree_ok([value], 0)
 
 
-def _dict_ok(node: dict[Any, Any], level: int) -> bool:
-    """:func:`tree_ok` of the exact ``dict`` ``node`` at ``level``, its own leaves checked in
-    one flat loop (no stack: most payloads are shallow), each nested container then by
-    :func:`tree_ok` at the next level."""
-    if level > MAX_NESTING_DEPTH or not _keys_ok(node):
-        return False
-    nested: list[Any] | None = None
-    for item in node.values():
-        kind = type(item)
-        if kind is str:
-            if item.isascii() or text_ok(item):
-                continue
-            return False
-        if kind is int:
-            if MIN_INT <= item <= MAX_INT:
-                continue
-            return False
-        if kind is float or kind is bool or item is None:
-            continue
-        if kind is dict or kind is list:
-            if nested is None:
-                nested = [item]
-            else:
-                nested.append(item)
-            continue
-        return False
-    return nested is None or all(tree_ok(item, level + 1) for item in nested)
-
-
 def _payload_dict_ok(value: Any) -> bool:
-    return type(value) is dict and _dict_ok(value, 1)
+    return type(value) is dict and tree_ok(value, 1)
 
 
 def key_ok(value: Any, *, empty_ok: bool = False) -> bool:
@@ -267,7 +243,7 @@ def execution_ok(exe: Any) -> bool:
         ) and not _maps_ok(exe):
             return False
         context = fields["context"]
-        if type(context) is not dict or not _dict_ok(context, 1):
+        if type(context) is not dict or not tree_ok(context, 1):
             return False
         deferred = fields["deferred"]
     except KeyError:
