@@ -184,22 +184,14 @@ def execution_ok(exe: Any) -> bool:
         if type(status) is not Status and not (type(status) is str and status in _STATUS_VALUES):
             return False
         # identifiers: the ASCII case inline (non-empty, within the limit, no NUL), else key_ok
-        value = fields["id"]
-        if not (
-            type(value) is str
-            and value.isascii()
-            and 0 < len(value) <= MAX_ID_BYTES
-            and "\x00" not in value
-        ) and not key_ok(value):
-            return False
-        value = fields["definition_id"]
-        if not (
-            type(value) is str
-            and value.isascii()
-            and 0 < len(value) <= MAX_ID_BYTES
-            and "\x00" not in value
-        ) and not key_ok(value):
-            return False
+        for value in (fields["id"], fields["definition_id"]):
+            if not (
+                type(value) is str
+                and value.isascii()
+                and 0 < len(value) <= MAX_ID_BYTES
+                and "\x00" not in value
+            ) and not key_ok(value):
+                return False
         value = fields["parent_id"]
         if value is not None and not key_ok(value):
             return False
@@ -210,16 +202,11 @@ def execution_ok(exe: Any) -> bool:
         if (type(value) is not str or value) and not key_ok(value, empty_ok=True):
             return False
         # summary texts: no NUL; free texts: any encodable str
-        value = fields["outcome"]
-        if value is not None and not (
-            type(value) is str and "\x00" not in value and (value.isascii() or text_ok(value))
-        ):
-            return False
-        value = fields["active_path"]
-        if value is not None and not (
-            type(value) is str and "\x00" not in value and (value.isascii() or text_ok(value))
-        ):
-            return False
+        for value in (fields["outcome"], fields["active_path"]):
+            if value is not None and not (
+                type(value) is str and "\x00" not in value and (value.isascii() or text_ok(value))
+            ):
+                return False
         value = fields["definition_fqn"]
         if value is not None and not (type(value) is str and (value.isascii() or text_ok(value))):
             return False
