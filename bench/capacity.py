@@ -106,17 +106,6 @@ def _pg_servers() -> ModuleType:
     return module
 
 
-def _start_fsynced(server: Any) -> None:
-    """Start ``server`` as ``OwnServer.start`` does, but with fsync on (PostgreSQL's default):
-    a setting given on the command line cannot be changed later, so it is chosen here."""
-    options = (
-        f"-p {server.port} -k {server.root} -c listen_addresses=127.0.0.1 -c max_connections=50"
-    )
-    log = str(server.root / "log")
-    data = str(server.data)
-    server._run("pg_ctl", "-D", data, "-o", options, "-l", log, "-w", "-t", "60", "start")
-
-
 @contextmanager
 def private_postgres(*, fsync: bool) -> Iterator[str]:
     """The URL of a new PostgreSQL cluster in a temporary directory (fsync on or off), stopped
@@ -127,10 +116,7 @@ def private_postgres(*, fsync: bool) -> Iterator[str]:
         raise SystemExit("no initdb/pg_ctl on this machine for a private PostgreSQL server")
     server = servers.OwnServer(bindir)
     try:
-        if fsync:
-            _start_fsynced(server)
-        else:
-            server.start()
+        server.start(fsync=fsync)
         yield str(server.url)
     finally:
         server.destroy()

@@ -149,10 +149,12 @@ class OwnServer:
             command = ["runuser", "-u", "postgres", "--", *command]
         subprocess.run(command, check=True, capture_output=True, timeout=120)
 
-    def start(self) -> None:
+    def start(self, *, fsync: bool = False) -> None:
+        """Start the server (``fsync`` off unless asked: a setting of the command line, so
+        chosen here)."""
         options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c max_connections=50"
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+            f"-c fsync={'on' if fsync else 'off'} -c max_connections=50"
         )
         self._run(
             "pg_ctl",

@@ -31,7 +31,7 @@ from typing import Any
 import libsql  # type: ignore[import-untyped]
 from harel.store.common import drive
 from harel.store.common.retry import busy_waits
-from harel.store.common.sql import Batch, Result, SqlPlan, Statement
+from harel.store.common.sql import Batch, Result, SqlPlan, Statement, write_result
 from harel.store.errors import InvalidPayload
 
 from harel_store_libsql._errors import driver_error, is_locked, is_panic
@@ -62,13 +62,9 @@ def _needs_binding(params: tuple[Any, ...]) -> bool:
         if kind is str:
             if "\x00" in value:
                 return True
-        elif kind is int and not -2147483648 <= value <= 2147483647:
+        elif kind is int and value not in _INT32:
             return True
     return False
-
-
-_WROTE = (Result((), 0), Result((), 1))
-"""The results of a write that changed no row or one row (most writes: shared, not rebuilt)."""
 
 
 def connect(options: LibsqlOptions) -> Any:
@@ -103,7 +99,7 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
     GIL) when the statement runs outside a transaction; driver failures are raised as
     :mod:`harel.store.errors` errors.
     """
-    if type(request) is not Statement and not isinstance(request, Statement):
+    if not isinstance(request, Statement):
         raise TypeError("the libSQL dialect runs statements, not batches")
     sql, params = request
     if _needs_binding(params):  # converted only when one needs it
@@ -113,8 +109,7 @@ def execute(conn: Any, options: LibsqlOptions, request: Statement | Batch) -> Re
         try:
             cursor = conn.execute(sql, params)
             if not cursor.description:  # () for a write: its changes are counted, no rows
-                count = cursor.rowcount
-                return _WROTE[count] if 0 <= count <= 1 else Result((), count)
+                return write_result(cursor.rowcount)
             return Result(cursor.fetchall() or (), -1)
         except BaseException as exc:
             if not _driver_failure(exc):

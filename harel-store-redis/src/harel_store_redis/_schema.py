@@ -156,15 +156,11 @@ class Keys:
     _executions: dict[str, ExecutionKeys] = field(
         init=False, default_factory=dict, repr=False, compare=False
     )
-    _indexes: dict[tuple[Status, bool, str], tuple[bytes, ...]] = field(
-        init=False, default_factory=dict, repr=False, compare=False
-    )
-    _joined: dict[tuple[bytes, ...], bytes] = field(
-        init=False, default_factory=dict, repr=False, compare=False
-    )
     _listings: dict[tuple[str, bool, str], tuple[tuple[bytes, ...], bytes]] = field(
         init=False, default_factory=dict, repr=False, compare=False
     )
+    """:meth:`listing`'s answers by ``(status, is_root, definition_id)``: a :class:`Status`
+    member and its value are one key (a ``StrEnum`` hashes and compares as its value)."""
 
     def __post_init__(self) -> None:
         for attribute, name in GLOBAL_KEYS.items():
@@ -229,41 +225,29 @@ class Keys:
 
     def indexes_of(self, status: Status, is_root: bool, definition_id: str) -> tuple[bytes, ...]:
         """Every listing index an execution with these summary fields belongs to (8 or 4)."""
-        found = self._indexes.get((status, is_root, definition_id))
+        return self.listing(status, is_root, definition_id)[0]
+
+    def listing(
+        self, status: Status | str, is_root: bool, definition_id: str
+    ) -> tuple[tuple[bytes, ...], bytes]:
+        """:meth:`indexes_of` and their newline-separated form (the ``ix`` field), for a
+        status given as a member or by its value (a commit's), remembered for the last
+        :data:`_CACHED_EXECUTIONS` summaries."""
+        found = self._listings.get((status, is_root, definition_id))
         if found is not None:
             return found
+        member = Status(status)
         keys = []
-        for s in (None, status):
+        for s in (None, member):
             for d in (None, definition_id):
                 keys.append(self.index(s, False, d))
                 if is_root:
                     keys.append(self.index(s, True, d))
-        if len(self._indexes) >= _CACHED_EXECUTIONS:
-            self._indexes.clear()
-        self._indexes[(status, is_root, definition_id)] = found = tuple(keys)
-        return found
-
-    def listing(
-        self, status: str, is_root: bool, definition_id: str
-    ) -> tuple[tuple[bytes, ...], bytes]:
-        """:meth:`indexes_of` and their :meth:`joined` form for a status given by its value
-        (a commit's), remembered together: a commit looks them up once."""
-        found = self._listings.get((status, is_root, definition_id))
-        if found is None:
-            index_keys = self.indexes_of(Status(status), is_root, definition_id)
-            if len(self._listings) >= _CACHED_EXECUTIONS:
-                self._listings.clear()
-            found = (index_keys, self.joined(index_keys))
-            self._listings[(status, is_root, definition_id)] = found
-        return found
-
-    def joined(self, index_keys: tuple[bytes, ...]) -> bytes:
-        """``index_keys`` newline separated (the ``ix`` field), remembered like them."""
-        found = self._joined.get(index_keys)
-        if found is None:
-            if len(self._joined) >= _CACHED_EXECUTIONS:
-                self._joined.clear()
-            self._joined[index_keys] = found = b"\n".join(index_keys)
+        if len(self._listings) >= _CACHED_EXECUTIONS:
+            self._listings.clear()
+        index_keys = tuple(keys)
+        found = (index_keys, b"\n".join(index_keys))
+        self._listings[(member, is_root, definition_id)] = found
         return found
 
     @property

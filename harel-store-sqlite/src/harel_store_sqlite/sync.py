@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Self, Unpack
 
 from harel.store.common import connect_with_retry, drive
 from harel.store.common.retry import busy_waits
-from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement
+from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement, write_result
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
@@ -31,19 +31,15 @@ from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
 
-_WROTE = (Result((), 0), Result((), 1))
-"""The results of a write that changed no row or one row (most writes: shared, not rebuilt)."""
-
 
 def _run_statement(on: sqlite3.Connection | sqlite3.Cursor, request: Statement | Batch) -> Result:
     """Run one statement of a plan (on a connection, or on a cursor the caller reuses) and
     return its rows and rowcount."""
-    if type(request) is not Statement and not isinstance(request, Statement):
+    if not isinstance(request, Statement):
         raise TypeError("the SQLite dialect runs statements, not batches")
     cursor = on.execute(request[0], request[1])  # sql, params
     if cursor.description is None:  # a write without RETURNING: nothing to fetch
-        count = cursor.rowcount
-        return _WROTE[count] if 0 <= count <= 1 else Result((), count)
+        return write_result(cursor.rowcount)
     return Result(cursor.fetchall(), cursor.rowcount)
 
 

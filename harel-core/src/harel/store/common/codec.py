@@ -9,6 +9,7 @@ back equal) and the size limit ``max_bytes``; decoding maps damaged stored text 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -57,12 +58,18 @@ def _too_large(what: str, size: int, max_bytes: int) -> PayloadTooLarge:
 
 def encode_checked(value: Any, what: str, max_bytes: int) -> str:
     """Encode a value the payload checks already passed; only the size limit is applied here."""
+    return _encode(value, max_bytes, str, what)
+
+
+def _encode(value: Any, max_bytes: int, label: Callable[[Any], str], subject: Any) -> str:
+    """``value``'s JSON within ``max_bytes``; the errors name ``label(subject)``, which is
+    built only when one is raised (every commit's path)."""
     try:
         raw = _to_json(value, inf_nan_mode="constants")
     except _ENCODE_ERRORS as exc:
-        raise _unencodable(what, exc) from exc
+        raise _unencodable(label(subject), exc) from exc
     if len(raw) > max_bytes:
-        raise _too_large(what, len(raw), max_bytes)
+        raise _too_large(label(subject), len(raw), max_bytes)
     return raw.decode()
 
 
@@ -84,14 +91,11 @@ def loads(text: str | bytes) -> Any:
 def encode_execution(exe: Execution, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The persisted document of an execution (its ``version`` included), every field checked."""
     check_execution(exe)
-    # encode_checked inlined: every commit's path, and the label is built only for an error
-    try:
-        raw = _to_json(exe, inf_nan_mode="constants")
-    except _ENCODE_ERRORS as exc:
-        raise _unencodable(f"execution {show(exe.id, 40)}", exc) from exc
-    if len(raw) > max_bytes:
-        raise _too_large(f"execution {show(exe.id, 40)}", len(raw), max_bytes)
-    return raw.decode()
+    return _encode(exe, max_bytes, _execution_label, exe)
+
+
+def _execution_label(exe: Execution) -> str:
+    return f"execution {show(exe.id, 40)}"
 
 
 def decode_execution(text: str | bytes, *, what: str = "a stored execution") -> Execution:

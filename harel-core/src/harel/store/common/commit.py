@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from harel.model import Event, Execution, Status
 from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
@@ -323,10 +323,7 @@ def _prepare(
         exe.active_path,
         exe.parent_id,
     )
-    base, summary_stored = None, False
-    if stored is not None:
-        base = stored[2]
-        summary_stored = stored[3] == (definition_id, status, outcome, active_path, parent_id)
+    base, summary_stored = _fence(stored, (definition_id, status, outcome, active_path, parent_id))
     # positional, and built in C: on every commit
     prepared: PreparedCommit = _new_commit(
         PreparedCommit,
@@ -434,6 +431,15 @@ def _base_of(exe: Execution, expected_version: int) -> StoredEntry | None:
     return stored
 
 
+def _fence(stored: StoredEntry | None, summary: tuple[Any, ...]) -> tuple[str | None, bool]:
+    """A commit's :attr:`~PreparedCommit.base` and :attr:`~PreparedCommit.summary_stored`
+    from this object's :data:`_stored` entry for its expected version (:func:`_base_of`) and
+    the summary columns it writes."""
+    if stored is None:
+        return None, False
+    return stored[2], stored[3] == summary
+
+
 def _resend_of(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
     """``prepared`` recorded as this object's latest attempt; when the previous attempt was
     the very same commit (a re-send), with that attempt's token and fence instead (callers
@@ -462,12 +468,9 @@ def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
     very ``exe`` object when that commit was the same (same version, same arguments), else a
     fresh random one (128 bits); the fence (:attr:`PreparedCommit.base`) when this object's
     last successful commit stored ``prepared.expected_version``.  Thread-safe."""
-    stored = _base_of(exe, prepared.expected_version)
-    fresh = prepared._replace(
-        token=os.urandom(16).hex(),
-        base=None if stored is None else stored[2],
-        summary_stored=stored is not None and stored[3] == prepared[_SUMMARY],
-    )
+    summary = cast("tuple[Any, ...]", prepared[_SUMMARY])
+    base, summary_stored = _fence(_base_of(exe, prepared.expected_version), summary)
+    fresh = prepared._replace(token=os.urandom(16).hex(), base=base, summary_stored=summary_stored)
     with _attempts_lock:
         return _resend_of(exe, fresh)
 

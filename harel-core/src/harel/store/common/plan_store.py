@@ -224,9 +224,7 @@ class PlanStore(_PlanStoreBase[P]):
     ) -> None:
         """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
         args = (emits, processed_event_id, timers, spawns, trace)
-        # _document_limit(), inlined: every commit's path
-        limit: int = getattr(self._plan, "max_document_bytes", MAX_DOCUMENT_BYTES)
-        prepared = bump_and_prepare(exe, args, limit)
+        prepared = bump_and_prepare(exe, args, self._document_limit())
         try:  # committing()'s rule without its context manager: this is every commit's path
             self._commit(prepared)
         except BaseException as error:

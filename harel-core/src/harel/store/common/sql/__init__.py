@@ -11,7 +11,7 @@ and the drive loop); :mod:`harel.store.common.sql.errors` maps SQLite's own fail
 
 from harel.store.common.sql.dialect import RQLITE, SQLITE, Dialect, Rendered, render
 from harel.store.common.sql.plan import SqlOp, SqlPlan
-from harel.store.common.sql.requests import Batch, Result, Statement
+from harel.store.common.sql.requests import Batch, Result, Statement, write_result
 from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 from harel.store.common.sql.statements import SqlStatements, statements_for
 from harel.store.common.sql.store import SqlContract, SqlStore
@@ -35,4 +35,5 @@ __all__ = [
     "render",
     "schema_action",
     "statements_for",
+    "write_result",
 ]

@@ -246,8 +246,7 @@ class SqlPlan:
         when invalid, before anything runs.
         """
         p = prepared
-        if trace_max and (type(trace_max) is not int or trace_max < 0):
-            trace_keep_from(0, trace_max)  # raises: an invalid trace_max
+        trace_keep_from(0, trace_max)  # validates trace_max before anything runs
         if (
             _side_fields(p) != _NO_SIDE_WRITES  # has_side_writes, in one C comparison
             or p[_EXPECTED] == 0  # an insert (fields by index: every commit's path)
@@ -257,7 +256,7 @@ class SqlPlan:
         fenced = p[_BASE] is not None
         texts, fields = self._state_only[fenced + (fenced and p.summary_stored)]
         statement: Statement = _new_statement(
-            Statement, (texts[p.new_version % RECEIPT_WINDOW], fields(p))
+            Statement, (texts[receipt_slot(p.new_version)], fields(p))
         )
         return statement
 
@@ -294,7 +293,7 @@ class SqlPlan:
             sql = self.sql
             interactive = self._interactive
             insert = p.expected_version == 0
-            slot = p.new_version % RECEIPT_WINDOW  # receipt_slot, inlined
+            slot = receipt_slot(p.new_version)
             fenced = p.base is not None  # never on an insert: nothing stored it before
             if first is not None:
                 # the hot path, a state-only update: one autocommit statement; when it misses

@@ -46,3 +46,13 @@ class Result(NamedTuple):
     def first(self) -> Sequence[Any] | None:
         """The first row, or ``None``."""
         return self.rows[0] if self.rows else None
+
+
+_WROTE = (Result((), 0), Result((), 1))
+"""The results of a write that changed no row or one row (most writes: shared, not rebuilt)."""
+
+
+def write_result(rowcount: int) -> Result:
+    """The :class:`Result` of a statement that returned no rows and changed ``rowcount`` rows
+    (a driver's every write: the common ones shared, not built again)."""
+    return _WROTE[rowcount] if 0 <= rowcount <= 1 else Result((), rowcount)

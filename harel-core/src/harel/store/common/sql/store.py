@@ -105,9 +105,7 @@ class SqlStore(SqlContract, Generic[C]):
                 raise
             raise error from exc
         finally:
-            if conn.in_transaction:
-                with contextlib.suppress(Exception):
-                    conn.rollback()
+            _roll_back_open(conn)
 
     def _commit(self, prepared: PreparedCommit) -> None:
         """Write one prepared commit.  A state-only update's one statement
@@ -130,9 +128,7 @@ class SqlStore(SqlContract, Generic[C]):
             except Exception as exc:
                 ran = exc
             except BaseException:  # an interrupt: as _drive, leave no transaction open
-                if conn.in_transaction:
-                    with contextlib.suppress(Exception):
-                        conn.rollback()
+                _roll_back_open(conn)
                 raise
             else:
                 if ran.rowcount == 1:  # the statement applied: that is the whole commit
@@ -145,3 +141,11 @@ class SqlStore(SqlContract, Generic[C]):
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+def _roll_back_open(conn: Connection) -> None:
+    """Roll back a transaction ``conn`` still has open (a failure of its own is ignored: the
+    connection is left as the driver left it)."""
+    if conn.in_transaction:
+        with contextlib.suppress(Exception):
+            conn.rollback()
