@@ -392,7 +392,7 @@ def test_public_names() -> None:
     ("plugin", "forbidden"),
     [
         ("harel.store.memory._plugin", ("harel.store.memory.sync", "harel.store.memory.aio")),
-        ("harel_store_sqlite._plugin", ("sqlite3", "aiosqlite", "harel_store_sqlite._env")),
+        ("harel_store_sqlite._spec", ("sqlite3", "aiosqlite", "harel_store_sqlite.sync")),
     ],
 )
 def test_importing_a_plugin_loads_no_engine_and_no_driver(

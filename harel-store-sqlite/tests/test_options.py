@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 from harel_store_sqlite import SqliteStore
-from harel_store_sqlite._options import from_url_args, parse_sqlite_url
+from harel_store_sqlite._spec import SPEC, parse_sqlite_url
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords(tmp_path: Path) -> None:
-    _path, knobs, retry = from_url_args("sqlite:///x.db?connect_retries=3&retry_delay=0.25", {})
-    assert knobs == {} and (retry["retries"], retry["delay"]) == (3, 0.25)
-    assert (
-        from_url_args("sqlite:///x.db?connect_retries=3", {"connect_retries": 1})[2]["retries"] == 1
-    )
-    defaults = from_url_args("sqlite:///x.db", {})[2]
+    arguments, retry = SPEC.open_args("sqlite:///x.db?connect_retries=3&retry_delay=0.25", {})
+    assert arguments == {"path": "x.db", **SPEC.defaults}
+    assert (retry["retries"], retry["delay"]) == (3, 0.25)
+    _, overridden = SPEC.open_args("sqlite:///x.db?connect_retries=3", {"connect_retries": 1})
+    assert overridden["retries"] == 1
+    defaults = SPEC.open_args("sqlite:///x.db", {})[1]
     assert (defaults["retries"], defaults["delay"]) == (0, 0.5)
     # the store's own knobs never carry them: the constructor does not retry
     assert parse_sqlite_url("sqlite:///x.db?connect_retries=3&trace_max=4") == (

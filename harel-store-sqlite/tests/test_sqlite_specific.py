@@ -36,7 +36,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_sqlite import AsyncSqliteStore, SqliteStore
-from harel_store_sqlite._options import parse_sqlite_url
+from harel_store_sqlite._spec import parse_sqlite_url
 from harel_store_sqlite.testing import SqliteHarness, harness_from_url
 
 

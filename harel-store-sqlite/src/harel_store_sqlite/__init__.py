@@ -2,7 +2,7 @@
 worker thread).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_sqlite._plugin``) never loads ``sqlite3``.
+(``harel_store_sqlite._spec``) never loads ``sqlite3``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harel_store_sqlite._options import parse_sqlite_url
+from harel_store_sqlite._spec import parse_sqlite_url
 
 
 def store_exists(url: str, **knobs: Any) -> bool:

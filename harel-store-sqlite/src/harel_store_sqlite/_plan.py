@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from harel.store.common.sql import SQLITE, Dialect, SqlPlan
 
-from harel_store_sqlite._options import SqliteOptions
-from harel_store_sqlite._plugin import DISTRIBUTION
+from harel_store_sqlite._spec import DISTRIBUTION, SqliteOptions
 
 DIALECT: Dialect = SQLITE
 """``?`` placeholders, ``BEGIN IMMEDIATE`` (the write lock before the first read, so lock

@@ -15,17 +15,17 @@ cancellation between two hops.  See the README for the figures.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, ClassVar, Self
 
-from harel.store.common import ThreadedAsyncStore, aconnect_with_retry
+from harel.store.common import ThreadedAsyncStore
 from harel.store.contract import Capabilities
+from harel.store.spec import AsyncFromUrl, BackendSpec
 
-from harel_store_sqlite._options import SqliteKnobs, SqliteOptions, from_url_args
-from harel_store_sqlite._plugin import CAPABILITIES
+from harel_store_sqlite._spec import CAPABILITIES, SPEC, SqliteOptions
 from harel_store_sqlite.sync import SqliteStore
 
 
-class AsyncSqliteStore(ThreadedAsyncStore[SqliteStore]):
+class AsyncSqliteStore(AsyncFromUrl, ThreadedAsyncStore[SqliteStore]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` in one SQLite file.
 
     Build it with ``await AsyncSqliteStore.open(path, **knobs)`` or
@@ -35,24 +35,19 @@ class AsyncSqliteStore(ThreadedAsyncStore[SqliteStore]):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
 
     @classmethod
-    async def open(cls, path: str = ":memory:", **knobs: Unpack[SqliteKnobs]) -> Self:
+    async def open(cls, path: str = ":memory:", **knobs: Any) -> Self:
         """Open (creating or upgrading if needed) the database at ``path`` in a new worker
         thread."""
         return await cls.start(partial(SqliteStore, path, **knobs), name=f"harel-sqlite:{path}")
 
     @classmethod
-    async def create(cls, path: str = ":memory:", **knobs: Unpack[SqliteKnobs]) -> Self:
+    async def create(cls, path: str = ":memory:", **knobs: Any) -> Self:
         """The reference implementation's name of :meth:`open`: the same arguments, the same
         store (kept so ported code runs unchanged)."""
         return await cls.open(path, **knobs)
-
-    @classmethod
-    async def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open a ``sqlite://`` URL; knobs as for :meth:`SqliteStore.from_url`."""
-        path, store_knobs, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(lambda: cls.open(path, **store_knobs), **retry)
 
     @property
     def options(self) -> SqliteOptions:

@@ -17,19 +17,19 @@ import sqlite3
 import threading
 import time
 from functools import partial
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, ClassVar
 
-from harel.store.common import connect_with_retry, drive
+from harel.store.common import drive
 from harel.store.common.retry import busy_waits
 from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement, write_result
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
+from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_sqlite._errors import closed_error, mapped, translate
-from harel_store_sqlite._options import SqliteKnobs, SqliteOptions, from_url_args, make_options
 from harel_store_sqlite._plan import sqlite_plan
-from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
+from harel_store_sqlite._spec import CAPABILITIES, SPEC, SqliteOptions, make_options
 
 
 def _run_statement(on: sqlite3.Connection | sqlite3.Cursor, request: Statement | Batch) -> Result:
@@ -43,18 +43,19 @@ def _run_statement(on: sqlite3.Connection | sqlite3.Cursor, request: Statement |
     return Result(cursor.fetchall(), cursor.rowcount)
 
 
-class SqliteStore(SqlStore[sqlite3.Connection]):
+class SqliteStore(FromUrl, SqlStore[sqlite3.Connection]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` in one SQLite file.
 
     ``path`` is a file (created on first open) or ``":memory:"``; the knobs
     (``trace_max``, ``busy_timeout_ms``, ``synchronous``) are described
-    in :class:`~harel_store_sqlite._options.SqliteKnobs`.  Opening checks the schema version,
+    in :data:`~harel_store_sqlite._spec.SPEC` (and the README).  Opening checks the schema version,
     creates the schema in an empty file and upgrades a version-1 file in place.
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
 
-    def __init__(self, path: str = ":memory:", **knobs: Unpack[SqliteKnobs]) -> None:
+    def __init__(self, path: str = ":memory:", **knobs: Any) -> None:
         self.options: SqliteOptions = make_options(str(path), **knobs)
         self.trace_max = self.options.trace_max
         self._lock = threading.Lock()
@@ -64,16 +65,6 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
         self._cursor = self._conn.cursor()
         """The one cursor every statement runs on (``Connection.execute`` would build one per
         statement): the store runs one statement at a time, each result read whole first."""
-
-    @classmethod
-    def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or ``sqlite:///:memory:``.
-
-        Knobs: those of the constructor (URL query or keywords; keywords win), and
-        ``connect_retries`` / ``retry_delay`` to retry an open that finds the file locked.
-        """
-        path, store_knobs, retry = from_url_args(url, knobs)
-        return connect_with_retry(lambda: cls(path, **store_knobs), **retry)
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.options.path!r})"

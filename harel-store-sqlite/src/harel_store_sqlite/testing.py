@@ -20,10 +20,9 @@ from harel.store.common.sql.harness import FileHarness, FileKind
 from harel.store.common.sql.testing import FileBackend
 from harel.store.contract import Capabilities
 
-from harel_store_sqlite._options import make_options, parse_sqlite_url
 from harel_store_sqlite._plan import sqlite_plan
-from harel_store_sqlite._plugin import CAPABILITIES
 from harel_store_sqlite._schema import pragmas
+from harel_store_sqlite._spec import CAPABILITIES, make_options, parse_sqlite_url
 from harel_store_sqlite.aio import AsyncSqliteStore
 from harel_store_sqlite.sync import SqliteStore, _run_statement
 

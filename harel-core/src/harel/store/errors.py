@@ -175,6 +175,11 @@ class InvalidStoreURL(StoreError, ValueError):
     """A store URL that cannot be parsed or names an unknown option (the password is redacted)."""
 
 
+class InvalidStoreOption(InvalidStoreURL, TypeError):
+    """A store option (URL query or keyword) that is unknown or out of its declared range; the
+    message names it (never a secret's value).  Also a ``TypeError``, as for any bad keyword."""
+
+
 class SchemaVersionError(StoreError):
     """The stored schema was written by an incompatible release of the backend."""
 

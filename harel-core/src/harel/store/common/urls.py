@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 from harel.store.errors import InvalidStoreURL
@@ -172,6 +172,10 @@ class StoreURL:
     def redacted(self) -> str:
         """The URL with its secrets hidden."""
         return redact_url(self.raw)
+
+    def with_query(self, query: dict[str, str]) -> StoreURL:
+        """The same URL with ``query`` as its parameters (the raw text is kept for messages)."""
+        return replace(self, query=dict(query))
 
     def knobs(self, allowed: set[str] | frozenset[str]) -> dict[str, str]:
         """The query parameters, refusing any not in ``allowed`` (naming them)."""
