@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 from harel import registry
 from harel.cli import COMMAND_MODULES, main, scrub
+from harel.registry._core import DISABLE_VAR, LOAD_VAR, PREFER_VAR, STRICT_VAR
 from harel.registry._firstparty import FIRST_PARTY, FirstParty
 from harel.store.memory import CAPABILITIES
 
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in (registry.DISABLE_VAR, registry.STRICT_VAR, registry.PREFER_VAR):
+    for var in (DISABLE_VAR, STRICT_VAR, PREFER_VAR):
         monkeypatch.delenv(var, raising=False)
     # only the two backends these tests know, whatever else is installed
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite")
+    monkeypatch.setenv(LOAD_VAR, "memory,sqlite")
     ghost = FirstParty("ghost", "harel-store-ghost", ("ghost",), "GhostStore", "AsyncGhostStore")
     monkeypatch.setitem(FIRST_PARTY, "ghost", ghost)
     registry.reset()
@@ -202,7 +203,7 @@ def test_plugin_warnings_print_without_a_source_line(
     )
     (info / "entry_points.txt").write_text(f"[harel.stores]\nbroken = {module}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite,broken")
+    monkeypatch.setenv(LOAD_VAR, "memory,sqlite,broken")
     registry.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -214,7 +215,7 @@ def test_plugin_warnings_print_without_a_source_line(
     assert "ImportError: no driver here" in err and err.count("\n") == 1
     assert "warnings.warn" not in err and ".py:" not in err
 
-    monkeypatch.setenv(registry.STRICT_VAR, "1")
+    monkeypatch.setenv(STRICT_VAR, "1")
     registry.reset()
     assert main(["stores", "--json"]) == 1  # strict: still the JSON listing, then the error
     captured = capsys.readouterr()

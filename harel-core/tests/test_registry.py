@@ -13,7 +13,10 @@ from typing import Any
 import harel
 import pytest
 from harel import registry
+from harel.registry._core import DISABLE_VAR, LOAD_VAR, REGISTRY, STRICT_VAR
+from harel.registry._descriptor import validate_backend
 from harel.registry._firstparty import FIRST_PARTY, FirstParty
+from harel.registry._select import store_class
 from harel.store import AsyncDictStore, Capabilities, DictStore
 from harel.store.errors import (
     BackendNotInstalled,
@@ -36,7 +39,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in (registry.LOAD_VAR, registry.DISABLE_VAR, registry.STRICT_VAR):
+    for var in (LOAD_VAR, DISABLE_VAR, STRICT_VAR):
         monkeypatch.delenv(var, raising=False)
     registry.reset()
     yield
@@ -114,7 +117,8 @@ def test_import_harel_does_not_discover_and_listing_imports_no_driver() -> None:
         import sys
         import harel
         import harel.registry as r
-        print(r.REGISTRY.discovered, "harel.store.memory._plugin" in sys.modules)
+        from harel.registry._core import REGISTRY
+        print(REGISTRY.discovered, "harel.store.memory._plugin" in sys.modules)
         names = sorted(b.name for b in r.available_backends() if b.status == "ok")
         print("memory" in names and "sqlite" in names)
         print(any(m.startswith(("harel_store_sqlite.sync", "aiosqlite")) for m in sys.modules))
@@ -260,7 +264,7 @@ def test_runtime_conflicts_and_garbage_raise(echo_module: str) -> None:
 
     with pytest.raises(PluginError, match="RuntimeError: boom"):
         registry.register(Raises())
-    assert "garbage" not in registry.REGISTRY.backends()
+    assert "garbage" not in REGISTRY.backends()
 
 
 @pytest.mark.parametrize(
@@ -294,7 +298,7 @@ def test_validation_rejects_garbage(changes: dict[str, Any], message: str) -> No
     }
     fields.update(changes)
     with pytest.raises(PluginError, match=message):
-        registry.validate_backend(registry.StoreBackend(**fields))
+        validate_backend(registry.StoreBackend(**fields))
 
 
 def test_from_harel_import_store_classes(ghost: FirstParty) -> None:
@@ -316,7 +320,7 @@ def test_from_harel_import_store_classes(ghost: FirstParty) -> None:
 def test_private_names_do_not_trigger_discovery() -> None:
     for name in ("__wrapped__", "__test__", "_private", "pytest_plugins"):
         assert not hasattr(harel, name)
-    assert not registry.REGISTRY.discovered
+    assert not REGISTRY.discovered
 
 
 def test_third_party_class_name_resolves_through_registry(echo_module: str) -> None:
@@ -326,7 +330,7 @@ def test_third_party_class_name_resolves_through_registry(echo_module: str) -> N
 
 
 def test_disabled_backend_import_error_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(registry.DISABLE_VAR, "sqlite")
+    monkeypatch.setenv(DISABLE_VAR, "sqlite")
     registry.reset()
     with pytest.raises(ImportError, match="disabled by HAREL_DISABLE_PLUGINS"):
         from harel import SqliteStore  # noqa: F401
@@ -362,7 +366,7 @@ def test_check_backend(echo_module: str) -> None:
     problems = registry.check_backend(broken)
     assert len(problems) == 1 and "cannot import its store class" in problems[0]
     with pytest.raises(BackendUnavailable, match="Missing"):
-        registry.store_class(broken)
+        store_class(broken)
 
 
 def test_public_names() -> None:
@@ -371,17 +375,26 @@ def test_public_names() -> None:
             "BackendInfo",
             "PluginWarning",
             "StoreBackend",
+            "StoreSettings",
             "available_backends",
             "backend_for_url",
+            "check_backend",
+            "core_version",
             "get_backend",
+            "harness_for_url",
+            "harness_spec",
             "hookimpl",
             "open_async_store",
             "open_store",
             "register",
+            "reset",
             "store_from_env",
+            "store_settings_from_env",
             "unregister",
         ]
     )
+    public = {name for name in vars(registry) if not name.startswith("_")}
+    assert public - set(registry.__all__) == set()  # nothing re-exported outside __all__
     import harel.model
 
     assert not set(registry.__all__) & set(dir(harel.model))

@@ -11,8 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 from harel import registry
-from harel.registry._exists import store_exists
 from harel.registry._firstparty import FIRST_PARTY
+from harel.registry._select import store_exists
 from harel.store import Capabilities
 from harel.store.errors import BackendUnavailable, PluginError, StoreNotFound
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from harel import registry
 from harel.cli import main
+from harel.registry._core import DISABLE_VAR, LOAD_VAR, PREFER_VAR, REGISTRY, STRICT_VAR
 from harel.store.errors import BackendUnavailable, PluginError, UnknownScheme
 from harel.store.memory import CAPABILITIES as MEMORY_CAPABILITIES
 
@@ -39,7 +40,7 @@ MakeDist = Callable[..., str]
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in (registry.LOAD_VAR, registry.DISABLE_VAR, registry.STRICT_VAR, registry.PREFER_VAR):
+    for var in (LOAD_VAR, DISABLE_VAR, STRICT_VAR, PREFER_VAR):
         monkeypatch.delenv(var, raising=False)
     registry.reset()
     yield
@@ -145,7 +146,7 @@ def test_garbage_descriptor_breaks_the_whole_plugin(make_dist: MakeDist) -> None
     with pytest.warns(registry.PluginWarning, match="invalid backend name"):
         table = rows()
     assert table[("g", "harel-store-g")].status == "broken"
-    assert "Not Valid" not in registry.REGISTRY.backends()
+    assert "Not Valid" not in REGISTRY.backends()
 
 
 def test_incompatible_plugin_is_not_imported(make_dist: MakeDist) -> None:
@@ -204,15 +205,15 @@ def test_same_name_different_targets_conflict_until_configured(
     with pytest.raises(BackendUnavailable, match="broken"):
         registry.open_store("dup://x")
 
-    monkeypatch.setenv(registry.DISABLE_VAR, "harel-store-two")
+    monkeypatch.setenv(DISABLE_VAR, "harel-store-two")
     registry.reset()
     table = rows()
     assert table[("dup", "harel-store-one")].status == "ok"
     assert table[("dup", "harel-store-two")].status == "disabled"
     assert registry.get_backend("dup").store == "one.sync:Store"
 
-    monkeypatch.delenv(registry.DISABLE_VAR)
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,harel-store-two:dup")
+    monkeypatch.delenv(DISABLE_VAR)
+    monkeypatch.setenv(LOAD_VAR, "memory,harel-store-two:dup")
     registry.reset()
     assert registry.get_backend("dup").store == "two.sync:Store"
     assert registry.get_backend("memory").name == "memory"
@@ -268,7 +269,7 @@ def test_the_user_may_prefer_a_third_party_plugin(
     make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
-    monkeypatch.setenv(registry.PREFER_VAR, "sqlite-fork")
+    monkeypatch.setenv(PREFER_VAR, "sqlite-fork")
     registry.reset()
     table = rows()
     assert table[("sqlite", "sqlite-fork")].status == "ok"
@@ -282,7 +283,7 @@ def test_prefer_also_settles_a_conflict_between_third_parties(
 ) -> None:
     make_dist("harel-store-one", "dup", store="one.sync:Store")
     make_dist("harel-store-two", "dup", store="two.sync:Store")
-    monkeypatch.setenv(registry.PREFER_VAR, "harel-store-two")
+    monkeypatch.setenv(PREFER_VAR, "harel-store-two")
     registry.reset()
     table = rows()
     assert table[("dup", "harel-store-two")].status == "ok"
@@ -294,8 +295,8 @@ def test_strict_mode_raises_on_a_first_party_clash(
     make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dist("sqlite-fork", "sqlite", store="fork.sync:Store")
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite")  # keep the run independent of others
-    monkeypatch.setenv(registry.STRICT_VAR, "1")
+    monkeypatch.setenv(LOAD_VAR, "memory,sqlite")  # keep the run independent of others
+    monkeypatch.setenv(STRICT_VAR, "1")
     registry.reset()
     with pytest.raises(PluginError, match="ignored, the first-party backend keeps it"):
         registry.available_backends()
@@ -317,7 +318,7 @@ def test_duplicate_scheme_conflicts(make_dist: MakeDist) -> None:
 
 
 def test_disable_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(registry.DISABLE_VAR, "*")
+    monkeypatch.setenv(DISABLE_VAR, "*")
     registry.reset()
     table = rows()
     assert {row.status for row in table.values()} == {"disabled"}
@@ -342,14 +343,14 @@ def test_strict_mode_raises_plugin_errors(
     make_dist: MakeDist, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dist("harel-store-bad", "bad", "raise ImportError('no driver here')\n")
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite,bad")
-    monkeypatch.setenv(registry.STRICT_VAR, "1")
+    monkeypatch.setenv(LOAD_VAR, "memory,sqlite,bad")
+    monkeypatch.setenv(STRICT_VAR, "1")
     registry.reset()
     with pytest.raises(PluginError, match="is broken") as info:
         registry.available_backends()
     assert isinstance(info.value.__cause__, ImportError)
-    assert not registry.REGISTRY.discovered
-    monkeypatch.setenv(registry.STRICT_VAR, "0")
+    assert not REGISTRY.discovered
+    monkeypatch.setenv(STRICT_VAR, "0")
     with pytest.warns(registry.PluginWarning):
         assert rows()[("bad", "harel-store-bad")].status == "broken"
 

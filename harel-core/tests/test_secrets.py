@@ -16,6 +16,7 @@ import pytest
 from harel import registry
 from harel.cli import main
 from harel.conformance.urls import SecretURL
+from harel.registry._core import LOAD_VAR
 from harel.store.common.retry import connect_with_retry
 from harel.store.common.urls import parse_store_url, redact_text, redact_url, url_secrets
 
@@ -55,7 +56,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         if name.startswith(("STM_", "HAREL_")):
             monkeypatch.delenv(name)
-    monkeypatch.setenv(registry.LOAD_VAR, "memory,sqlite")
+    monkeypatch.setenv(LOAD_VAR, "memory,sqlite")
     registry.reset()
     yield
     registry.reset()

@@ -115,7 +115,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
-    from harel.registry import resolve_public_name
+    from harel.registry._select import resolve_public_name
 
     return resolve_public_name(name)
 

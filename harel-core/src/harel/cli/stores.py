@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
 def _list(*, include_not_installed: bool) -> tuple[list[Any], Exception | None]:
     """Every backend row; in strict mode also the plugin error strict discovery raised (the
     rows then come from a lenient discovery, so the listing is complete either way)."""
-    from harel.registry import STRICT_VAR, Registry, available_backends
+    from harel.registry import available_backends
+    from harel.registry._core import STRICT_VAR, Registry
     from harel.store.errors import PluginError
 
     with warnings.catch_warnings():

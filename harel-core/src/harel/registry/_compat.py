@@ -9,7 +9,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 CORE_DISTRIBUTION = "harel-core"
-
 _OPERATOR_ORDER = {">=": 0, ">": 0, "~=": 1, "==": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
 
 
@@ -23,23 +22,14 @@ def core_version() -> str:
         return harel.__version__
 
 
-def _format(requirement: Requirement) -> str:
-    specs = sorted(
-        requirement.specifier, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 9), s.version)
-    )
-    return CORE_DISTRIBUTION + ",".join(str(spec) for spec in specs)
-
-
 def incompatibility(dist: importlib.metadata.Distribution | None, version: str) -> str | None:
     """Why ``dist`` cannot run on harel-core ``version``, or ``None`` when it can.
 
-    Reads ``Requires-Dist`` only; the plugin is not imported.  A distribution that does not
-    declare harel-core at all is given the benefit of the doubt.
+    Reads ``Requires-Dist`` only (the plugin is not imported); a distribution that does not
+    declare harel-core is given the benefit of the doubt.
     """
-    if dist is None:
-        return None
-    name = dist.metadata["Name"] or "?"
-    if canonicalize_name(name) == CORE_DISTRIBUTION:
+    name = "?" if dist is None else dist.metadata["Name"] or "?"
+    if dist is None or canonicalize_name(name) == CORE_DISTRIBUTION:
         return None
     try:
         current = Version(version)
@@ -50,13 +40,16 @@ def incompatibility(dist: importlib.metadata.Distribution | None, version: str) 
             requirement = Requirement(line)
         except InvalidRequirement:
             continue
-        if canonicalize_name(requirement.name) != CORE_DISTRIBUTION:
+        marker = requirement.marker
+        if (
+            canonicalize_name(requirement.name) != CORE_DISTRIBUTION
+            or (marker is not None and not marker.evaluate({"extra": ""}))
+            or requirement.specifier.contains(current, prereleases=True)
+        ):
             continue
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
-        if not requirement.specifier.contains(current, prereleases=True):
-            return (
-                f"{name} {dist.version} requires {_format(requirement)}, "
-                f"this is {CORE_DISTRIBUTION} {version}"
-            )
+        order = sorted(
+            requirement.specifier, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 9), s.version)
+        )
+        wanted = CORE_DISTRIBUTION + ",".join(str(spec) for spec in order)
+        return f"{name} {dist.version} requires {wanted}, this is {CORE_DISTRIBUTION} {version}"
     return None

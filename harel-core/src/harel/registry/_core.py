@@ -7,8 +7,8 @@ import importlib.metadata
 import os
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 
 import pluggy
 from packaging.utils import canonicalize_name
@@ -23,8 +23,8 @@ from harel.registry._descriptor import (
     StoreBackend,
     validate_backend,
 )
-from harel.registry._firstparty import FIRST_PARTY, FirstParty, first_party_for_scheme
-from harel.store.common.urls import parse_store_url
+from harel.registry._firstparty import FIRST_PARTY, first_party_for_scheme, first_party_schemes
+from harel.store.common.urls import close_scheme, parse_store_url
 from harel.store.errors import (
     BackendNotInstalled,
     BackendUnavailable,
@@ -37,244 +37,143 @@ LOAD_VAR = "HAREL_LOAD_PLUGINS"
 DISABLE_VAR = "HAREL_DISABLE_PLUGINS"
 STRICT_VAR = "HAREL_STRICT_PLUGINS"
 PREFER_VAR = "HAREL_PREFER_PLUGINS"
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class PluginWarning(UserWarning):
     """A store plugin is broken, incompatible or conflicting (reported once per discovery)."""
 
 
-def _report(message: str) -> None:
-    """Warn about a plugin problem, attributed to the registry: the default warning format
-    then prints no Python source line (the problem is in the plugin, not in the caller)."""
-    warnings.warn_explicit(message, PluginWarning, filename="harel.registry", lineno=0)
+def _claim(backend: StoreBackend, dist: str, version: str, ep: str | None) -> BackendInfo:
+    """The row of a registered backend (``ep``: its entry point, ``None`` at run time)."""
+    caps = backend.capabilities
+    return BackendInfo(backend.name, dist, version, backend.schemes, caps, "ok", None, backend, ep)
 
 
-@dataclass(frozen=True)
-class _Claim:
-    """One registered backend and where it came from."""
-
-    backend: StoreBackend
-    distribution: str
-    version: str
-    entry_point: str | None  # "name = target", None when registered at run time
+def _backend(row: BackendInfo) -> StoreBackend:
+    assert row.backend is not None  # every claim carries its descriptor
+    return row.backend
 
 
-@dataclass
-class _Resolution:
-    ok: dict[str, _Claim] = field(default_factory=dict)
-    schemes: dict[str, str] = field(default_factory=dict)
-    conflicts: dict[str, tuple[str, list[_Claim]]] = field(default_factory=dict)
-    set_aside: list[tuple[_Claim, BackendStatus, str]] = field(default_factory=list)
-
-
-def _describe(claim: _Claim) -> str:
-    return f"{claim.distribution} {claim.version} ({claim.backend.store})"
-
-
-def _same_dist(left: str, right: str) -> bool:
+def _same(left: str, right: str) -> bool:
     return canonicalize_name(left) == canonicalize_name(right)
 
 
-def _preferred(claim: _Claim, prefer: frozenset[str]) -> bool:
-    return any(_same_dist(item, claim.distribution) for item in prefer)
+def _conflict(key: str, rivals: list[BackendInfo]) -> str:
+    """Why ``rivals`` cannot share ``key`` (a backend name, or a URL scheme with ``://``)."""
+    if key.endswith("://"):
+        listed = " and ".join(f"{r.name!r} ({r.distribution} {r.version})" for r in rivals)
+        text = f"URL scheme {key!r} is claimed by backends {listed}"
+    else:
+        listed = " and ".join(f"{r.distribution} {r.version} ({_backend(r).store})" for r in rivals)
+        text = f"backend {key!r} is registered with different implementations by {listed}"
+    choices = " or ".join(f"{DISABLE_VAR}={rival.distribution}" for rival in rivals)
+    return f"{text}; choose one explicitly ({choices}, or {PREFER_VAR}/{LOAD_VAR})"
 
 
-def _first_party_clashes(claim: _Claim) -> list[tuple[str, FirstParty]]:
-    """What of a first-party backend ``claim`` takes although it is not that distribution."""
-    clashes: list[tuple[str, FirstParty]] = []
-    entry = FIRST_PARTY.get(claim.backend.name)
-    if entry is not None and not _same_dist(entry.distribution, claim.distribution):
-        clashes.append((f"the name {entry.name!r}", entry))
-    for scheme in claim.backend.schemes:
-        owner = first_party_for_scheme(scheme)
-        if owner is not None and not _same_dist(owner.distribution, claim.distribution):
-            clashes.append((f"the scheme {scheme + '://'!r}", owner))
-    return clashes
-
-
-def _reserve_first_party(
-    claims: list[_Claim], prefer: frozenset[str], result: _Resolution
-) -> list[_Claim]:
-    """First-party backends keep their names and schemes: a third-party claim on them is set
-    aside as ``ignored`` unless its distribution is in ``HAREL_PREFER_PLUGINS``, in which case
-    the first-party backend it clashes with is set aside instead (``disabled``)."""
-    kept: list[_Claim] = []
-    overridden: dict[str, str] = {}
+def _contest(
+    claims: list[BackendInfo],
+    keys: Callable[[BackendInfo], Iterable[str]],
+    preferred: Callable[[BackendInfo], bool],
+    lost: dict[int, tuple[BackendInfo, BackendStatus, str]],
+) -> list[BackendInfo]:
+    """Settle claims that share a key: preferred ones disable the others; several left
+    conflict (all ``broken``, yet still contesting their other keys).  Returns the winners."""
+    groups: dict[str, list[BackendInfo]] = {}
     for claim in claims:
-        clashes = _first_party_clashes(claim)
-        if not clashes:
-            kept.append(claim)
-            continue
-        if _preferred(claim, prefer):
-            kept.append(claim)
-            for _, entry in clashes:
-                overridden.setdefault(entry.name, claim.distribution)
-            continue
-        what = " and ".join(dict.fromkeys(text for text, _ in clashes))
-        owners = ", ".join(
-            dict.fromkeys(f"{entry.name!r} ({entry.distribution})" for _, entry in clashes)
-        )
-        result.set_aside.append(
-            (
-                claim,
-                "ignored",
-                f"{claim.distribution} {claim.version} registers backend {claim.backend.name!r} "
-                f"with {what} of the first-party backend {owners}; ignored, the first-party "
-                f"backend keeps it (to use {claim.distribution}'s instead, set "
-                f"{PREFER_VAR}={claim.distribution})",
-            )
-        )
-    final: list[_Claim] = []
-    for claim in kept:
-        table_entry = FIRST_PARTY.get(claim.backend.name)
-        winner = overridden.get(claim.backend.name)
-        if (
-            winner is not None
-            and table_entry is not None
-            and _same_dist(table_entry.distribution, claim.distribution)
-        ):
-            result.set_aside.append(
-                (
-                    claim,
-                    "disabled",
-                    f"overridden by {PREFER_VAR}: {winner} claims its name or a scheme",
-                )
-            )
-            continue
-        final.append(claim)
-    return final
+        for key in keys(claim):
+            groups.setdefault(key, []).append(claim)
+    for key, group in sorted(groups.items()):
+        rivals = [claim for claim in group if lost.get(id(claim), (claim, "broken"))[1] == "broken"]
+        chosen = [rival for rival in rivals if preferred(rival)] or rivals
+        note = f" (scheme {key!r})" if key.endswith("://") else ""
+        for rival in rivals:
+            if all(rival is not winner for winner in chosen):
+                why = f"overridden by {PREFER_VAR}={chosen[0].distribution}{note}"
+                lost[id(rival)] = (rival, "disabled", why)
+        for rival in chosen if len(chosen) > 1 else ():
+            lost.setdefault(id(rival), (rival, "broken", _conflict(key, chosen)))
+    return [claim for claim in claims if id(claim) not in lost]
 
 
-def _resolve(claims: Iterable[_Claim], prefer: frozenset[str] = frozenset()) -> _Resolution:
-    """Pure: which claims are usable, which are set aside, which names/schemes conflict.
+def _resolve(claims: Iterable[BackendInfo], prefer: frozenset[str]) -> _Resolved:
+    """Pure: the usable claims by name, and the others with their status and error.
 
-    Never decided by install order: first-party backends keep their names and schemes
-    (unless the user prefers another distribution), and two third-party claims on one name
-    or scheme conflict until one is disabled or preferred.
+    Never decided by install order: identical twins count once; a third-party claim on a
+    first-party backend's name or scheme is ``ignored`` unless its distribution is preferred;
+    other claims on one name or scheme conflict until one is disabled or preferred.
     """
-    result = _Resolution()
-    unique: list[_Claim] = []
+
+    def preferred(claim: BackendInfo) -> bool:
+        return any(_same(item, claim.distribution) for item in prefer)
+
+    lost: dict[int, tuple[BackendInfo, BackendStatus, str]] = {}
+    seen: set[tuple[str, tuple[str, str]]] = set()
+    alive: list[BackendInfo] = []
     for claim in claims:
-        if all(
-            other.backend.name != claim.backend.name
-            or other.backend.targets != claim.backend.targets
-            for other in unique
-        ):
-            unique.append(claim)
-    by_name: dict[str, list[_Claim]] = {}
-    for claim in _reserve_first_party(unique, prefer, result):
-        by_name.setdefault(claim.backend.name, []).append(claim)
-    for name, distinct in sorted(by_name.items()):
-        winners = [claim for claim in distinct if _preferred(claim, prefer)]
-        if len(distinct) > 1 and len(winners) == 1:
-            for claim in distinct:
-                if claim is not winners[0]:
-                    result.set_aside.append(
-                        (claim, "disabled", f"overridden by {PREFER_VAR}={winners[0].distribution}")
-                    )
-            distinct = winners
-        if len(distinct) == 1:
-            result.ok[name] = distinct[0]
+        if (claim.name, _backend(claim).targets) in seen:
             continue
-        listed = " and ".join(_describe(claim) for claim in distinct)
-        choices = " or ".join(f"{DISABLE_VAR}={claim.distribution}" for claim in distinct)
-        result.conflicts[name] = (
-            f"backend {name!r} is registered with different implementations by {listed}; "
-            f"choose one explicitly ({choices}, or {PREFER_VAR}/{LOAD_VAR})",
-            distinct,
-        )
-    by_scheme: dict[str, list[str]] = {}
-    for name, claim in result.ok.items():
-        for scheme in claim.backend.schemes:
-            by_scheme.setdefault(scheme, []).append(name)
-    for scheme, names in sorted(by_scheme.items()):
-        if len(names) < 2:
+        seen.add((claim.name, _backend(claim).targets))
+        owners = [(f"the name {claim.name!r}", FIRST_PARTY.get(claim.name))]
+        owners += [(f"the scheme {s + '://'!r}", first_party_for_scheme(s)) for s in claim.schemes]
+        clashes = [(t, o) for t, o in owners if o and not _same(o.distribution, claim.distribution)]
+        if not clashes or preferred(claim):
+            alive.append(claim)
             continue
-        preferred = [name for name in names if _preferred(result.ok[name], prefer)]
-        if len(preferred) == 1:
-            for name in names:
-                if name != preferred[0] and name in result.ok:
-                    result.set_aside.append(
-                        (
-                            result.ok.pop(name),
-                            "disabled",
-                            f"overridden by {PREFER_VAR}={result.ok[preferred[0]].distribution} "
-                            f"(scheme {scheme + '://'!r})",
-                        )
-                    )
-            continue
-        listed = " and ".join(
-            f"{result.ok[name].backend.name!r} ({result.ok[name].distribution} "
-            f"{result.ok[name].version})"
-            for name in names
-            if name in result.ok
+        what = " and ".join(text for text, _ in clashes)
+        taken = ", ".join(dict.fromkeys(f"{o.name!r} ({o.distribution})" for _, o in clashes))
+        why = (
+            f"{claim.distribution} {claim.version} registers backend {claim.name!r} with {what} "
+            f"of the first-party backend {taken}; ignored, the first-party backend keeps it (to "
+            f"use {claim.distribution}'s instead, set {PREFER_VAR}={claim.distribution})"
         )
-        choices = " or ".join(
-            f"{DISABLE_VAR}={result.ok[name].distribution}" for name in names if name in result.ok
-        )
-        message = (
-            f"URL scheme {scheme + '://'!r} is claimed by backends {listed}; "
-            f"choose one explicitly ({choices}, or {PREFER_VAR}/{LOAD_VAR})"
-        )
-        for name in names:
-            if name in result.ok:
-                result.conflicts.setdefault(name, (message, [result.ok[name]]))
-    for name in result.conflicts:
-        result.ok.pop(name, None)
-    for name, claim in result.ok.items():
-        for scheme in claim.backend.schemes:
-            result.schemes[scheme] = name
-    return result
+        lost[id(claim)] = (claim, "ignored", why)
+    named = _contest(alive, lambda claim: (claim.name,), preferred, lost)
+    usable = _contest(named, lambda claim: [s + "://" for s in claim.schemes], preferred, lost)
+    rows = [replace(claim, status=status, error=error) for claim, status, error in lost.values()]
+    return {claim.name: claim for claim in usable}, rows
 
 
-def _items(value: str | None) -> set[str] | None:
-    if value is None or not value.strip():
-        return None
-    return {item.strip() for item in value.split(",") if item.strip()}
+_Resolved = tuple[dict[str, BackendInfo], list[BackendInfo]]
+
+
+def _problems(rows: list[BackendInfo]) -> list[str]:
+    """The messages to report: conflicts, then claims on first-party names or schemes."""
+    rows = [row for row in rows if row.status in ("broken", "ignored")]
+    return list(dict.fromkeys(str(row.error) for row in sorted(rows, key=lambda r: r.status)))
+
+
+def _items(value: str | None) -> set[str]:
+    return {item.strip() for item in (value or "").split(",") if item.strip()}
 
 
 def _selected(items: set[str], ep_name: str, distribution: str) -> bool:
-    dist = canonicalize_name(distribution)
+    """Whether an item is ``*``, the entry point's name, its distribution or ``dist:name``."""
     for item in items:
-        if item == "*" or item == ep_name or canonicalize_name(item) == dist:
+        dist, _, name = item.rpartition(":")
+        if item in ("*", ep_name) or _same(item, distribution):
             return True
-        if ":" in item:
-            dist_part, _, ep_part = item.partition(":")
-            if canonicalize_name(dist_part) == dist and ep_part == ep_name:
-                return True
+        if dist and _same(dist, distribution) and name == ep_name:
+            return True
     return False
 
 
-def _new_manager() -> pluggy.PluginManager:
-    manager = pluggy.PluginManager(PROJECT)
-    manager.add_hookspecs(HookSpecs)
-    return manager
+def _dist_name(dist: importlib.metadata.Distribution | None) -> str:
+    name = None if dist is None else dist.metadata["Name"]
+    return str(name) if name else "<unknown distribution>"
 
 
 class Registry:
-    """The store backends this process knows: discovered from entry points on first use.
-
-    Thread-safe.  Discovery runs once and is cached; :meth:`reset` forgets everything
-    (including run-time registrations) so the next use discovers again.
-    """
+    """The store backends this process knows, discovered from entry points on first use
+    (once; :meth:`reset` forgets everything, run-time registrations too).  Thread-safe;
+    ``environ`` (default ``os.environ``) holds the switches."""
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = environ
         self._lock = threading.RLock()
-        self._discovered = False
-        self._clear()
+        self.reset()
 
-    def _clear(self) -> None:
-        self.plugin_manager = _new_manager()
-        self._claims: list[_Claim] = []
-        self._problems: list[BackendInfo] = []
-        self._state = _Resolution()
-
-    @property
-    def environ(self) -> Mapping[str, str]:
-        """The environment the switches are read from (``os.environ`` by default)."""
-        return os.environ if self._environ is None else self._environ
+    def _switch(self, name: str) -> str:
+        return (os.environ if self._environ is None else self._environ).get(name, "")
 
     @property
     def discovered(self) -> bool:
@@ -284,134 +183,85 @@ class Registry:
     def reset(self) -> None:
         """Forget all backends; the next use re-reads entry points and switches."""
         with self._lock:
-            self._clear()
             self._discovered = False
+            self.plugin_manager = pluggy.PluginManager(PROJECT)
+            self.plugin_manager.add_hookspecs(HookSpecs)
+            self._claims: list[BackendInfo] = []
+            self._failed: list[BackendInfo] = []  # entry points that registered nothing usable
+            self._ok: dict[str, BackendInfo] = {}
+            self._aside: list[BackendInfo] = []
         importlib.invalidate_caches()
 
-    # ------------------------------------------------------------------ discovery
+    def _resolve(self, claims: list[BackendInfo]) -> _Resolved:
+        return _resolve(claims, frozenset(_items(self._switch(PREFER_VAR))))
 
     def ensure_discovered(self) -> None:
         """Walk the ``harel.stores`` entry points once (no-op after the first call)."""
-        if self._discovered:
-            return
         with self._lock:
-            if self._discovered:
-                return
-            self._discover()
-            self._discovered = True
-
-    def _prefer(self) -> frozenset[str]:
-        return frozenset(_items(self.environ.get(PREFER_VAR)) or ())
-
-    def _strict(self) -> bool:
-        return self.environ.get(STRICT_VAR, "").strip().lower() in _TRUE
+            if not self._discovered:
+                self.reset()  # a strict-mode failure may have left a partial state behind
+                self._discover()
+                self._discovered = True
 
     def _discover(self) -> None:
-        self._clear()  # a strict-mode failure may have left a partial state behind
-        env = self.environ
-        load = _items(env.get(LOAD_VAR))
-        disable = _items(env.get(DISABLE_VAR))
-        strict = self._strict()
-        version = core_version()
-        reports: list[str] = []
+        errors: list[PluginError] = []
         try:
             entry_points = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
         except Exception as exc:  # corrupt metadata must not break the host
-            if strict:
-                raise PluginError(f"cannot read {ENTRY_POINT_GROUP} entry points: {exc}") from exc
-            _report(f"cannot read {ENTRY_POINT_GROUP} entry points: {exc}")
+            errors.append(PluginError(f"cannot read {ENTRY_POINT_GROUP} entry points: {exc}"))
             entry_points = []
-        entry_points.sort(key=lambda ep: (ep.name, _dist_name(ep.dist), ep.value))
-        for ep in entry_points:
-            failure = self._load_entry_point(ep, load=load, disable=disable, version=version)
-            if failure is not None:
-                if strict:
-                    raise failure
-                reports.append(str(failure))
-        self._state = _resolve(self._claims, self._prefer())
-        messages = [message for message, _ in self._state.conflicts.values()]
-        messages += [message for _, status, message in self._state.set_aside if status == "ignored"]
-        for message in messages:
-            if strict:
-                raise PluginError(message)
-            if message not in reports:
-                reports.append(message)
-        for report in reports:
-            _report(report)
+        version = core_version()
+        for ep in sorted(entry_points, key=lambda ep: (ep.name, _dist_name(ep.dist), ep.value)):
+            errors += self._load_entry_point(ep, version)
+        self._ok, self._aside = self._resolve(self._claims)
+        errors += [PluginError(message) for message in _problems(self._aside)]
+        if errors and self._switch(STRICT_VAR).strip().lower() in ("1", "true", "yes", "on"):
+            raise errors[0]
+        for report in dict.fromkeys(str(error) for error in errors):
+            # attributed to the registry, the warning prints no source line of the caller's
+            warnings.warn_explicit(report, PluginWarning, filename="harel.registry", lineno=0)
 
-    def _load_entry_point(
-        self,
-        ep: importlib.metadata.EntryPoint,
-        *,
-        load: set[str] | None,
-        disable: set[str] | None,
-        version: str,
-    ) -> PluginError | None:
-        """Record one entry point's backends (or its problem); the error to report, if any."""
-        env = self.environ
-        dist = ep.dist
-        dist_name = _dist_name(dist)
-        dist_version = dist.version if dist is not None else None
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint, core: str) -> list[PluginError]:
+        """Record one entry point's backends (or its problem row); the errors to report."""
+        dist = _dist_name(ep.dist)
         label = f"{ep.name} = {ep.value}"
         known = FIRST_PARTY.get(ep.name)
-        same = known is not None and (
-            canonicalize_name(known.distribution) == canonicalize_name(dist_name)
-        )
+        schemes = known.schemes if known and _same(known.distribution, dist) else ()
+        version = None if ep.dist is None else ep.dist.version
+        row = BackendInfo(ep.name, dist, version, schemes, None, "disabled", entry_point=label)
+        load, disable = self._switch(LOAD_VAR), self._switch(DISABLE_VAR)
+        if _items(load) and not _selected(_items(load), ep.name, dist):
+            self._failed.append(replace(row, error=f"not listed in {LOAD_VAR}={load}"))
+            return []
+        if _selected(_items(disable), ep.name, dist):
+            self._failed.append(replace(row, error=f"disabled by {DISABLE_VAR}={disable}"))
+            return []
+        status: BackendStatus = "incompatible"
+        reason, cause = incompatibility(ep.dist, core), None
+        if reason is None:
+            try:
+                backends = self._collect(ep.load(), f"{dist}:{ep.name}")
+            except (Exception, SystemExit) as exc:
+                status, reason, cause = "broken", f"{type(exc).__name__}: {exc}", exc
+            else:
+                self._claims += [_claim(b, dist, version or b.version, label) for b in backends]
+                return []
+        self._failed.append(replace(row, status=status, error=reason))
+        report = PluginError(f"store plugin {label!r} ({dist}) is {status}: {reason}")
+        report.__cause__ = cause
+        return [report]
 
-        def problem(status: BackendStatus, error: str) -> None:
-            self._problems.append(
-                BackendInfo(
-                    name=ep.name,
-                    distribution=dist_name,
-                    version=dist_version,
-                    schemes=known.schemes if known is not None and same else (),
-                    capabilities=None,
-                    status=status,
-                    error=error,
-                    entry_point=label,
-                )
-            )
-
-        if load is not None and not _selected(load, ep.name, dist_name):
-            problem("disabled", f"not listed in {LOAD_VAR}={env.get(LOAD_VAR, '')}")
-            return None
-        if disable is not None and _selected(disable, ep.name, dist_name):
-            problem("disabled", f"disabled by {DISABLE_VAR}={env.get(DISABLE_VAR, '')}")
-            return None
-        reason = incompatibility(dist, version)
-        if reason is not None:
-            problem("incompatible", reason)
-            return PluginError(f"store plugin {label!r} ({dist_name}) is incompatible: {reason}")
-        try:
-            backends = self._collect(ep.load(), name=f"{dist_name}:{ep.name}")
-        except (Exception, SystemExit) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            problem("broken", error)
-            report = PluginError(f"store plugin {label!r} ({dist_name}) is broken: {error}")
-            report.__cause__ = exc
-            return report
-        self._claims.extend(
-            _Claim(backend, dist_name, dist_version or backend.version, label)
-            for backend in backends
-        )
-        return None
-
-    def _collect(self, plugin: object, *, name: str | None = None) -> list[StoreBackend]:
+    def _collect(self, plugin: object, name: str | None = None) -> list[StoreBackend]:
         """Run ``plugin``'s hook alone and return what it registered (validated)."""
         collected: list[StoreBackend] = []
-
-        def register(backend: StoreBackend) -> None:
-            collected.append(validate_backend(backend))
-
         manager = self.plugin_manager
-        added = False
-        if not manager.is_registered(plugin):
+        added = not manager.is_registered(plugin)
+        if added:
             manager.register(plugin, name=name if manager.get_plugin(name or "") is None else None)
-            added = True
         try:
             others = [other for other in manager.get_plugins() if other is not plugin]
             caller = manager.subset_hook_caller("harel_register_stores", remove_plugins=others)
-            caller(register=register)
+            caller(register=lambda backend: collected.append(validate_backend(backend)))
             if not collected:
                 raise PluginError(
                     "registered no backend (does it define harel_register_stores decorated "
@@ -423,226 +273,143 @@ class Registry:
             raise
         return collected
 
-    # ------------------------------------------------------------------ run time
-
     def register(self, plugin: object) -> list[StoreBackend]:
-        """Register a plugin (an object with a ``harel_register_stores`` hookimpl) or a
-        :class:`StoreBackend` in this process.  Returns the backends it added.
+        """Register a plugin (with a ``harel_register_stores`` hookimpl) or a
+        :class:`StoreBackend` in this process; returns the backends it added.
 
-        Raises :class:`PluginError` for garbage, a conflict with a known backend (same
-        name or scheme, different implementation) or a claim on a first-party backend's name
-        or scheme by another distribution (unless preferred with ``HAREL_PREFER_PLUGINS``);
-        an identical twin is a no-op (it is returned but changes nothing).
+        PluginError for garbage, a conflict with a known backend or a claim on a first-party
+        name or scheme (unless preferred); an identical twin is a no-op.
         """
         self.ensure_discovered()
         with self._lock:
-            if isinstance(plugin, StoreBackend):
-                backends = [validate_backend(plugin)]
-            else:
-                try:
-                    backends = self._collect(plugin)
-                except PluginError:
-                    raise
-                except Exception as exc:
-                    raise PluginError(
-                        f"plugin {plugin!r} failed to register: {type(exc).__name__}: {exc}"
-                    ) from exc
-            claims = [_Claim(b, b.distribution, b.version, None) for b in backends]
-            candidate = _resolve([*self._claims, *claims], self._prefer())
-            new_conflicts = [
-                message
-                for name, (message, _) in candidate.conflicts.items()
-                if name not in self._state.conflicts
-            ]
-            new_conflicts += [
-                message
-                for claim, status, message in candidate.set_aside
-                if status == "ignored" and any(claim is new for new in claims)
-            ]
-            if new_conflicts:
-                raise PluginError(new_conflicts[0])
-            self._claims.extend(claims)
-            self._state = candidate
+            try:
+                single = isinstance(plugin, StoreBackend)
+                backends = [validate_backend(plugin)] if single else self._collect(plugin)
+            except PluginError:
+                raise
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {plugin!r} failed to register: {type(exc).__name__}: {exc}"
+                ) from exc
+            claims = [_claim(b, b.distribution, b.version, None) for b in backends]
+            ok, aside = self._resolve([*self._claims, *claims])
+            known = set(_problems(self._aside))
+            new = [message for message in _problems(aside) if message not in known]
+            if new:
+                raise PluginError(new[0])
+            self._claims += claims
+            self._ok, self._aside = ok, aside
             return backends
 
     def unregister(self, name: str) -> None:
         """Forget every registration of backend ``name`` (UnknownBackend when there is none)."""
         self.ensure_discovered()
         with self._lock:
-            claims = [c for c in self._claims if c.backend.name != name]
-            problems = [p for p in self._problems if p.name != name]
-            if len(claims) == len(self._claims) and len(problems) == len(self._problems):
+            claims = [claim for claim in self._claims if claim.name != name]
+            failed = [row for row in self._failed if row.name != name]
+            if len(claims) + len(failed) == len(self._claims) + len(self._failed):
                 raise UnknownBackend(f"no store backend named {name!r} is registered")
-            self._claims, self._problems = claims, problems
-            self._state = _resolve(self._claims, self._prefer())
-
-    # ------------------------------------------------------------------ lookups
+            self._claims, self._failed = claims, failed
+            self._ok, self._aside = self._resolve(claims)
 
     def backends(self) -> dict[str, StoreBackend]:
         """The usable backends by name."""
         self.ensure_discovered()
-        return {name: claim.backend for name, claim in self._state.ok.items()}
+        return {name: _backend(row) for name, row in self._ok.items()}
 
     def schemes(self) -> dict[str, str]:
         """URL scheme -> usable backend name."""
         self.ensure_discovered()
-        return dict(self._state.schemes)
+        return {scheme: name for name, row in self._ok.items() for scheme in row.schemes}
 
     def available(self, *, include_not_installed: bool = False) -> list[BackendInfo]:
-        """Every backend row: usable, broken, incompatible, disabled (and, on request, the
-        first-party backends that are not installed)."""
+        """Every backend row, usable or not (with ``include_not_installed`` also the absent
+        first-party ones); imports no driver."""
         self.ensure_discovered()
-        rows: list[BackendInfo] = []
-        for claim in self._state.ok.values():
-            rows.append(_info(claim, "ok", None))
-        for message, claims in self._state.conflicts.values():
-            rows.extend(_info(claim, "broken", message) for claim in claims)
-        rows.extend(self._problem_rows())
-        if include_not_installed:
-            present = {row.name for row in rows}
-            for entry in FIRST_PARTY.values():
-                if entry.name not in present:
-                    rows.append(
-                        BackendInfo(
-                            name=entry.name,
-                            distribution=entry.distribution,
-                            version=None,
-                            schemes=entry.schemes,
-                            capabilities=None,
-                            status="not installed",
-                            error=entry.pip_line,
-                        )
-                    )
+        rows = [*self._ok.values(), *self._failed, *self._aside]
+        present = {row.name for row in rows}
+        rows += [
+            BackendInfo(e.name, e.distribution, None, e.schemes, None, "not installed", e.pip_line)
+            for e in FIRST_PARTY.values()
+            if include_not_installed and e.name not in present
+        ]
         return sorted(rows, key=lambda row: (row.name, row.distribution))
 
-    def _problem_rows(self) -> list[BackendInfo]:
-        """Broken, incompatible, disabled and ignored rows (not the conflicting ones)."""
-        aside = [_info(claim, status, message) for claim, status, message in self._state.set_aside]
-        return [*self._problems, *aside]
+    def _unusable(self) -> Iterator[tuple[BackendInfo, str]]:
+        """The rows that cannot be used, conflicts first, each with why."""
 
-    def _unusable(self, name: str) -> str | None:
-        conflict = self._state.conflicts.get(name)
-        if conflict is not None:
-            return f"store backend {name!r} is broken: {conflict[0]}"
-        for row in self._problem_rows():
-            if row.name == name:
-                return f"store backend {name!r} ({row.distribution}) is {row.status}: {row.error}"
-        return None
+        def conflict(row: BackendInfo) -> bool:
+            return row.status == "broken" and row.backend is not None
+
+        for row in sorted([*self._failed, *self._aside], key=lambda row: not conflict(row)):
+            where = "" if conflict(row) else f" ({row.distribution})"
+            yield row, f"store backend {row.name!r}{where} is {row.status}: {row.error}"
 
     def get(self, name: str) -> StoreBackend:
-        """The usable backend ``name``; a specific error says why it is not available."""
+        """The usable backend ``name``: else BackendNotInstalled (first-party, with the pip
+        line), BackendUnavailable (installed but not usable: why) or UnknownBackend."""
         self.ensure_discovered()
-        claim = self._state.ok.get(name)
-        if claim is not None:
-            return claim.backend
-        reason = self._unusable(name)
+        if name in self._ok:
+            return _backend(self._ok[name])
+        reason = next((why for row, why in self._unusable() if row.name == name), None)
         if reason is not None:
             raise BackendUnavailable(reason)
         known = FIRST_PARTY.get(name)
         if known is not None:
-            raise BackendNotInstalled(
-                f"store backend {name!r} is not installed: {known.pip_line}",
-                distribution=known.distribution,
-            )
+            message = f"store backend {name!r} is not installed: {known.pip_line}"
+            raise BackendNotInstalled(message, distribution=known.distribution)
+        missing = ", ".join(n for n in FIRST_PARTY if n not in self._ok)
         raise UnknownBackend(
-            f"no store backend named {name!r}; installed: {self._names_text()}"
-            f"{self._installable_text()}"
+            f"no store backend named {name!r}; installed: {', '.join(sorted(self._ok)) or 'none'}"
+            + (f"; first-party backends you can install: {missing}" if missing else "")
         )
 
     def for_url(self, url: str) -> StoreBackend:
-        """The usable backend for ``url``'s scheme (InvalidStoreURL when ``url`` is malformed)."""
+        """The usable backend for ``url``'s scheme: else InvalidStoreURL (malformed),
+        UnknownScheme (naming the installed schemes, or a first-party backend's pip line) or
+        BackendUnavailable; messages never show the URL's password."""
         parsed = parse_store_url(url)
-        self.ensure_discovered()
-        scheme = parsed.scheme
-        name = self._state.schemes.get(scheme)
-        if name is not None:
-            return self._state.ok[name].backend
-        for conflict_name, (message, claims) in self._state.conflicts.items():
-            if any(scheme in claim.backend.schemes for claim in claims):
-                raise BackendUnavailable(
-                    f"cannot open {parsed.redacted}: store backend {conflict_name!r} is broken: "
-                    f"{message}"
-                )
-        for row in self._problem_rows():
-            if scheme in row.schemes:
-                raise BackendUnavailable(
-                    f"cannot open {parsed.redacted}: store backend {row.name!r} "
-                    f"({row.distribution}) is {row.status}: {row.error}"
-                )
-        installed = ", ".join(sorted(self._state.schemes)) or "none"
+        scheme, schemes = parsed.scheme, self.schemes()
+        if scheme in schemes:
+            return _backend(self._ok[schemes[scheme]])
+        reason = next((why for row, why in self._unusable() if scheme in row.schemes), None)
+        if reason is not None:
+            raise BackendUnavailable(f"cannot open {parsed.redacted}: {reason}")
+        installed = ", ".join(sorted(schemes)) or "none"
         known = first_party_for_scheme(scheme)
         if known is not None:
             raise UnknownScheme(
                 f"{scheme}:// URLs need the {known.name!r} store backend, which is not "
                 f"installed: {known.pip_line} (installed schemes: {installed})"
             )
-        related, others = self._failed_to_load(scheme)
+        related: list[str] = []
+        others: list[str] = []
+        for row in self._failed:  # never registered, so their schemes are unknown
+            if row.status != "disabled":
+                names = (row.name.lower(), canonicalize_name(row.distribution))
+                mine = any(scheme in name or (name and name in scheme) for name in names)
+                version = f" {row.version}" if row.version else ""
+                text = f"{row.name} ({row.distribution}{version}) is {row.status}: {row.error}"
+                (related if mine else others).append(text)
+        failed = f"installed but failed to load: {'; '.join(related + others)}"
         if related:
             raise BackendUnavailable(
                 f"cannot open {parsed.redacted}: no loaded store backend handles {scheme}:// "
-                f"URLs; installed but failed to load: {'; '.join(related + others)}"
+                f"URLs; {failed}"
             )
-        note = f"; installed but failed to load: {'; '.join(others)}" if others else ""
+        close = close_scheme(scheme, {*schemes, *first_party_schemes()})
+        hint = f" (did you mean {close}://?)" if close and close != scheme else ""
         raise UnknownScheme(
-            f"no installed store backend handles {scheme}:// URLs ({parsed.redacted})"
-            f"{self._scheme_suggestion(scheme)}; installed schemes: {installed}{note}"
+            f"no installed store backend handles {scheme}:// URLs ({parsed.redacted}){hint}; "
+            f"installed schemes: {installed}" + (f"; {failed}" if others else "")
         )
-
-    def _failed_to_load(self, scheme: str) -> tuple[list[str], list[str]]:
-        """The plugins that could not be loaded (broken or incompatible: their schemes are
-        unknown, as they never registered), split into those whose entry-point or
-        distribution name mentions ``scheme`` and the others."""
-        related: list[str] = []
-        others: list[str] = []
-        for row in self._problems:
-            if row.status not in ("broken", "incompatible"):
-                continue
-            version = f" {row.version}" if row.version else ""
-            text = f"{row.name} ({row.distribution}{version}) is {row.status}: {row.error}"
-            names = (row.name.lower(), canonicalize_name(row.distribution))
-            mine = any(scheme in name or (name and name in scheme) for name in names)
-            (related if mine else others).append(text)
-        return related, others
-
-    def _scheme_suggestion(self, scheme: str) -> str:
-        from harel.store.common.urls import close_scheme
-
-        known = set(self._state.schemes)
-        known |= {item for entry in FIRST_PARTY.values() for item in entry.schemes}
-        close = close_scheme(scheme, known)
-        return f" (did you mean {close}://?)" if close and close != scheme else ""
-
-    def _names_text(self) -> str:
-        return ", ".join(sorted(self._state.ok)) or "none"
-
-    def _installable_text(self) -> str:
-        missing = [name for name in FIRST_PARTY if name not in self._state.ok]
-        if not missing:
-            return ""
-        return f"; first-party backends you can install: {', '.join(missing)}"
-
-
-def _dist_name(dist: importlib.metadata.Distribution | None) -> str:
-    if dist is None:
-        return "<unknown distribution>"
-    name = dist.metadata["Name"]
-    return str(name) if name else "<unknown distribution>"
-
-
-def _info(claim: _Claim, status: BackendStatus, error: str | None) -> BackendInfo:
-    backend = claim.backend
-    return BackendInfo(
-        name=backend.name,
-        distribution=claim.distribution,
-        version=claim.version,
-        schemes=backend.schemes,
-        capabilities=backend.capabilities,
-        status=status,
-        error=error,
-        backend=backend,
-        entry_point=claim.entry_point,
-    )
 
 
 REGISTRY = Registry()
-"""The process-wide registry the module-level functions use."""
+"""The process-wide registry; the module-level functions below are its methods."""
+available_backends = REGISTRY.available
+get_backend = REGISTRY.get
+backend_for_url = REGISTRY.for_url
+register = REGISTRY.register
+unregister = REGISTRY.unregister
+reset = REGISTRY.reset

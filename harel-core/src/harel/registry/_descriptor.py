@@ -1,4 +1,5 @@
-"""The plugin-facing types: the pluggy markers, ``StoreBackend`` and its validation."""
+"""The plugin-facing types: the pluggy markers, ``StoreBackend`` (and its validation) and
+``BackendInfo``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Literal
+from typing import Any, Literal
 
 import pluggy
 
@@ -14,55 +15,24 @@ from harel.store.contract import Capabilities
 from harel.store.errors import PluginError
 
 PROJECT = "harel"
-"""The pluggy project name of harel's hooks."""
-
 ENTRY_POINT_GROUP = "harel.stores"
-"""The entry-point group a backend distribution declares its plugin module in."""
-
 hookimpl = pluggy.HookimplMarker(PROJECT)
 """Decorate a plugin's ``harel_register_stores`` function with this."""
-
 hookspec = pluggy.HookspecMarker(PROJECT)
 
-_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
-_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*\Z")
-_IMPORT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
-_VARIABLE = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
-
 BackendStatus = Literal["ok", "broken", "incompatible", "disabled", "ignored", "not installed"]
-"""A backend row's status in :func:`harel.registry.available_backends`."""
-
-
-def _installed_version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except (metadata.PackageNotFoundError, ValueError):  # a source tree that is not installed
-        return "0+unknown"
 
 
 @dataclass(frozen=True)
 class StoreBackend:
     """What a plugin registers: one backend, described without importing its driver.
 
-    ``store``/``async_store``/``harness`` are import strings ``"module:attr"``; core imports
-    them only when a store is opened (or ``harel stores --check`` runs).  ``local_url`` is a
-    URL template with ``{workdir}`` for a throwaway store that needs no server (embedded
-    backends); tests and ``harel.conformance.backend_test_url`` use it.
-
-    ``legacy_env`` (an import string ``"module:function"``, or ``None``) names the function
-    that builds the store URL from the backend's legacy environment variables when
-    ``STM_STORE_URL`` is not set: ``function(env: Mapping[str, str]) -> str | None``, returning
-    ``None`` when none of its variables is set and raising ``StoreConfigError`` (naming the
-    variable) for a malformed one.  Knobs travel in the URL's query.  ``legacy_vars`` lists
-    the variables it reads, for messages.  The function's module must import no driver.
-
-    ``exists`` (an import string ``"module:function"``, or ``None``) names the function that
-    tells whether the store a URL names exists, for ``open_store(url, create=False)`` (the
-    CLI's read-only commands): ``function(url: str, **knobs) -> bool`` (``knobs``: those
-    ``from_url`` would get, e.g. ``connect_retries``), one cheap read that creates nothing,
-    raising InvalidStoreURL (malformed URL) or StoreUnavailable (server unreachable).
-    It is imported only when asked, so its module may import the driver.  ``None``: the store
-    cannot tell, and ``create=False`` opens it as usual.
+    ``store``/``async_store``, ``harness`` (``harness_from_url(url, workdir)``), ``legacy_env``
+    (``function(env) -> url | None``, reading the variables ``legacy_vars`` names; its module
+    imports no driver) and ``exists`` (``function(url, **knobs) -> bool``, creating nothing)
+    are import strings ``"module:attr"``, imported only when used.  ``local_url`` is a
+    ``{workdir}`` template for a throwaway store that needs no server.  An empty ``version``
+    becomes the installed version of ``distribution`` (``"0+unknown"`` when not installed).
     """
 
     name: str
@@ -72,8 +42,6 @@ class StoreBackend:
     capabilities: Capabilities
     distribution: str
     version: str = ""
-    """The backend's release; empty (the default): the installed version of ``distribution``
-    (``"0+unknown"`` when it is not installed, e.g. run from a source tree)."""
     harness: str | None = None
     description: str = ""
     local_url: str | None = None
@@ -83,7 +51,11 @@ class StoreBackend:
 
     def __post_init__(self) -> None:
         if self.version == "" and isinstance(self.distribution, str):
-            object.__setattr__(self, "version", _installed_version(self.distribution))
+            try:
+                version = metadata.version(self.distribution)
+            except (metadata.PackageNotFoundError, ValueError):  # a source tree, not installed
+                version = "0+unknown"
+            object.__setattr__(self, "version", version)
 
     @property
     def targets(self) -> tuple[str, str]:
@@ -101,15 +73,11 @@ class HookSpecs:
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """One row of :func:`harel.registry.available_backends`.
-
-    ``status`` is ``"ok"`` (usable), ``"broken"`` (failed to load, registered garbage or
-    conflicts with another plugin), ``"incompatible"`` (built for another harel-core),
-    ``"disabled"`` (switched off by ``HAREL_LOAD_PLUGINS``/``HAREL_DISABLE_PLUGINS``, or
-    overridden by ``HAREL_PREFER_PLUGINS``), ``"ignored"`` (a third-party plugin claiming a
-    first-party backend's name or scheme, not preferred by ``HAREL_PREFER_PLUGINS``) or
-    ``"not installed"`` (a first-party backend, listed on request); ``error`` says why.
-    """
+    """One row of :func:`harel.registry.available_backends`; ``error`` says why a row is not
+    ``ok``: ``broken`` (failed to load, registered garbage, conflicts), ``incompatible``
+    (built for another harel-core), ``disabled`` (``HAREL_LOAD_PLUGINS`` /
+    ``HAREL_DISABLE_PLUGINS``, or overridden by ``HAREL_PREFER_PLUGINS``), ``ignored`` (a
+    third-party claim on a first-party name or scheme) or ``not installed`` (first-party)."""
 
     name: str
     distribution: str
@@ -123,102 +91,106 @@ class BackendInfo:
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready mapping (for ``harel stores --json``)."""
-        backend = self.backend
+        backend, caps = self.backend, self.capabilities
         return {
             "name": self.name,
             "distribution": self.distribution,
             "version": self.version,
             "schemes": list(self.schemes),
-            "capabilities": None if self.capabilities is None else self.capabilities.as_dict(),
+            "capabilities": None if caps is None else caps.as_dict(),
             "status": self.status,
             "error": self.error,
             "entry_point": self.entry_point,
-            "store": None if backend is None else backend.store,
-            "async_store": None if backend is None else backend.async_store,
-            "harness": None if backend is None else backend.harness,
-            "local_url": None if backend is None else backend.local_url,
+            **{key: getattr(backend, key, None) for key in _DESCRIPTOR_KEYS},
             "description": "" if backend is None else backend.description,
             "legacy_vars": [] if backend is None else list(backend.legacy_vars),
             "exists": None if backend is None else backend.exists,
         }
 
 
-def is_import_string(value: object) -> bool:
-    """Whether ``value`` has the ``"package.module:attr"`` form."""
-    return isinstance(value, str) and _IMPORT.match(value) is not None
+_DESCRIPTOR_KEYS = ("store", "async_store", "harness", "local_url")
+
+
+def _matches(pattern: str) -> Callable[[object], bool]:
+    compiled = re.compile(pattern)
+    return lambda value: isinstance(value, str) and compiled.fullmatch(value) is not None
+
+
+is_import_string = _matches(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_is_name = _matches(r"[a-z][a-z0-9_-]*")
+_is_scheme = _matches(r"[a-z][a-z0-9+.-]*")
+_is_variable = _matches(r"[A-Z_][A-Z0-9_]*")
+
+
+def _optional_import(value: object, _: StoreBackend) -> bool:
+    return value is None or is_import_string(value)
+
+
+def _filled(value: object, _: StoreBackend) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+_IMPORT = "is not an import string 'package.module:{}'"
+_RULES: tuple[tuple[str, Callable[[Any, StoreBackend], bool], str], ...] = (
+    (
+        "name",
+        lambda v, b: _is_name(v),
+        "is an invalid backend name: use lowercase letters, digits, '_' or '-', "
+        "starting with a letter",
+    ),
+    (
+        "schemes",
+        lambda v, b: isinstance(v, tuple) and bool(v),
+        "must be a non-empty tuple of URL schemes",
+    ),
+    (
+        "schemes",
+        lambda v, b: all(map(_is_scheme, v)),
+        "holds an invalid URL scheme (lowercase, e.g. 'postgresql')",
+    ),
+    ("schemes", lambda v, b: len(set(v)) == len(v), "has a scheme listed twice"),
+    ("store", lambda v, b: is_import_string(v), _IMPORT.format("Class")),
+    ("async_store", lambda v, b: is_import_string(v), _IMPORT.format("Class")),
+    ("harness", _optional_import, _IMPORT.format("function")),
+    (
+        "local_url",
+        lambda v, b: v is None or (isinstance(v, str) and v.split("://")[0] in b.schemes),
+        "must be a URL template using one of its schemes, e.g. 'sqlite:///{workdir}/store.db'",
+    ),
+    (
+        "capabilities",
+        lambda v, b: (
+            isinstance(v, Capabilities) and all(isinstance(f, bool) for f in v.as_dict().values())
+        ),
+        "must be a harel.store.contract.Capabilities with True/False flags",
+    ),
+    ("distribution", _filled, "must be a non-empty string"),
+    ("version", _filled, "must be a non-empty string"),
+    ("legacy_env", _optional_import, _IMPORT.format("function")),
+    (
+        "legacy_vars",
+        lambda v, b: isinstance(v, tuple) and all(map(_is_variable, v)),
+        "must be a tuple of environment variable names such as ('STM_STORE_DB',)",
+    ),
+    ("exists", _optional_import, _IMPORT.format("function")),
+    (
+        "legacy_env",
+        lambda v, b: v is not None or not b.legacy_vars,
+        "but legacy_vars needs legacy_env, the function that reads them",
+    ),
+    ("description", lambda v, b: isinstance(v, str), "must be a string"),
+)
 
 
 def validate_backend(backend: object) -> StoreBackend:
-    """``backend`` itself when it is a well-formed :class:`StoreBackend`, else PluginError."""
+    """``backend`` itself when it is a well-formed :class:`StoreBackend`, else PluginError
+    naming the field and what it must be."""
     if not isinstance(backend, StoreBackend):
         raise PluginError(
             f"register() expects a harel.registry.StoreBackend, got {type(backend).__name__}"
         )
-    label = f"backend {backend.name!r}"
-    if not isinstance(backend.name, str) or not _NAME.match(backend.name):
-        raise PluginError(
-            f"invalid backend name {backend.name!r}: use lowercase letters, digits, '_' or '-', "
-            "starting with a letter"
-        )
-    schemes = backend.schemes
-    if not isinstance(schemes, tuple) or not schemes:
-        raise PluginError(f"{label}: schemes must be a non-empty tuple of URL schemes")
-    for scheme in schemes:
-        if not isinstance(scheme, str) or not _SCHEME.match(scheme):
-            raise PluginError(
-                f"{label}: invalid URL scheme {scheme!r} (lowercase, e.g. 'postgresql')"
-            )
-    if len(set(schemes)) != len(schemes):
-        raise PluginError(f"{label}: scheme listed twice in {schemes!r}")
-    for field_name in ("store", "async_store"):
+    for field_name, valid, requirement in _RULES:
         value = getattr(backend, field_name)
-        if not is_import_string(value):
-            raise PluginError(
-                f"{label}: {field_name}={value!r} is not an import string 'package.module:Class'"
-            )
-    if backend.harness is not None and not is_import_string(backend.harness):
-        raise PluginError(
-            f"{label}: harness={backend.harness!r} is not an import string 'module:function'"
-        )
-    if backend.local_url is not None and (
-        not isinstance(backend.local_url, str)
-        or backend.local_url.split("://", 1)[0] not in schemes
-    ):
-        raise PluginError(
-            f"{label}: local_url={backend.local_url!r} must be a URL template using one of "
-            f"its schemes {schemes!r}, e.g. 'sqlite:///{{workdir}}/store.db'"
-        )
-    caps = backend.capabilities
-    if not isinstance(caps, Capabilities):
-        raise PluginError(
-            f"{label}: capabilities must be a harel.store.contract.Capabilities, "
-            f"got {type(caps).__name__}"
-        )
-    for flag, value in caps.as_dict().items():
-        if not isinstance(value, bool):
-            raise PluginError(f"{label}: capability {flag}={value!r} must be True or False")
-    for field_name in ("distribution", "version"):
-        value = getattr(backend, field_name)
-        if not isinstance(value, str) or not value.strip():
-            raise PluginError(f"{label}: {field_name} must be a non-empty string")
-    if backend.legacy_env is not None and not is_import_string(backend.legacy_env):
-        raise PluginError(
-            f"{label}: legacy_env={backend.legacy_env!r} is not an import string "
-            "'package.module:function'"
-        )
-    if not isinstance(backend.legacy_vars, tuple) or not all(
-        isinstance(name, str) and _VARIABLE.match(name) for name in backend.legacy_vars
-    ):
-        raise PluginError(
-            f"{label}: legacy_vars={backend.legacy_vars!r} must be a tuple of environment "
-            "variable names such as ('STM_STORE_DB',)"
-        )
-    if backend.exists is not None and not is_import_string(backend.exists):
-        raise PluginError(
-            f"{label}: exists={backend.exists!r} is not an import string 'package.module:function'"
-        )
-    if backend.legacy_vars and backend.legacy_env is None:
-        raise PluginError(f"{label}: legacy_vars needs legacy_env, the function that reads them")
-    if not isinstance(backend.description, str):
-        raise PluginError(f"{label}: description must be a string")
+        if not valid(value, backend):
+            raise PluginError(f"backend {backend.name!r}: {field_name}={value!r} {requirement}")
     return backend

@@ -1,9 +1,8 @@
 """``store_from_env()``: the store named by ``STM_STORE_BACKEND``/``STM_STORE_URL``.
 
-Core knows no backend's variables.  When ``STM_STORE_URL`` is not set, the selected backend
-(``STM_STORE_BACKEND``, default ``sqlite`` as upstream) builds its URL from its own legacy
-variables through the function its plugin names in ``StoreBackend.legacy_env``.  Settings
-are read at call time, never at import time.  Trace settings are applied by the caller.
+Core knows no backend's variables: without ``STM_STORE_URL``, the selected backend (default
+``sqlite``, as upstream) builds the URL from its own legacy variables through its
+``StoreBackend.legacy_env`` function.  Settings are read at call time, never at import.
 """
 
 from __future__ import annotations
@@ -30,20 +29,17 @@ from harel.store.errors import (
 BACKEND_VAR = "STM_STORE_BACKEND"
 URL_VAR = "STM_STORE_URL"
 DEFAULT_BACKEND = "sqlite"
-EXAMPLE_URL = "sqlite:///app.db"
 
 
 class NoStoreConfigured(StoreConfigError):
-    """Neither ``STM_STORE_URL`` nor ``STM_STORE_BACKEND`` nor a default backend's legacy
-    variable is set (the CLI then asks for ``--store URL``)."""
+    """Nothing selects a store: no ``STM_STORE_URL``, ``STM_STORE_BACKEND`` or legacy
+    variable of the default backend (the CLI then asks for ``--store URL``)."""
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """Which store the environment selects: backend name and URL.
-
-    ``source`` names the variable(s) the URL came from.  The repr hides passwords.
-    """
+    """Which store the environment selects; ``source`` names the variable(s) the URL came
+    from.  The repr hides passwords."""
 
     backend: str
     url: str
@@ -57,14 +53,7 @@ class StoreSettings:
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name)
-    if value is None or not value.strip():
-        return None
-    return value.strip()
-
-
-def _known_names() -> list[str]:
-    return sorted(set(REGISTRY.backends()) | set(FIRST_PARTY))
+    return (env.get(name) or "").strip() or None
 
 
 def _schemes_of(name: str) -> tuple[str, ...] | None:
@@ -78,18 +67,18 @@ def _schemes_of(name: str) -> tuple[str, ...] | None:
 def legacy_url(backend: StoreBackend, env: Mapping[str, str]) -> str | None:
     """The URL ``backend``'s plugin builds from its legacy variables (``None``: none is set).
 
-    Raises StoreConfigError for a malformed variable (from the plugin's function) and
-    BackendUnavailable when the function cannot be imported or fails unexpectedly.
+    StoreConfigError for a malformed variable (from the plugin's function); BackendUnavailable
+    when the function cannot be imported, fails unexpectedly or returns no string.
     """
     if backend.legacy_env is None:
         return None
+    label = f"store backend {backend.name!r}"
     try:
         function = import_object(backend.legacy_env)
     except Exception as exc:
         raise BackendUnavailable(
-            f"store backend {backend.name!r} ({backend.distribution}) cannot import its "
-            f"legacy_env function {backend.legacy_env!r}: {redact_text(str(exc))}; reinstall "
-            f"{backend.distribution}"
+            f"{label} ({backend.distribution}) cannot import its legacy_env function "
+            f"{backend.legacy_env!r}: {redact_text(str(exc))}; reinstall {backend.distribution}"
         ) from None
     try:
         url = function(env)
@@ -97,14 +86,11 @@ def legacy_url(backend: StoreBackend, env: Mapping[str, str]) -> str | None:
         raise
     except Exception as exc:
         raise BackendUnavailable(
-            f"store backend {backend.name!r}: its legacy_env function failed "
+            f"{label}: its legacy_env function failed "
             f"({redact_text(str(exc)) or type(exc).__name__}); set {URL_VAR} instead"
         ) from None
     if url is not None and not isinstance(url, str):
-        raise BackendUnavailable(
-            f"store backend {backend.name!r}: legacy_env returned {type(url).__name__}, "
-            "not a URL string"
-        )
+        raise BackendUnavailable(f"{label}: legacy_env returned {type(url).__name__}, not a URL")
     return url
 
 
@@ -113,31 +99,36 @@ def _legacy_text(backend: StoreBackend) -> str:
     return f"legacy variable{'s' if len(names) > 1 else ''} {' / '.join(names)}"
 
 
-def _nothing_configured(backend: StoreBackend | None) -> NoStoreConfigured:
-    legacy = ""
-    if backend is not None and backend.legacy_vars:
-        legacy = f" (or the {backend.name} backend's {_legacy_text(backend)})"
-    return NoStoreConfigured(
-        f"no store is configured: set {URL_VAR} to a store URL, e.g. {URL_VAR}={EXAMPLE_URL}"
-        f"{legacy}; `harel stores` lists the installed backends"
-    )
+def _from_legacy(backend: StoreBackend, env: Mapping[str, str]) -> StoreSettings | None:
+    """The settings ``backend``'s legacy variables give, or ``None`` when none is set."""
+    url = legacy_url(backend, env)
+    if url is None:
+        return None
+    scheme = parse_store_url(url).scheme
+    source = ", ".join(n for n in backend.legacy_vars if _get(env, n)) or f"{backend.name} defaults"
+    if scheme not in backend.schemes:
+        raise BackendUnavailable(
+            f"store backend {backend.name!r}: its legacy variables ({source}) built a "
+            f"{scheme}:// URL, which it does not handle; set {URL_VAR} instead"
+        )
+    return StoreSettings(backend.name, url, source)
 
 
 def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSettings:
-    """Read ``STM_STORE_BACKEND``/``STM_STORE_URL`` (and the backend's legacy variables).
+    """Read ``STM_STORE_BACKEND``/``STM_STORE_URL`` (and the backend's legacy variables); no
+    store is opened.
 
-    Raises StoreConfigError naming what to set (nothing configured, a missing variable, a
-    backend/URL mismatch), UnknownBackend naming an unknown backend and the known ones,
-    BackendNotInstalled (with the pip line) for a first-party backend that is not installed,
-    InvalidStoreURL for a malformed URL.  No store is opened.
+    StoreConfigError naming what to set (nothing configured, a missing variable, a
+    backend/URL mismatch), UnknownBackend naming the known backends, BackendNotInstalled
+    (with the pip line), InvalidStoreURL for a malformed URL.
     """
     env = os.environ if environ is None else environ
     raw_name = _get(env, BACKEND_VAR)
-    name = raw_name.lower() if raw_name is not None else None
+    name = None if raw_name is None else raw_name.lower()
     if name is not None and _schemes_of(name) is None:
+        known = ", ".join(sorted({*REGISTRY.backends(), *FIRST_PARTY}))
         raise UnknownBackend(
-            f"unknown store backend {raw_name!r} in {BACKEND_VAR}; known backends: "
-            f"{', '.join(_known_names())}"
+            f"unknown store backend {raw_name!r} in {BACKEND_VAR}; known backends: {known}"
         )
     url = _get(env, URL_VAR)
     if url is not None:
@@ -157,34 +148,25 @@ def store_settings_from_env(environ: Mapping[str, str] | None = None) -> StoreSe
             default: StoreBackend | None = REGISTRY.get(DEFAULT_BACKEND)
         except BackendError:
             default = None
-        found = None if default is None else legacy_url(default, env)
-        if default is None or found is None:
-            raise _nothing_configured(default)
-        return _settings(default, found, env)
+        found = None if default is None else _from_legacy(default, env)
+        if found is None:
+            legacy = ""
+            if default is not None and default.legacy_vars:
+                legacy = f" (or the {default.name} backend's {_legacy_text(default)})"
+            raise NoStoreConfigured(
+                f"no store is configured: set {URL_VAR} to a store URL, e.g. "
+                f"{URL_VAR}=sqlite:///app.db{legacy}; `harel stores` lists the installed backends"
+            )
+        return found
     backend = REGISTRY.get(name)  # BackendNotInstalled / BackendUnavailable say what to do
-    found = legacy_url(backend, env)
+    found = _from_legacy(backend, env)
     if found is None:
-        legacy = ""
-        if backend.legacy_vars:
-            legacy = f" (or its {_legacy_text(backend)})"
-        example = backend.schemes[0] + "://..."
+        legacy = f" (or its {_legacy_text(backend)})" if backend.legacy_vars else ""
         raise StoreConfigError(
-            f"{BACKEND_VAR}={name} but {URL_VAR} is not set: set {URL_VAR} to a {example} URL"
-            f"{legacy}"
+            f"{BACKEND_VAR}={name} but {URL_VAR} is not set: set {URL_VAR} to a "
+            f"{backend.schemes[0]}://... URL{legacy}"
         )
-    return _settings(backend, found, env)
-
-
-def _settings(backend: StoreBackend, url: str, env: Mapping[str, str]) -> StoreSettings:
-    parsed = parse_store_url(url)
-    used = [name for name in backend.legacy_vars if _get(env, name) is not None]
-    source = ", ".join(used) or f"{backend.name} defaults"
-    if parsed.scheme not in backend.schemes:
-        raise BackendUnavailable(
-            f"store backend {backend.name!r}: its legacy variables ({source}) built a "
-            f"{parsed.scheme}:// URL, which it does not handle; set {URL_VAR} instead"
-        )
-    return StoreSettings(backend.name, url, source)
+    return found
 
 
 @overload
@@ -202,12 +184,7 @@ def store_from_env(
 def store_from_env(
     *, async_: bool = False, environ: Mapping[str, str] | None = None
 ) -> ExecutionStore | Coroutine[Any, Any, AsyncExecutionStore]:
-    """Open the store the environment selects (see :func:`store_settings_from_env`).
-
-    Sync by default; with ``async_=True`` it returns a coroutine to await for the async
-    store: ``store = await store_from_env(async_=True)``.
-    """
-    settings = store_settings_from_env(environ)
-    if async_:
-        return open_async_store(settings.url)
-    return open_store(settings.url)
+    """Open the store the environment selects (see :func:`store_settings_from_env`); with
+    ``async_=True`` a coroutine to await for the async store."""
+    url = store_settings_from_env(environ).url
+    return open_async_store(url) if async_ else open_store(url)

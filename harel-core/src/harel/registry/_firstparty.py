@@ -1,9 +1,8 @@
 """The first-party backends: which distribution provides which name, schemes and classes.
 
-Only what the ``pip install`` hint needs (``from harel import SqliteStore`` and an unknown
-scheme name the distribution to install), and which names and schemes a third-party plugin
-may not take over unless the user prefers it (``HAREL_PREFER_PLUGINS``).  Everything else
-about a backend (classes, capabilities, legacy variables) comes from its own plugin.
+Only what the ``pip install`` hints need, and which names and schemes a third-party plugin may
+not take over unless the user prefers it (``HAREL_PREFER_PLUGINS``); everything else about a
+backend comes from its own plugin.
 """
 
 from __future__ import annotations
@@ -27,66 +26,39 @@ class FirstParty:
         return f"pip install {self.distribution}"
 
 
+def _entry(name: str, schemes: str, prefix: str, distribution: str = "") -> FirstParty:
+    dist = distribution or f"harel-store-{name}"
+    return FirstParty(name, dist, tuple(schemes.split()), f"{prefix}Store", f"Async{prefix}Store")
+
+
 FIRST_PARTY: dict[str, FirstParty] = {
     entry.name: entry
     for entry in (
-        FirstParty("memory", "harel-core", ("memory",), "DictStore", "AsyncDictStore"),
-        FirstParty("sqlite", "harel-store-sqlite", ("sqlite",), "SqliteStore", "AsyncSqliteStore"),
-        FirstParty(
-            "libsql",
-            "harel-store-libsql",
-            ("libsql", "libsql+file"),
-            "LibsqlStore",
-            "AsyncLibsqlStore",
-        ),
-        FirstParty(
-            "rqlite",
-            "harel-store-rqlite",
-            ("rqlite", "rqlites"),
-            "RqliteStore",
-            "AsyncRqliteStore",
-        ),
-        FirstParty(
-            "postgres",
-            "harel-store-postgres",
-            ("postgres", "postgresql"),
-            "PostgresStore",
-            "AsyncPostgresStore",
-        ),
-        FirstParty(
-            "redis", "harel-store-redis", ("redis", "rediss"), "RedisStore", "AsyncRedisStore"
-        ),
-        FirstParty(
-            "mongo",
-            "harel-store-mongo",
-            ("mongodb", "mongodb+srv"),
-            "MongoStore",
-            "AsyncMongoStore",
-        ),
-        FirstParty(
-            "dynamodb",
-            "harel-store-dynamodb",
-            ("dynamodb",),
-            "DynamoDBStore",
-            "AsyncDynamoDBStore",
-        ),
+        _entry("memory", "memory", "Dict", "harel-core"),
+        _entry("sqlite", "sqlite", "Sqlite"),
+        _entry("libsql", "libsql libsql+file", "Libsql"),
+        _entry("rqlite", "rqlite rqlites", "Rqlite"),
+        _entry("postgres", "postgres postgresql", "Postgres"),
+        _entry("redis", "redis rediss", "Redis"),
+        _entry("mongo", "mongodb mongodb+srv", "Mongo"),
+        _entry("dynamodb", "dynamodb", "DynamoDB"),
     )
 }
 
 
+def first_party_schemes() -> set[str]:
+    """Every scheme a first-party backend handles."""
+    return {scheme for entry in FIRST_PARTY.values() for scheme in entry.schemes}
+
+
 def first_party_for_scheme(scheme: str) -> FirstParty | None:
     """The first-party backend that handles ``scheme``, if any."""
-    for entry in FIRST_PARTY.values():
-        if scheme in entry.schemes:
-            return entry
-    return None
+    return next((entry for entry in FIRST_PARTY.values() if scheme in entry.schemes), None)
 
 
 def first_party_for_class(class_name: str) -> tuple[FirstParty, bool] | None:
     """``(backend, is_async)`` for a first-party class name such as ``"AsyncSqliteStore"``."""
     for entry in FIRST_PARTY.values():
-        if class_name == entry.store_class:
-            return entry, False
-        if class_name == entry.async_store_class:
-            return entry, True
+        if class_name in (entry.store_class, entry.async_store_class):
+            return entry, class_name == entry.async_store_class
     return None

@@ -1,4 +1,5 @@
-"""Turning a backend descriptor into classes, stores and harnesses (imports happen here)."""
+"""From a backend descriptor to classes, stores, harnesses and existence checks (the only
+place the registry imports a backend's code)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 from harel.registry._core import REGISTRY
 from harel.registry._descriptor import StoreBackend
 from harel.registry._firstparty import first_party_for_class
+from harel.store.common.urls import redact_url
 from harel.store.contract import AsyncExecutionStore, ExecutionStore
 from harel.store.errors import (
     BackendNotInstalled,
     BackendUnavailable,
     HarnessUnavailable,
     PluginError,
+    StoreNotFound,
 )
 
 if TYPE_CHECKING:
@@ -38,19 +41,24 @@ def import_object(spec: str) -> Any:
     return obj
 
 
-def _load(backend: StoreBackend, spec: str, what: str) -> Any:
+def _load(backend: StoreBackend, spec: str, what: str, *, call: bool = False) -> Any:
+    """Import ``backend``'s ``spec`` (BackendUnavailable naming the reinstall; with ``call``,
+    PluginError when it is not callable)."""
     try:
-        return import_object(spec)
+        target = import_object(spec)
     except Exception as exc:
         raise BackendUnavailable(
             f"store backend {backend.name!r} ({backend.distribution} {backend.version}) cannot "
             f"import its {what} {spec!r}: {type(exc).__name__}: {exc}; reinstall "
             f"{backend.distribution} (pip install --force-reinstall {backend.distribution})"
         ) from exc
+    if call and not callable(target):
+        raise PluginError(f"store backend {backend.name!r}: {what} {spec!r} is not callable")
+    return target
 
 
 def store_class(backend: StoreBackend, *, asynchronous: bool = False) -> type[Any]:
-    """Import the backend's sync (or async) store class."""
+    """Import the backend's sync (or async) store class (BackendUnavailable otherwise)."""
     spec = backend.async_store if asynchronous else backend.store
     cls = _load(backend, spec, "async store class" if asynchronous else "store class")
     if not isinstance(cls, type):
@@ -60,29 +68,15 @@ def store_class(backend: StoreBackend, *, asynchronous: bool = False) -> type[An
     return cls
 
 
-def open_store(url: str, *, create: bool = True, **knobs: Any) -> ExecutionStore:
-    """Open the sync store for ``url`` through its backend's ``from_url(url, **knobs)``.
-
-    With ``create=False`` (read-only tools) storage that does not exist yet is not created:
-    :class:`~harel.store.errors.StoreNotFound` instead (a backend that cannot tell is opened
-    as usual; see :mod:`harel.registry._exists`).  Raises InvalidStoreURL (malformed URL),
-    UnknownScheme (no backend for the scheme; names the installed schemes and the ``pip
-    install`` line of a first-party backend) or BackendUnavailable.  Messages never contain
-    the URL's password.
-    """
-    backend = REGISTRY.for_url(url)
-    if not create:
-        _require_existing(backend, url, knobs)
-    cls = store_class(backend)
-    store: ExecutionStore = cls.from_url(url, **knobs)
-    return store
+def store_exists(backend: StoreBackend, url: str, **knobs: Any) -> bool | None:
+    """Whether ``url`` names existing storage, through the backend's ``exists`` hook
+    (``None``: the backend cannot tell); creates nothing."""
+    if backend.exists is None:
+        return None
+    return bool(_load(backend, backend.exists, "existence check", call=True)(url, **knobs))
 
 
 def _require_existing(backend: StoreBackend, url: str, knobs: dict[str, Any]) -> None:
-    from harel.registry._exists import store_exists
-    from harel.store.common.urls import redact_url
-    from harel.store.errors import StoreNotFound
-
     if store_exists(backend, url, **knobs) is False:
         raise StoreNotFound(
             f"there is no {backend.name} store at {redact_url(url)} (nothing was created): "
@@ -90,19 +84,30 @@ def _require_existing(backend: StoreBackend, url: str, knobs: dict[str, Any]) ->
         )
 
 
+def open_store(url: str, *, create: bool = True, **knobs: Any) -> ExecutionStore:
+    """Open the sync store for ``url`` through its backend's ``from_url(url, **knobs)``.
+
+    ``create=False`` (read-only tools) raises StoreNotFound instead of creating storage (a
+    backend that cannot tell is opened as usual).  Errors: those of
+    :meth:`~harel.registry._core.Registry.for_url` and BackendUnavailable.
+    """
+    backend = REGISTRY.for_url(url)
+    if not create:
+        _require_existing(backend, url, knobs)
+    store: ExecutionStore = store_class(backend).from_url(url, **knobs)
+    return store
+
+
 async def open_async_store(url: str, *, create: bool = True, **knobs: Any) -> AsyncExecutionStore:
-    """The async twin of :func:`open_store` (awaits the async class's ``from_url``); the
-    ``create=False`` check runs in a worker thread, so its retries never block the loop."""
+    """The async twin of :func:`open_store`; the ``create=False`` check runs in a worker
+    thread, so its retries never block the loop."""
     backend = REGISTRY.for_url(url)
     if not create:
         import anyio.to_thread
 
         await anyio.to_thread.run_sync(functools.partial(_require_existing, backend, url, knobs))
-    cls = store_class(backend, asynchronous=True)
-    result = cls.from_url(url, **knobs)
-    if inspect.isawaitable(result):
-        result = await result
-    store: AsyncExecutionStore = result
+    result = store_class(backend, asynchronous=True).from_url(url, **knobs)
+    store: AsyncExecutionStore = await result if inspect.isawaitable(result) else result
     return store
 
 
@@ -122,11 +127,7 @@ def harness_for_url(url: str, workdir: str | Path) -> StoreHarness:
     from harel.conformance.harness import StoreHarness
 
     backend = REGISTRY.for_url(url)
-    factory = _load(backend, harness_spec(backend), "conformance harness")
-    if not callable(factory):
-        raise PluginError(
-            f"store backend {backend.name!r}: harness {backend.harness!r} is not callable"
-        )
+    factory = _load(backend, harness_spec(backend), "conformance harness", call=True)
     harness = factory(url, Path(workdir))
     if not isinstance(harness, StoreHarness):
         raise PluginError(
@@ -137,48 +138,40 @@ def harness_for_url(url: str, workdir: str | Path) -> StoreHarness:
 
 
 def resolve_public_name(name: str) -> Any:
-    """``from harel import SqliteStore``: a backend store class, imported through the registry.
+    """``from harel import SqliteStore``: a backend's store class, through the registry.
 
-    An uninstalled first-party backend raises ImportError (BackendNotInstalled) naming the
-    ``pip install`` line; a name that is not a store class raises AttributeError at once
-    (dunders and private names never trigger plugin discovery).
+    ImportError when it cannot be imported (BackendNotInstalled with the pip line for an
+    uninstalled first-party class); AttributeError at once for a name that is not a store
+    class (dunders and private names never trigger plugin discovery).
     """
     if name.startswith("_") or not _STORE_CLASS_NAME.match(name):
         raise AttributeError(f"module 'harel' has no attribute {name!r}")
     known = first_party_for_class(name)
-    if known is not None:
-        entry, asynchronous = known
-        try:
-            backend = REGISTRY.get(entry.name)
-        except BackendNotInstalled as exc:
-            raise BackendNotInstalled(
-                f"{name} is provided by the {entry.distribution} distribution, which is not "
-                f"installed: {entry.pip_line}",
-                distribution=entry.distribution,
-            ) from exc
-        except BackendUnavailable as exc:
-            raise ImportError(f"cannot import {name} from harel: {exc}", name="harel") from exc
-        return _public_class(name, backend, asynchronous)
-    for backend in REGISTRY.backends().values():
-        for asynchronous, spec in ((False, backend.store), (True, backend.async_store)):
-            if spec.rpartition(":")[2].rpartition(".")[2] == name:
-                return _public_class(name, backend, asynchronous)
+    try:
+        if known is not None:
+            entry, asynchronous = known
+            try:
+                backend = REGISTRY.get(entry.name)
+            except BackendNotInstalled as exc:
+                raise BackendNotInstalled(
+                    f"{name} is provided by the {entry.distribution} distribution, which is "
+                    f"not installed: {entry.pip_line}",
+                    distribution=entry.distribution,
+                ) from exc
+            return store_class(backend, asynchronous=asynchronous)
+        for backend in REGISTRY.backends().values():
+            for asynchronous, spec in ((False, backend.store), (True, backend.async_store)):
+                if spec.rpartition(":")[2].rpartition(".")[2] == name:
+                    return store_class(backend, asynchronous=asynchronous)
+    except BackendUnavailable as exc:
+        raise ImportError(f"cannot import {name} from harel: {exc}", name="harel") from exc
     raise AttributeError(f"module 'harel' has no attribute {name!r}")
 
 
-def _public_class(name: str, backend: StoreBackend, asynchronous: bool) -> type[Any]:
-    try:
-        return store_class(backend, asynchronous=asynchronous)
-    except BackendUnavailable as exc:
-        raise ImportError(f"cannot import {name} from harel: {exc}", name="harel") from exc
-
-
 def check_backend(backend: StoreBackend) -> list[str]:
-    """Import the backend's classes (and harness) and return what is wrong (empty: all good).
-
-    Checks that both classes import, have ``from_url`` and declare the same
-    ``capabilities`` the plugin registered, and that the ``exists`` hook (if any) imports.
-    """
+    """What is wrong with the backend's code (empty: all good): both classes import, have
+    ``from_url`` and declare the registered ``capabilities``; ``exists`` and ``harness``
+    (when set) import and are callable."""
     problems: list[str] = []
     for asynchronous in (False, True):
         try:
@@ -194,17 +187,13 @@ def check_backend(backend: StoreBackend) -> list[str]:
                 f"{cls.__qualname__}.capabilities ({declared!r}) differs from the registered "
                 f"capabilities ({backend.capabilities!r})"
             )
-    for field_name, spec, what in (
-        ("exists", backend.exists, "existence check"),
-        ("harness", backend.harness, "conformance harness"),
+    for spec, what in (
+        (backend.exists, "existence check"),
+        (backend.harness, "conformance harness"),
     ):
-        if spec is None:
-            continue
-        try:
-            target = _load(backend, spec, what)
-        except BackendUnavailable as exc:
-            problems.append(str(exc))
-        else:
-            if not callable(target):
-                problems.append(f"{field_name} {spec!r} is not callable")
+        if spec is not None:
+            try:
+                _load(backend, spec, what, call=True)
+            except (BackendUnavailable, PluginError) as exc:
+                problems.append(str(exc))
     return problems

@@ -250,10 +250,10 @@ def _known_schemes() -> set[str]:
     """The first-party schemes and those of the backends discovered so far (no discovery)."""
     try:
         from harel.registry._core import REGISTRY
-        from harel.registry._firstparty import FIRST_PARTY
+        from harel.registry._firstparty import first_party_schemes
     except ImportError:  # pragma: no cover - a partial install
         return set()
-    known = {scheme for entry in FIRST_PARTY.values() for scheme in entry.schemes}
+    known = first_party_schemes()
     if REGISTRY.discovered:
         known |= set(REGISTRY.schemes())
     return known

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from harel.store.common import parse_store_url
 from harel.store.errors import InvalidStoreURL
@@ -30,3 +31,9 @@ def data_for_url(url: str) -> MemoryData:
         return MemoryData()
     with _NAMED_LOCK:
         return _NAMED.setdefault(name, MemoryData())
+
+
+def store_exists(url: str, **knobs: Any) -> bool:
+    """The ``exists`` hook: whether ``url`` names a dataset of this process (creates none)."""
+    name = dataset_name(url)
+    return bool(name) and name in _NAMED

@@ -32,5 +32,6 @@ def harel_register_stores(register: Callable[[StoreBackend], None]) -> None:
             local_url="memory://",
             description="in-process dictionaries (tests, embedding); not durable",
             legacy_env="harel.store.memory._plugin:url_from_env",
+            exists="harel.store.memory._options:store_exists",
         )
     )
