@@ -9,19 +9,20 @@ import math
 
 import pytest
 from harel_store_rqlite import RqliteStore
-from harel_store_rqlite._options import from_url_args, make_options
+from harel_store_rqlite._spec import SPEC, make_options
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
     url = "rqlite://u:p%40ss@h:4001/px?level=weak&connect_retries=3&retry_delay=0#f"
-    kept, knobs, retry = from_url_args(url, {"timeout": 2.0})
-    assert kept == "rqlite://u:p%40ss@h:4001/px?level=weak#f" and knobs == {"timeout": 2.0}
+    arguments, retry = SPEC.open_args(url, {"timeout": 2.0})
+    assert arguments["url"] == "rqlite://u:p%40ss@h:4001/px" and arguments["timeout"] == 2.0
+    assert arguments["level"] == "weak"
     assert (retry["retries"], retry["delay"]) == (3, 0.0)  # a delay of 0 is allowed now
-    assert make_options(kept).level == "weak"
-    assert from_url_args("rqlite://h?retry_delay=1", {})[0] == "rqlite://h"
-    keyword = from_url_args("rqlite://h?connect_retries=3", {"connect_retries": 0})[2]
-    assert keyword["retries"] == 0 and keyword["what"] == "rqlite node http://h:4001"
-    defaults = from_url_args("rqlite://h", {})[2]
+    assert make_options(**arguments).level == "weak"
+    assert SPEC.open_args("rqlite://h?retry_delay=1", {})[0]["url"] == "rqlite://h"
+    keyword = SPEC.open_args("rqlite://h?connect_retries=3", {"connect_retries": 0})[1]
+    assert keyword["retries"] == 0 and "rqlite://h" in keyword["what"]
+    defaults = SPEC.open_args("rqlite://h", {})[1]
     assert (defaults["retries"], defaults["delay"]) == (6, 0.25)
 
 
@@ -32,7 +33,7 @@ def test_a_bad_retry_knob_is_refused_whether_in_the_url_or_a_keyword() -> None:
         ("rqlite://h", {"connect_retries": True}),
     ):
         with pytest.raises(ValueError) as refused:
-            from_url_args(url, knobs)
+            SPEC.open_args(url, knobs)
         refusals.append(str(refused.value))
     assert refusals == [
         "option retry_delay=nan must be >= 0.0",

@@ -26,9 +26,8 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_rqlite._legacy import url_from_env
-from harel_store_rqlite._options import from_url_args, make_options
 from harel_store_rqlite._plan import DIALECT, EXECUTE_ONLY, open_store, rqlite_plan
+from harel_store_rqlite._spec import SPEC, make_options
 from harel_store_rqlite._wire import DISARM_SQL, READY, TRIPWIRE_SQL, HttpCall, HttpReply, Wire
 
 OPTIONS = make_options("rqlite://node:4001")
@@ -435,12 +434,12 @@ def test_bad_keyword_knobs() -> None:
         make_options("rqlite://h", timeout=0)
     with pytest.raises(ValueError):
         make_options("rqlite://h", level="eventual")
-    with pytest.raises(InvalidStoreURL):
-        from_url_args("rqlite://h", {"bogus": 1})
+    with pytest.raises(InvalidStoreURL, match="did you mean level"):
+        SPEC.open_args("rqlite://h", {"levle": 1})
     with pytest.raises(ValueError):
-        from_url_args("rqlite://h", {"connect_retries": -1})
-    _url, knobs, retry = from_url_args("rqlite://h", {"connect_retries": 2, "level": "weak"})
-    assert knobs == {"level": "weak"} and retry["retries"] == 2
+        SPEC.open_args("rqlite://h", {"connect_retries": -1})
+    arguments, retry = SPEC.open_args("rqlite://h", {"connect_retries": 2, "level": "weak"})
+    assert arguments["level"] == "weak" and retry["retries"] == 2
 
 
 def test_tls_settings() -> None:
@@ -451,17 +450,17 @@ def test_tls_settings() -> None:
 
 
 def test_legacy_variable() -> None:
-    assert url_from_env({}) is None
-    assert url_from_env({"STM_RQLITE_URL": " "}) is None
-    assert url_from_env({"STM_RQLITE_URL": "http://n:4001"}) == "rqlite://n:4001"
-    assert url_from_env({"STM_RQLITE_URL": "https://u:p@n"}) == "rqlites://u:p@n"
-    assert url_from_env({"STM_RQLITE_URL": "rqlite://n"}) == "rqlite://n"
+    assert SPEC.legacy_url({}) is None
+    assert SPEC.legacy_url({"STM_RQLITE_URL": " "}) is None
+    assert SPEC.legacy_url({"STM_RQLITE_URL": "http://n:4001"}) == "rqlite://n:4001"
+    assert SPEC.legacy_url({"STM_RQLITE_URL": "https://u:p@n"}) == "rqlites://u:p@n"
+    assert SPEC.legacy_url({"STM_RQLITE_URL": "rqlite://n"}) == "rqlite://n"
 
 
 def test_the_sans_io_modules_import_no_http_client() -> None:
     code = (
         "import sys, harel_store_rqlite._plan, harel_store_rqlite._wire\n"
-        "import harel_store_rqlite._plugin\n"
+        "import harel_store_rqlite._spec\n"
         "assert 'httpx' not in sys.modules, 'httpx imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

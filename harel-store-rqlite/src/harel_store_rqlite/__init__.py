@@ -1,7 +1,7 @@
 """harel-store-rqlite: the rqlite ``ExecutionStore`` (sync over httpx, async on a worker thread).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_rqlite._plugin``) never loads httpx.
+(``harel_store_rqlite._spec``) never loads httpx.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 from harel.store.common import connect_with_retry
 
-from harel_store_rqlite._options import from_url_args
+from harel_store_rqlite._spec import SPEC
 from harel_store_rqlite.sync import RqliteStore
 
 
@@ -20,10 +20,10 @@ def store_exists(url: str, **knobs: Any) -> bool:
     """Whether the database of the node ``url`` names holds a harel store (its
     ``harel_schema`` or ``executions`` table).  Errors: InvalidStoreURL, StoreUnavailable
     (node unreachable or without a leader, after the retries)."""
-    url, store_knobs, retry = from_url_args(url, knobs)
-    return connect_with_retry(lambda: _probe(url, store_knobs), **retry)
+    arguments, retry = SPEC.open_args(url, knobs)
+    return connect_with_retry(lambda: _probe(arguments), **retry)
 
 
-def _probe(url: str, knobs: dict[str, Any]) -> bool:
-    with RqliteStore.unopened(url, **knobs) as store:
+def _probe(arguments: dict[str, Any]) -> bool:
+    with RqliteStore.unopened(**arguments) as store:
         return store._run(store._plan.holds_store())

@@ -19,8 +19,7 @@ from harel.store.common.sql import RQLITE, Dialect, SqlPlan
 from harel.store.common.sql.dialect import Rendered
 from harel.store.errors import StoreConfigError
 
-from harel_store_rqlite._options import RqliteOptions
-from harel_store_rqlite._plugin import DISTRIBUTION
+from harel_store_rqlite._spec import DISTRIBUTION, RqliteOptions
 from harel_store_rqlite._wire import READY, VERIFY, Request
 
 DIALECT: Dialect = RQLITE

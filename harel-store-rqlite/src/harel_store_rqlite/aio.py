@@ -21,23 +21,17 @@ through the worker thread it commits at 0.90x to 1.07x.  See the README for the 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, ClassVar, Self
 
-from harel.store.common import ThreadedAsyncStore, aconnect_with_retry
+from harel.store.common import ThreadedAsyncStore
 from harel.store.contract import Capabilities
+from harel.store.spec import AsyncFromUrl, BackendSpec
 
-from harel_store_rqlite._options import (
-    DEFAULT_URL,
-    RqliteKnobs,
-    RqliteOptions,
-    from_url_args,
-    make_options,
-)
-from harel_store_rqlite._plugin import CAPABILITIES
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL, SPEC, RqliteOptions, make_options
 from harel_store_rqlite.sync import RqliteStore
 
 
-class AsyncRqliteStore(ThreadedAsyncStore[RqliteStore]):
+class AsyncRqliteStore(AsyncFromUrl, ThreadedAsyncStore[RqliteStore]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` on an rqlite cluster.
 
     Build it with ``await AsyncRqliteStore.open(url, **knobs)`` (one attempt) or
@@ -47,21 +41,15 @@ class AsyncRqliteStore(ThreadedAsyncStore[RqliteStore]):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
 
     @classmethod
-    async def open(cls, url: str = DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> Self:
+    async def open(cls, url: str = DEFAULT_URL, **knobs: Any) -> Self:
         """Reach the node once and check (create, upgrade) the schema, in a new worker
         thread."""
         where = make_options(url, **knobs).where  # bad URLs and knobs fail before the thread
         factory = partial(RqliteStore, url, **knobs)
         return await cls.start(factory, name=f"harel-store-worker: {where}")
-
-    @classmethod
-    async def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``rqlite://host:4001`` / ``rqlites://...``, retrying while the node is
-        unreachable or has no leader; knobs as for :meth:`RqliteStore.from_url`."""
-        url, store_knobs, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(lambda: cls.open(url, **store_knobs), **retry)
 
     @property
     def options(self) -> RqliteOptions:

@@ -16,44 +16,40 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from functools import partial
-from typing import Any, ClassVar, Self, TypeVar, Unpack
+from typing import Any, ClassVar, Self, TypeVar
 
 import httpx
-from harel.store.common import connect_with_retry, drive
+from harel.store.common import drive
 from harel.store.common.sql import SqlContract, SqlOp
 from harel.store.contract import Capabilities
+from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_rqlite._http import client_settings, live, send
-from harel_store_rqlite._options import (
-    DEFAULT_URL,
-    RqliteKnobs,
-    RqliteOptions,
-    from_url_args,
-    make_options,
-)
 from harel_store_rqlite._plan import cas_forms, open_store, rqlite_plan, verified_statements
-from harel_store_rqlite._plugin import CAPABILITIES
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL, SPEC, RqliteOptions, make_options
 from harel_store_rqlite._wire import Request, Wire
 
 T = TypeVar("T")
 
 
-class RqliteStore(SqlContract):
+class RqliteStore(FromUrl, SqlContract):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` on an rqlite cluster.
 
     ``url`` names a node (``rqlite://[user:password@]host:4001`` or ``rqlites://...``); the
-    knobs are described in :class:`~harel_store_rqlite._options.RqliteKnobs`.  The
+    knobs are declared in :data:`~harel_store_rqlite._spec.SPEC` (and the README).  The
     constructor makes one attempt to reach the node and check (create, upgrade) the schema;
-    :meth:`from_url` retries until the node is up and has a leader.
+    :meth:`from_url` retries (``connect_retries``, ``retry_delay``) until the node is up and
+    has a leader, then raises ``StoreUnavailable``.
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
     options: RqliteOptions
     """The validated settings."""
     trace_max: int | None
     """Trace steps kept per execution (``None``: unbounded); settable."""
 
-    def __init__(self, url: str = DEFAULT_URL, **knobs: Unpack[RqliteKnobs]) -> None:
+    def __init__(self, url: str = DEFAULT_URL, **knobs: Any) -> None:
         self._setup(make_options(url, **knobs))
         try:
             self._run(open_store(self._plan, time.time(), self.options))
@@ -69,21 +65,13 @@ class RqliteStore(SqlContract):
         self._client: httpx.Client | None = httpx.Client(**client_settings(options))
 
     @classmethod
-    def unopened(cls, url: str, **knobs: Unpack[RqliteKnobs]) -> Self:
+    def unopened(cls, url: str, **knobs: Any) -> Self:
         """A store that has sent nothing yet: no readiness or schema check (for test
         harnesses and tools that inspect or drop a database; the contract methods need the
         schema, so use the constructor or :meth:`from_url` otherwise)."""
         store = cls.__new__(cls)
         store._setup(make_options(url, **knobs))
         return store
-
-    @classmethod
-    def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``rqlite://host:4001`` / ``rqlites://...``, retrying (``connect_retries``,
-        ``retry_delay``: backoff with jitter) while the node is unreachable or has no leader,
-        then ``StoreUnavailable``.  Other knobs: those of the constructor (keywords win)."""
-        url, store_knobs, retry = from_url_args(url, knobs)
-        return connect_with_retry(lambda: cls(url, **store_knobs), **retry)
 
     def __repr__(self) -> str:
         return f"RqliteStore({self.options.base_url!r})"

@@ -34,9 +34,8 @@ from harel.store.common.sql.harness import raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
 
-from harel_store_rqlite._options import DEFAULT_PORT, LOCAL_FAKE_HOST, make_options
-from harel_store_rqlite._plugin import CAPABILITIES
 from harel_store_rqlite._schema import TABLES
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_PORT, LOCAL_FAKE_HOST, make_options
 from harel_store_rqlite.aio import AsyncRqliteStore
 from harel_store_rqlite.sync import RqliteStore
 from harel_store_rqlite.testing_server import FakeRqlite
