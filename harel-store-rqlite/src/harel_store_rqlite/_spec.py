@@ -149,9 +149,8 @@ def _tls_context(ca_file: str | None) -> ssl.SSLContext:
 def make_options(url: str, **knobs: Any) -> RqliteOptions:
     """The settings of the node ``url`` names with its knobs and ``knobs`` (keywords win),
     each checked against :data:`SPEC` (``InvalidStoreURL`` / ``InvalidStoreOption``)."""
-    parsed, url_knobs = SPEC.parse_url(url)
+    parsed, url_knobs, _retry = SPEC.parse_url(url)
     base_url = _node(parsed)
-    url_knobs = {name: value for name, value in url_knobs.items() if name in SPEC.by_name}
     values = SPEC.knob_values({**url_knobs, **knobs})
     if values["sweep_level"] == "level":  # optional=True would read the level "none" as None
         values["sweep_level"] = values["level"]

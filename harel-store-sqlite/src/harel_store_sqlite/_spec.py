@@ -106,5 +106,5 @@ def make_options(path: str, **knobs: Any) -> SqliteOptions:
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:
     """The file and the store knobs (typed; retry knobs left out) a ``sqlite://`` URL names."""
-    parsed, knobs = SPEC.parse_url(url)
-    return _location(parsed)["path"], {k: v for k, v in knobs.items() if k in SPEC.by_name}
+    parsed, knobs, _retry = SPEC.parse_url(url)
+    return _location(parsed)["path"], knobs

@@ -274,10 +274,10 @@ class BackendSpec:
         )
         return values
 
-    def parse_url(self, url: str) -> tuple[StoreURL, dict[str, Any]]:
-        """The parsed URL (its query holding only the ``passthrough`` parameters) and the typed
-        knobs (and retry knobs) it carries; a wrong scheme or an unknown or malformed knob
-        raises :class:`~harel.store.errors.InvalidStoreURL`."""
+    def parse_url(self, url: str) -> tuple[StoreURL, dict[str, Any], dict[str, Any]]:
+        """The parsed URL (its query holding only the ``passthrough`` parameters), the typed
+        store knobs and the typed retry knobs it carries; a wrong scheme or an unknown or
+        malformed knob raises :class:`~harel.store.errors.InvalidStoreURL`."""
         parsed = parse_store_url(url if self.normalize is None else self.normalize(url))
         if parsed.scheme not in self.schemes:
             forms = " or ".join(self.url_forms)
@@ -293,19 +293,18 @@ class BackendSpec:
             for name, text in parsed.query.items()
             if name in self.by_name
         }
-        knobs.update(retry_knobs(parsed.query))
         passed = {name: text for name, text in parsed.query.items() if name in self.passthrough}
-        return parsed.with_query(passed), knobs
+        return parsed.with_query(passed), knobs, retry_knobs(parsed.query)
 
     def open_args(self, url: str, keywords: Mapping[str, Any]) -> OpenArgs:
         """``from_url``'s work: the URL's location and knobs with ``keywords`` winning, every
         knob validated, and the retry arguments of ``connect_with_retry``."""
-        parsed, knobs = self.parse_url(url)
+        parsed, knobs, retry = self.parse_url(url)
         unknown = sorted(set(keywords) - set(self.by_name) - set(RETRY_KNOBS))
         if unknown:
             raise self._unknown(unknown, set(self.by_name) | set(RETRY_KNOBS))
-        knobs.update(keywords)
-        retry = {name: knobs.pop(name) for name in RETRY_KNOBS if name in knobs}
+        for name, value in keywords.items():
+            (retry if name in RETRY_KNOBS else knobs)[name] = value
         arguments = {**self.location(parsed), **self.knob_values(knobs)}
         return OpenArgs(
             arguments,
