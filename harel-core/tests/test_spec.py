@@ -150,3 +150,87 @@ def test_the_spec_is_its_own_plugin() -> None:
     assert (backend.name, backend.schemes, backend.distribution) == ("toy", ("toy",), "toy-store")
     assert backend.legacy_env == "toy_store._spec:SPEC.legacy_url"
     assert backend.legacy_vars == ("TOY_URL", "OLD_TOY_URL", "TOY_MODE")
+
+
+def _pool_rule(values: dict[str, Any]) -> None:
+    if values["low"] > values["high"]:
+        raise InvalidStoreOption(f"low={values['low']} must be <= high={values['high']}")
+
+
+RICH = BackendSpec(
+    **{
+        **_fields(),
+        "knobs": (
+            Knob("timeout", float, 5.0, above=0),
+            Knob("auth_token", str, "", secret=True, aliases=("authToken",)),
+            Knob("local", str, "false", choices=("false", "true", "moto")),
+            Knob("low", int, 1, minimum=0),
+            Knob("high", int, 10, minimum=1),
+        ),
+        "check": _pool_rule,
+        "passthrough_any": True,
+        "retry_for": lambda parsed: (5, 0.2) if parsed.host else (0, 0.2),
+        "legacy_env": "toy_store._legacy:url_from_env",
+        "legacy_vars": ("TOY_DSN",),
+    }
+)
+
+
+def test_an_exclusive_minimum_refuses_the_bound_itself() -> None:
+    assert RICH.knob_values({"timeout": 0.5})["timeout"] == 0.5
+    with pytest.raises(InvalidStoreOption, match=r"option timeout=0 must be a number > 0$"):
+        RICH.knob_values({"timeout": 0})
+
+
+def test_an_alias_is_the_same_knob_and_both_at_once_is_refused() -> None:
+    arguments, _ = RICH.open_args("toy://h?authToken=s3", {})
+    assert arguments["auth_token"] == "s3"
+    assert RICH.knob_values({"authToken": "k"})["auth_token"] == "k"
+    assert RICH.open_args("toy://h?authToken=s3", {"auth_token": "k"})[0]["auth_token"] == "k"
+    with pytest.raises(InvalidStoreOption, match="given twice"):
+        RICH.open_args("toy://h?authToken=s3&auth_token=k", {})
+
+
+def test_a_choice_knob_takes_a_bool_as_its_true_or_false_choice() -> None:
+    assert RICH.knob_values({"local": True})["local"] == "true"
+    assert RICH.knob_values({"local": False})["local"] == "false"
+    assert RICH.knob_values({"local": "MOTO"})["local"] == "moto"
+    with pytest.raises(InvalidStoreOption, match="one of false, true, moto"):
+        RICH.knob_values({"local": 1})
+
+
+def test_a_rule_across_knobs_runs_on_keywords_and_on_the_url() -> None:
+    with pytest.raises(InvalidStoreOption, match="low=5 must be <= high=2"):
+        RICH.knob_values({"low": 5, "high": 2})
+    with pytest.raises(InvalidStoreOption, match="low=5 must be <= high=3"):
+        RICH.open_args("toy://h?low=5", {"high": 3})
+
+
+def test_passthrough_any_hands_every_other_parameter_to_the_location() -> None:
+    arguments, _ = RICH.open_args("toy://h?replicaSet=rs0&low=2&retry_delay=0.1", {})
+    assert arguments["extra"] == {"replicaSet": "rs0"}
+    assert arguments["low"] == 2
+
+
+def test_the_retry_default_can_depend_on_the_url() -> None:
+    assert RICH.open_args("toy://h", {}).retry["retries"] == 5
+    assert RICH.open_args("toy:///file", {}).retry["retries"] == 0
+    assert RICH.open_args("toy:///file?connect_retries=2", {}).retry["retries"] == 2
+
+
+def test_a_legacy_function_declares_the_variables_it_reads() -> None:
+    backend = RICH.backend()
+    assert (backend.legacy_env, backend.legacy_vars) == (
+        "toy_store._legacy:url_from_env",
+        ("TOY_DSN",),
+    )
+
+
+def test_a_backend_parser_reads_urls_the_standard_form_cannot() -> None:
+    def hosts(url: str) -> StoreURL:
+        head, _, query = url.partition("?")
+        return StoreURL("toy", None, None, head[6:], None, "", dict([query.split("=")]), url)
+
+    spec = BackendSpec(**{**_fields(), "parser": hosts, "knobs": (Knob("low", int, 1),)})
+    arguments, _ = spec.open_args("toy://a:1,b:2?low=3", {})
+    assert (arguments["host"], arguments["low"]) == ("a:1,b:2", 3)

@@ -56,6 +56,8 @@ class Knob:
     (:meth:`validate`); both give the same typed value or the same
     :class:`~harel.store.errors.InvalidStoreOption` naming the knob (a secret's value is never
     shown).  ``optional``: ``None`` is accepted from keywords (and ``none`` from a URL).
+    ``above`` is an exclusive minimum (``> 0``).  A choice knob takes ``True``/``False`` as the
+    choices ``true``/``false``.  ``aliases`` are other spellings of the name (``authToken``).
     ``check`` runs last on the typed value (a backend rule, e.g. a schema name) and returns it.
     """
 
@@ -64,6 +66,8 @@ class Knob:
     default: Any
     minimum: float | None = None
     maximum: float | None = None
+    above: float | None = None
+    aliases: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     optional: bool = False
     secret: bool = False
@@ -87,6 +91,8 @@ class Knob:
             text = _KINDS[self.kind]
             if self.minimum is not None:
                 text += f" >= {self.minimum:g}"
+            if self.above is not None:
+                text += f" > {self.above:g}"
             if self.maximum is not None:
                 text += f" <= {self.maximum:g}"
         return text + (" or None" if self.optional else "")
@@ -119,6 +125,8 @@ class Knob:
         if value is None and self.optional:
             return None
         if self.choices:
+            if isinstance(value, bool):
+                value = "true" if value else "false"
             found = {choice.upper(): choice for choice in self.choices}
             if not isinstance(value, str) or value.strip().upper() not in found:
                 raise self._refuse(value)
@@ -131,6 +139,7 @@ class Knob:
                 not math.isfinite(number)
                 or (self.minimum is not None and number < self.minimum)
                 or (self.maximum is not None and number > self.maximum)
+                or (self.above is not None and number <= self.above)
             ):
                 raise self._refuse(value)
             value = float(number) if self.kind is float else number
@@ -217,7 +226,13 @@ class BackendSpec:
     messages show.  ``legacy`` (data) or ``legacy_env`` (an import string of a function, for
     variables data cannot describe) builds a URL from the legacy variables.  ``store`` /
     ``async_store`` / ``harness`` / ``exists`` are import strings; ``retry`` the default
-    ``(connect_retries, retry_delay)`` of ``from_url``.
+    ``(connect_retries, retry_delay)`` of ``from_url`` (``retry_for``, when given, picks it per
+    URL: a server is retried, a file is not).  ``legacy_vars`` names the variables a
+    ``legacy_env`` function reads (``harel stores`` shows them).  ``check`` runs on every knob's
+    value together (a rule across knobs, e.g. ``pool_max >= pool_min``) and raises
+    :class:`~harel.store.errors.InvalidStoreOption`.  ``parser`` reads URL text into a
+    :class:`StoreURL` (a backend whose URLs the standard form cannot hold, e.g. several hosts);
+    ``passthrough_any``: every query parameter that is not a knob goes to the driver.
     """
 
     name: str
@@ -231,9 +246,14 @@ class BackendSpec:
     location: Callable[[StoreURL], dict[str, Any]]
     knobs: tuple[Knob, ...] = ()
     passthrough: frozenset[str] = frozenset()
+    passthrough_any: bool = False
     retry: tuple[int, float] = (0, 0.5)
+    retry_for: Callable[[StoreURL], tuple[int, float]] | None = None
     legacy: LegacyEnv | None = None
     legacy_env: str | None = None
+    legacy_vars: tuple[str, ...] = ()
+    check: Callable[[dict[str, Any]], None] | None = None
+    parser: Callable[[str], StoreURL] = parse_store_url
     harness: str | None = None
     local_url: str | None = None
     exists: str | None = None
@@ -243,18 +263,29 @@ class BackendSpec:
     by_name: dict[str, Knob] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        names = [knob.name for knob in self.knobs]
+        names = [name for knob in self.knobs for name in (knob.name, *knob.aliases)]
         clash = sorted(
             {name for name in names if names.count(name) > 1} | set(RETRY_KNOBS) & set(names)
         )
         if clash:
             raise PluginError(f"backend {self.name!r}: knob(s) {', '.join(clash)} declared twice")
-        object.__setattr__(self, "by_name", {knob.name: knob for knob in self.knobs})
+        by_name = {name: knob for knob in self.knobs for name in (knob.name, *knob.aliases)}
+        object.__setattr__(self, "by_name", by_name)
 
     @property
     def defaults(self) -> dict[str, Any]:
         """Every knob's default."""
         return {knob.name: knob.default for knob in self.knobs}
+
+    def _canonical(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """``given`` keyed by knob names (aliases renamed); a knob given twice is refused."""
+        named: dict[str, Any] = {}
+        for name, value in given.items():
+            knob = self.by_name[name].name
+            if knob in named:
+                raise InvalidStoreOption(f"option {knob} is given twice (as {name} and {knob})")
+            named[knob] = value
+        return named
 
     def _unknown(self, names: list[str], allowed: set[str]) -> InvalidStoreOption:
         return InvalidStoreOption(
@@ -270,15 +301,18 @@ class BackendSpec:
             raise self._unknown(unknown, set(self.by_name))
         values = self.defaults
         values.update(
-            (name, self.by_name[name].validate(value)) for name, value in keywords.items()
+            (name, self.by_name[name].validate(value))
+            for name, value in self._canonical(keywords).items()
         )
+        if self.check is not None:
+            self.check(values)
         return values
 
     def parse_url(self, url: str) -> tuple[StoreURL, dict[str, Any], dict[str, Any]]:
         """The parsed URL (its query holding only the ``passthrough`` parameters), the typed
         store knobs and the typed retry knobs it carries; a wrong scheme or an unknown or
         malformed knob raises :class:`~harel.store.errors.InvalidStoreURL`."""
-        parsed = parse_store_url(url if self.normalize is None else self.normalize(url))
+        parsed = self.parser(url if self.normalize is None else self.normalize(url))
         if parsed.scheme not in self.schemes:
             forms = " or ".join(self.url_forms)
             raise InvalidStoreURL(
@@ -286,14 +320,20 @@ class BackendSpec:
             )
         allowed = set(self.by_name) | set(RETRY_KNOBS) | set(self.passthrough)
         unknown = sorted(set(parsed.query) - allowed)
-        if unknown:
+        if unknown and not self.passthrough_any:
             raise self._unknown(unknown, allowed)
-        knobs = {
-            name: self.by_name[name].from_text(text)
+        knobs = self._canonical(
+            {
+                name: self.by_name[name].from_text(text)
+                for name, text in parsed.query.items()
+                if name in self.by_name
+            }
+        )
+        passed = {
+            name: text
             for name, text in parsed.query.items()
-            if name in self.by_name
+            if name not in self.by_name and name not in RETRY_KNOBS
         }
-        passed = {name: text for name, text in parsed.query.items() if name in self.passthrough}
         return parsed.with_query(passed), knobs, retry_knobs(parsed.query)
 
     def open_args(self, url: str, keywords: Mapping[str, Any]) -> OpenArgs:
@@ -304,15 +344,16 @@ class BackendSpec:
         if unknown:
             raise self._unknown(unknown, set(self.by_name) | set(RETRY_KNOBS))
         for name, value in keywords.items():
-            (retry if name in RETRY_KNOBS else knobs)[name] = value
+            if name in RETRY_KNOBS:
+                retry[name] = value
+            else:
+                knobs[self.by_name[name].name] = value
         arguments = {**self.location(parsed), **self.knob_values(knobs)}
+        retries, delay = self.retry if self.retry_for is None else self.retry_for(parsed)
         return OpenArgs(
             arguments,
             retry_arguments(
-                retry,
-                what=parsed.redacted,
-                default_retries=self.retry[0],
-                default_delay=self.retry[1],
+                retry, what=parsed.redacted, default_retries=retries, default_delay=delay
             ),
         )
 
@@ -326,7 +367,7 @@ class BackendSpec:
         legacy_env = self.legacy_env
         if legacy_env is None and self.legacy is not None:
             legacy_env = f"{module}._spec:SPEC.legacy_url"
-        variables = self.legacy.variables if self.legacy is not None else ()
+        variables = self.legacy.variables if self.legacy is not None else self.legacy_vars
         return StoreBackend(
             name=self.name,
             schemes=self.schemes,
