@@ -13,7 +13,8 @@ import pytest
 from harel import registry
 from harel.cli import main
 from harel.registry._core import DISABLE_VAR, LOAD_VAR, PREFER_VAR, REGISTRY, STRICT_VAR
-from harel.store.errors import BackendUnavailable, PluginError, UnknownScheme
+from harel.store.common.urls import parse_store_url
+from harel.store.errors import BackendUnavailable, InvalidStoreURL, PluginError, UnknownScheme
 from harel.store.memory import CAPABILITIES as MEMORY_CAPABILITIES
 
 PLUGIN = """
@@ -388,3 +389,20 @@ def test_an_unrelated_broken_plugin_is_named_beside_an_unknown_scheme(
     with pytest.raises(UnknownScheme) as info:
         registry.open_store("other:///x")
     assert "installed but failed to load: zzz (harel-store-zzz 1.0)" in str(info.value)
+
+
+def test_a_discovered_plugin_scheme_is_known_to_url_typo_hints() -> None:
+    backend = registry.StoreBackend(
+        name="tinydb",
+        schemes=("tinydb",),
+        store="harel.store.memory:DictStore",
+        async_store="harel.store.memory:AsyncDictStore",
+        capabilities=MEMORY_CAPABILITIES,
+        distribution="harel-tinydb",
+        version="0",
+    )
+    with pytest.raises(InvalidStoreURL, match="expected scheme://"):
+        parse_store_url("tinydb:/x")
+    registry.register(backend)
+    with pytest.raises(InvalidStoreURL, match=r"did you mean tinydb://x\?"):
+        parse_store_url("tinydb:/x")

@@ -430,7 +430,7 @@ def test_bad_urls_are_refused_without_their_secrets(url: str) -> None:
 def test_bad_keyword_knobs() -> None:
     with pytest.raises(TypeError):
         make_options("rqlite://h", bogus=1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="option timeout=0 must be a number > 0"):
         make_options("rqlite://h", timeout=0)
     with pytest.raises(ValueError):
         make_options("rqlite://h", level="eventual")

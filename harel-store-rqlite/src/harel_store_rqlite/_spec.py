@@ -17,7 +17,7 @@ from typing import Any
 
 from harel.store.common.urls import StoreURL
 from harel.store.contract import Capabilities
-from harel.store.errors import InvalidStoreOption, InvalidStoreURL
+from harel.store.errors import InvalidStoreURL
 from harel.store.spec import BackendSpec, Knob, LegacyEnv, trace_max_knob
 
 DISTRIBUTION = "harel-store-rqlite"
@@ -60,12 +60,6 @@ def _location(parsed: StoreURL) -> dict[str, Any]:
     return {"url": parsed.raw.partition("#")[0].partition("?")[0]}
 
 
-def _positive(value: float) -> float:
-    if value <= 0:
-        raise InvalidStoreOption(f"option timeout={value!r} must be a number > 0")
-    return value
-
-
 SPEC = BackendSpec(
     name="rqlite",
     title="rqlite",
@@ -81,7 +75,7 @@ SPEC = BackendSpec(
     normalize=_alias,
     knobs=(
         trace_max_knob(),
-        Knob("timeout", float, 10.0, minimum=0, check=_positive, doc="seconds per request"),
+        Knob("timeout", float, 10.0, above=0, doc="seconds per request"),
         Knob("level", str, "strong", choices=LEVELS, doc="read consistency of every read"),
         Knob("sweep_level", str, "level", choices=(*LEVELS, "level"), doc="default: the level"),
         Knob("unified", bool, True, doc="commits on /db/request (false: rqlite < 8)"),

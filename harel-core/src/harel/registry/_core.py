@@ -24,7 +24,7 @@ from harel.registry._descriptor import (
     validate_backend,
 )
 from harel.registry._firstparty import FIRST_PARTY, first_party_for_scheme, first_party_schemes
-from harel.store.common.urls import close_scheme, parse_store_url
+from harel.store.common.urls import add_scheme_source, close_scheme, parse_store_url
 from harel.store.errors import (
     BackendNotInstalled,
     BackendUnavailable,
@@ -407,6 +407,7 @@ class Registry:
 
 REGISTRY = Registry()
 """The process-wide registry; the module-level functions below are its methods."""
+add_scheme_source(lambda: REGISTRY.schemes() if REGISTRY.discovered else ())
 available_backends = REGISTRY.available
 get_backend = REGISTRY.get
 backend_for_url = REGISTRY.for_url

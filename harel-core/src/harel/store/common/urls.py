@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
@@ -246,16 +246,24 @@ def url_typo_hint(url: str, known: Iterable[str]) -> str | None:
     return f"{url!r} lacks a well-formed scheme://: did you mean {scheme}://{rest}?"
 
 
+_SCHEME_SOURCES: list[Callable[[], Iterable[str]]] = []
+
+
+def add_scheme_source(source: Callable[[], Iterable[str]]) -> None:
+    """Let the typo hints of :func:`parse_store_url` also know the schemes ``source`` returns
+    (the registry adds those of the backends it has discovered; nothing here imports it)."""
+    _SCHEME_SOURCES.append(source)
+
+
 def _known_schemes() -> set[str]:
-    """The first-party schemes and those of the backends discovered so far (no discovery)."""
+    """The first-party schemes and those every scheme source knows now (no discovery)."""
     try:
-        from harel.registry._core import REGISTRY
         from harel.registry._firstparty import first_party_schemes
     except ImportError:  # pragma: no cover - a partial install
         return set()
     known = first_party_schemes()
-    if REGISTRY.discovered:
-        known |= set(REGISTRY.schemes())
+    for source in _SCHEME_SOURCES:
+        known |= set(source())
     return known
 
 
