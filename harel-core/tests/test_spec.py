@@ -169,7 +169,9 @@ RICH = BackendSpec(
         ),
         "check": _pool_rule,
         "passthrough_any": True,
-        "retry_for": lambda parsed: (5, 0.2) if parsed.host else (0, 0.2),
+        "retry_for": lambda parsed, knobs: (
+            (5, 0.2) if parsed.host or knobs["low"] > 3 else (0, 0.2)
+        ),
         "legacy_env": "toy_store._legacy:url_from_env",
         "legacy_vars": ("TOY_DSN",),
     }
@@ -216,6 +218,7 @@ def test_the_retry_default_can_depend_on_the_url() -> None:
     assert RICH.open_args("toy://h", {}).retry["retries"] == 5
     assert RICH.open_args("toy:///file", {}).retry["retries"] == 0
     assert RICH.open_args("toy:///file?connect_retries=2", {}).retry["retries"] == 2
+    assert RICH.open_args("toy:///file", {"low": 4}).retry["retries"] == 5, "knobs count"
 
 
 def test_a_legacy_function_declares_the_variables_it_reads() -> None:

@@ -50,7 +50,7 @@ from harel.store.errors import (
 from harel_store_libsql import AsyncLibsqlStore, LibsqlStore
 from harel_store_libsql._driver import execute
 from harel_store_libsql._legacy import url_from_env
-from harel_store_libsql._options import make_options, parse_libsql_url
+from harel_store_libsql._spec import make_options, parse_libsql_url
 from harel_store_libsql.testing import harness_from_url
 
 TABLES = ("executions", "outbox", "processed_events", "timers", "spawns", "trace")
@@ -552,6 +552,8 @@ def test_url_forms(url: str, database: str, knobs: dict[str, Any]) -> None:
     ("url", "message"),
     [
         ("libsql+file:///x.db?cache=big", "cache"),
+        ("libsql+file:///x.db?synchronus=FULL", r"did you mean synchronous\?"),
+        ("libsql+file:///x.db?tls=false", "tls is for libsql:// server URLs"),
         ("libsql+file:///x.db?busy_timeout_ms=soon", "busy_timeout_ms"),
         ("libsql+file:///x.db?synchronous=OFF", "synchronous"),
         ("libsql+file://host/x.db", "host"),
@@ -565,9 +567,9 @@ def test_url_forms(url: str, database: str, knobs: dict[str, Any]) -> None:
         ("libsql://host/db", "path"),
         ("libsql://host?busy_timeout_ms=5", "busy_timeout_ms"),
         (f"libsql://user:{TOKEN}@host", "credentials"),
-        (f"libsql://host?auth_token={TOKEN}&authToken={TOKEN}", "keep one"),
+        (f"libsql://host?auth_token={TOKEN}&authToken={TOKEN}", "given twice"),
         ("libsql://host?tls=maybe", "tls"),
-        ("sqlite:///x.db", "not a libSQL URL"),
+        ("sqlite:///x.db", "is not a libsql:// URL"),
         ("x.db", "not a store URL"),
     ],
 )

@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import pytest
 from harel_store_libsql import LibsqlStore
-from harel_store_libsql._options import from_url_args, parse_libsql_url
+from harel_store_libsql._spec import SPEC, parse_libsql_url
 
 SERVER = "libsql://127.0.0.1:9?tls=false&auth_token=libsql-s3cret"
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
-    database, knobs, retry = from_url_args(f"{SERVER}&connect_retries=0&retry_delay=0.1", {})
-    assert (database, knobs) == ("http://127.0.0.1:9", {"auth_token": "libsql-s3cret"})
+    arguments, retry = SPEC.open_args(f"{SERVER}&connect_retries=0&retry_delay=0.1", {})
+    assert arguments["database"] == "http://127.0.0.1:9"
+    assert arguments["auth_token"] == "libsql-s3cret"
     assert (retry["retries"], retry["delay"]) == (0, 0.1)
-    assert from_url_args(SERVER, {})[2]["retries"] == 5
-    file_retry = from_url_args("libsql+file:///:memory:?retry_delay=2", {"connect_retries": 1})[2]
+    assert "libsql-s3cret" not in retry["what"]
+    assert SPEC.open_args(SERVER, {}).retry["retries"] == 5
+    file_retry = SPEC.open_args("libsql+file:///:memory:?retry_delay=2", {"connect_retries": 1})[1]
     assert (file_retry["retries"], file_retry["delay"]) == (1, 2.0)
-    assert from_url_args("libsql+file:///x.db", {})[2]["retries"] == 0
+    assert SPEC.open_args("libsql+file:///x.db", {}).retry["retries"] == 0
+    replica = "libsql+file:///r.db?sync_url=https://h&authToken=libsql-s3cret"
+    assert SPEC.open_args(replica, {}).retry["retries"] == 5  # a replica reaches its primary
     assert parse_libsql_url("libsql+file:///x.db?connect_retries=3") == ("x.db", {})
     LibsqlStore.from_url("libsql+file:///:memory:?connect_retries=2&retry_delay=0").close()
 

@@ -1,6 +1,6 @@
 """Fixtures of the PostgreSQL backend's tests: the server, the conformance harness, stores.
 
-The server is ``HAREL_TEST_POSTGRES_URL`` when set, else the local one the plugin declares
+The server is ``HAREL_TEST_POSTGRES_URL`` when set, else the local one the spec declares
 (``postgresql://postgres@127.0.0.1:5432/test``).  Every harness makes its own schema and drops
 it afterwards.  An unreachable server skips these tests, except under ``CI=true``, where it
 fails them.
@@ -24,7 +24,7 @@ import psycopg
 import pytest
 from harel.conformance.urls import in_ci, url_variable_for
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
-from harel_store_postgres._plugin import LOCAL_URL
+from harel_store_postgres._spec import LOCAL_URL
 from harel_store_postgres.testing import PostgresHarness
 
 VARIABLE = url_variable_for("postgres")

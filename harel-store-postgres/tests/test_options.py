@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
-from harel_store_postgres._options import PostgresOptions, options_from_url
+from harel_store_postgres._spec import PostgresOptions, make_options
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
-    options = options_from_url("postgresql://u:pw@h/db?connect_retries=3&retry_delay=0.25")
+    options = make_options("postgresql://u:pw@h/db?connect_retries=3&retry_delay=0.25")
     assert (options.connect_retries, options.retry_delay) == (3, 0.25)
     assert "retry_delay" not in options.connect and "connect_retries" not in options.connect
     retry = options.retry_arguments()
@@ -20,11 +20,9 @@ def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
         0.25,
         "postgresql://u:***@h/db?connect_retries=3&retry_delay=0.25",
     )
-    keyword = options_from_url(
-        "postgresql://h/db?connect_retries=3", connect_retries=0, retry_delay=1
-    )
+    keyword = make_options("postgresql://h/db?connect_retries=3", connect_retries=0, retry_delay=1)
     assert (keyword.connect_retries, keyword.retry_delay) == (0, 1.0)
-    defaults = options_from_url("postgresql://h/db").retry_arguments()
+    defaults = make_options("postgresql://h/db").retry_arguments()
     assert (defaults["retries"], defaults["delay"]) == (8, 0.5)
 
 

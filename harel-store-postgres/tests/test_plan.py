@@ -28,6 +28,7 @@ from harel.store.errors import (
     ExecutionAlreadyExists,
     ExecutionNotFound,
     InvalidPayload,
+    InvalidStoreOption,
     InvalidStoreURL,
     PayloadTooLarge,
     SchemaVersionError,
@@ -41,10 +42,10 @@ from harel_store_postgres import _listing, _open, _schema
 from harel_store_postgres._conn import Renderer, pool_kwargs
 from harel_store_postgres._errors import connect_error, map_error, map_sent_error
 from harel_store_postgres._legacy import url_from_env
-from harel_store_postgres._options import options_from_url
 from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._plan import PLAN as plan
 from harel_store_postgres._plan import Plan
+from harel_store_postgres._spec import make_options
 
 
 class Scripted:
@@ -535,7 +536,7 @@ def test_every_template_renders() -> None:
 
 
 def test_url_forms_and_knobs() -> None:
-    options = options_from_url(
+    options = make_options(
         "postgres://u:p%2Fw@db.example:6543/app?schema=tenant_1&pool_max=4&sslmode=require"
         "&pool_timeout=2.5&trace_max=0&reconnect_timeout=0.5",
         pool_min=2,
@@ -552,7 +553,7 @@ def test_url_forms_and_knobs() -> None:
     assert (options.schema, options.pool_min, options.pool_max) == ("tenant_1", 2, 4)
     assert (options.pool_timeout, options.trace_max, options.reconnect_timeout) == (2.5, 0, 0.5)
     assert "p/w" not in repr(options) and "p%2Fw" not in repr(options)
-    assert options_from_url("postgresql:///test").connect == {
+    assert make_options("postgresql:///test").connect == {
         "connect_timeout": "5",
         "dbname": "test",
     }
@@ -561,13 +562,13 @@ def test_url_forms_and_knobs() -> None:
 def test_outage_waits_are_bounded_by_default() -> None:
     """Issue 17: a call waited 30 s for a pooled connection while the server was down, and
     the pool's reconnect backoff grew past a minute.  The defaults bound both."""
-    options = options_from_url("postgresql://h/db")
+    options = make_options("postgresql://h/db")
     assert (options.pool_timeout, options.reconnect_timeout) == (5.0, 2.0)
     assert options.connect["connect_timeout"] == "5"
     kwargs = pool_kwargs(options)
     assert (kwargs["timeout"], kwargs["reconnect_timeout"]) == (5.0, 2.0)
     with pytest.raises(InvalidStoreURL, match="reconnect_timeout"):
-        options_from_url("postgresql://h/db?reconnect_timeout=-1")
+        make_options("postgresql://h/db?reconnect_timeout=-1")
 
 
 @pytest.mark.parametrize(
@@ -585,15 +586,37 @@ def test_outage_waits_are_bounded_by_default() -> None:
 )
 def test_bad_urls(url: str) -> None:
     with pytest.raises(InvalidStoreURL):
-        options_from_url(url)
+        make_options(url)
 
 
 def test_password_never_in_url_errors() -> None:
     with pytest.raises(InvalidStoreURL) as info:
-        options_from_url("postgresql://user:hunter2@h/db?bogus=1")
+        make_options("postgresql://user:hunter2@h/db?bogus=1")
     assert "hunter2" not in str(info.value)
     with pytest.raises(InvalidStoreURL):
-        options_from_url("postgresql://h/db", nope=1)
+        make_options("postgresql://h/db", nope=1)
+
+
+def test_knob_messages_are_the_spec_s_and_hide_the_password() -> None:
+    url = "postgresql://user:hunter2@h/db"
+    refusals = []
+    for knobs in ({"pool_min": 5, "pool_max": 2}, {"pool_mx": 3}, {"schema": "pg_x"}):
+        with pytest.raises(InvalidStoreOption) as refused:
+            make_options(url, **knobs)
+        refusals.append(str(refused.value))
+    with pytest.raises(InvalidStoreOption) as in_url:
+        make_options(f"{url}?pool_timeout=soon")
+    refusals.append(str(in_url.value))
+    assert refusals[0] == "option pool_max=2 must be >= pool_min=5"
+    assert refusals[1].startswith("unknown option(s) pool_mx for a PostgreSQL store")
+    assert "(did you mean pool_max?)" in refusals[1]
+    assert refusals[2] == "schema name 'pg_x' is reserved (pg_ prefix); pick another"
+    assert refusals[3] == "option pool_timeout='soon' must be a number >= 0"
+    assert not any("hunter2" in text for text in refusals)
+    with_schema = make_options(url).with_schema("tenant")
+    assert with_schema.schema == "tenant"
+    with pytest.raises(InvalidStoreOption, match="must be a string"):
+        with_schema.with_schema(5)  # type: ignore[arg-type]
 
 
 def test_legacy_dsn() -> None:
@@ -603,12 +626,12 @@ def test_legacy_dsn() -> None:
         {"STM_POSTGRES_DSN": "host=db port=5433 dbname=app user=w password='a b\\'c' sslmode=x"}
     )
     assert url is not None
-    options = options_from_url(url)
+    options = make_options(url)
     assert options.connect["password"] == "a b'c" and options.connect["port"] == "5433"
     assert options.connect["sslmode"] == "x" and options.connect["host"] == "db"
     socket_url = url_from_env({"STM_POSTGRES_DSN": "host=/run/pg dbname=app"})
     assert socket_url is not None
-    assert options_from_url(socket_url).connect["host"] == "/run/pg"
+    assert make_options(socket_url).connect["host"] == "/run/pg"
     with pytest.raises(StoreConfigError, match="STM_POSTGRES_DSN"):
         url_from_env({"STM_POSTGRES_DSN": "host='unterminated"})
 
@@ -787,7 +810,7 @@ def test_connect_errors() -> None:
 
 def test_plugin_imports_no_driver_and_no_engine() -> None:
     code = (
-        "import sys, harel_store_postgres._plugin as p\n"
+        "import sys, harel_store_postgres._spec as p\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool')"
         " or m.startswith('harel.engine') or m in ('harel_store_postgres.sync', "
         "'harel_store_postgres.aio', 'harel_store_postgres._legacy')]\n"
@@ -808,3 +831,5 @@ def test_registered_with_the_registry() -> None:
     assert info.status == "ok", info.error
     assert set(info.schemes) == {"postgres", "postgresql"}
     assert info.backend is not None and info.backend.harness is not None
+    assert info.backend.legacy_vars == ("STM_POSTGRES_DSN",)
+    assert info.backend.legacy_env == "harel_store_postgres._legacy:url_from_env"

@@ -1,8 +1,8 @@
 """harel-store-libsql: the libSQL ``ExecutionStore`` (sync over the ``libsql`` driver; async twin
 on one worker thread).
 
-The store classes are imported on first access, so importing the plugin module
-(``harel_store_libsql._plugin``) never loads the ``libsql`` driver.
+The store classes are imported on first access, so importing the spec (``harel_store_libsql._spec``,
+the plugin the ``harel.stores`` entry point names) never loads the ``libsql`` driver.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from harel.store.common.sql.errors import (
 from harel.store.common.urls import scrub_secrets
 from harel.store.errors import InvalidPayload, StoreError, StoreUnavailable
 
-from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._spec import LibsqlOptions
 
 _NETWORK = (
     "hrana",

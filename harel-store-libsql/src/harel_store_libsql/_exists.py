@@ -1,6 +1,6 @@
 """``store_exists(url)``: whether a libSQL store exists at ``url`` (creates nothing).
 
-The plugin declares it as its ``exists`` hook; harel-core's registry calls it for
+The spec declares it as its ``exists`` hook; harel-core's registry calls it for
 ``open_store(url, create=False)`` (the CLI's read-only commands).  A local file that is
 missing is not opened (the driver would create it); an existing file, a server, or a replica's
 primary is asked for the ``harel_schema`` / ``executions`` tables, one read.
@@ -15,16 +15,16 @@ from typing import Any
 from harel.store.common import connect_with_retry, drive
 
 from harel_store_libsql._driver import connect, execute
-from harel_store_libsql._options import LibsqlOptions, from_url_args, make_options
 from harel_store_libsql._plan import libsql_plan
+from harel_store_libsql._spec import SPEC, LibsqlOptions, make_options
 
 
 def store_exists(url: str, **knobs: Any) -> bool:
     """Whether ``url`` names a libSQL database holding a harel store (``:memory:`` always
     does).  A replica asks its primary, leaving the local file as it is.  Errors:
     InvalidStoreURL, StoreUnavailable (server unreachable, after the retries)."""
-    database, store_knobs, retry = from_url_args(url, knobs)
-    options = make_options(database, **store_knobs)
+    arguments, retry = SPEC.open_args(url, knobs)
+    options = make_options(**arguments)
     if options.mode == "file":
         if options.in_memory:
             return True

@@ -1,8 +1,8 @@
 """The upstream worker's environment variables for libSQL (read only when ``STM_STORE_URL`` is
 not set): ``STM_LIBSQL_DB`` (a local file, or a server URL ``libsql://`` / ``https://`` /
 ``http://``), ``STM_LIBSQL_SYNC_URL`` (the primary of an embedded replica) and
-``STM_LIBSQL_AUTH_TOKEN``.  Named by the plugin's ``StoreBackend.legacy_env``.  Imports no
-driver.
+``STM_LIBSQL_AUTH_TOKEN``.  Named by the spec's ``legacy_env`` (with ``legacy_vars``): data
+cannot say it, since ``STM_LIBSQL_DB`` is either a file or a server URL.  Imports no driver.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from urllib.parse import quote, urlencode
 
 from harel.store.errors import StoreConfigError
 
-from harel_store_libsql._options import REMOTE_SCHEMES
-
-VARIABLES = ("STM_LIBSQL_DB", "STM_LIBSQL_SYNC_URL", "STM_LIBSQL_AUTH_TOKEN")
+from harel_store_libsql._spec import REMOTE_SCHEMES, SPEC
 
 
 def url_from_env(env: Mapping[str, str]) -> str | None:
@@ -26,7 +24,7 @@ def url_from_env(env: Mapping[str, str]) -> str | None:
     rides in the URL's query, which every message redacts.  Raises :class:`StoreConfigError`
     when the token or sync URL is set without ``STM_LIBSQL_DB``.
     """
-    database, sync_url, token = (_get(env, name) for name in VARIABLES)
+    database, sync_url, token = (_get(env, name) for name in SPEC.legacy_vars)
     if database is None:
         if sync_url is not None or token is not None:
             raise StoreConfigError(

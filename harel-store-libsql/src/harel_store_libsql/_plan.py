@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from harel.store.common.sql import SQLITE, Dialect, SqlPlan
 
-from harel_store_libsql._options import LibsqlOptions
-from harel_store_libsql._plugin import DISTRIBUTION
+from harel_store_libsql._spec import DISTRIBUTION, LibsqlOptions
 
 DIALECT: Dialect = SQLITE
 """SQLite's dialect: libSQL speaks it unchanged."""

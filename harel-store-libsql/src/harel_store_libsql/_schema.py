@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harel.store.common.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 
-from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._spec import LibsqlOptions
 
 __all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas", "schema_action"]
 

@@ -13,44 +13,38 @@ stored.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, ClassVar, Self
 
-from harel.store.common import ThreadedAsyncStore, aconnect_with_retry
+from harel.store.common import ThreadedAsyncStore
 from harel.store.contract import Capabilities
+from harel.store.spec import AsyncFromUrl, BackendSpec
 
-from harel_store_libsql._options import LibsqlKnobs, LibsqlOptions, from_url_args
-from harel_store_libsql._plugin import CAPABILITIES
+from harel_store_libsql._spec import CAPABILITIES, SPEC, LibsqlOptions
 from harel_store_libsql.sync import LibsqlStore
 
 
-class AsyncLibsqlStore(ThreadedAsyncStore[LibsqlStore]):
+class AsyncLibsqlStore(AsyncFromUrl, ThreadedAsyncStore[LibsqlStore]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` on libSQL.
 
     Build it with ``await AsyncLibsqlStore.open(database, **knobs)`` or
-    ``await AsyncLibsqlStore.from_url(url)``; arguments as for ``LibsqlStore``.  Safe for any
-    number of concurrent tasks; close it with ``await store.close()`` (an unclosed store never
-    keeps the interpreter from exiting).
+    ``await AsyncLibsqlStore.from_url(url)`` (retries as for :meth:`LibsqlStore.from_url`);
+    arguments as for ``LibsqlStore``.  Safe for any number of concurrent tasks; close it with
+    ``await store.close()`` (an unclosed store never keeps the interpreter from exiting).
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
 
     @classmethod
-    async def open(cls, database: str = ":memory:", **knobs: Unpack[LibsqlKnobs]) -> Self:
+    async def open(cls, database: str = ":memory:", **knobs: Any) -> Self:
         """Open (creating or upgrading if needed) ``database`` in a new worker thread."""
         return await cls.start(partial(LibsqlStore, database, **knobs), name="harel-libsql")
 
     @classmethod
-    async def create(cls, database: str = ":memory:", **knobs: Unpack[LibsqlKnobs]) -> Self:
+    async def create(cls, database: str = ":memory:", **knobs: Any) -> Self:
         """The reference implementation's name of :meth:`open`: the same arguments, the same
         store (kept so ported code runs unchanged)."""
         return await cls.open(database, **knobs)
-
-    @classmethod
-    async def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open a ``libsql+file://`` or ``libsql://`` URL; knobs as for
-        :meth:`LibsqlStore.from_url`."""
-        database, store_knobs, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(lambda: cls.open(database, **store_knobs), **retry)
 
     @property
     def options(self) -> LibsqlOptions:

@@ -13,52 +13,44 @@ follows a conflict reads what beat it instead of conflicting again.
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar, Self, TypeVar, Unpack
+from typing import Any, ClassVar, TypeVar
 
-from harel.store.common import connect_with_retry
 from harel.store.common.sql import Batch, Result, SqlOp, SqlStore, Statement
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConflict, StoreError
+from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_libsql._driver import execute, open_database, refresh
 from harel_store_libsql._errors import closed_error
-from harel_store_libsql._options import LibsqlKnobs, LibsqlOptions, from_url_args, make_options
-from harel_store_libsql._plugin import CAPABILITIES
+from harel_store_libsql._spec import CAPABILITIES, SPEC, LibsqlOptions, make_options
 
 T = TypeVar("T")
 
 
-class LibsqlStore(SqlStore[Any]):
+class LibsqlStore(FromUrl, SqlStore[Any]):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` on libSQL.
 
     ``database`` is a local file (created on first open), ``":memory:"``, or a server URL
     (``libsql://host``, ``https://host``, ``http://host:8080``); with ``sync_url`` a local file
     becomes an embedded replica of that primary.  The knobs (``trace_max``, ``auth_token``,
-    ``sync_url``, ``sync_interval``, ``busy_timeout_ms``, ``synchronous``) are described in
-    :class:`~harel_store_libsql._options.LibsqlKnobs`.  Opening checks the schema version,
-    creates the schema in an empty database and upgrades a version-1 one in place.
+    ``sync_url``, ``sync_interval``, ``busy_timeout_ms``, ``synchronous``) are declared in
+    :data:`~harel_store_libsql._spec.SPEC` (and the README).  Opening checks the schema
+    version, creates the schema in an empty database and upgrades a version-1 one in place.
+    :meth:`from_url` opens ``libsql+file:///path.db`` (``?sync_url=...``: a replica) or
+    ``libsql://host?auth_token=...``, retrying (``connect_retries``, ``retry_delay``) an open
+    that finds the file locked or the server unreachable: by default 5 times for a server or
+    replica, never for a file.
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec: ClassVar[BackendSpec] = SPEC
 
-    def __init__(self, database: str = ":memory:", **knobs: Unpack[LibsqlKnobs]) -> None:
+    def __init__(self, database: str = ":memory:", **knobs: Any) -> None:
         self.options: LibsqlOptions = make_options(database, **knobs)
         self.trace_max = self.options.trace_max
         self._lock = threading.Lock()
         self._conn = None
         self._conn, self._plan = open_database(self.options)
-
-    @classmethod
-    def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``libsql+file:///path.db`` (``?sync_url=...`` for a replica) or
-        ``libsql://host?auth_token=...``.
-
-        Knobs: those of the constructor (URL query or keywords; keywords win), and
-        ``connect_retries`` / ``retry_delay`` to retry an open that finds the file locked or
-        the server unreachable (by default 5 retries for a server or replica, none for a file).
-        """
-        database, store_knobs, retry = from_url_args(url, knobs)
-        return connect_with_retry(lambda: cls(database, **store_knobs), **retry)
 
     def __repr__(self) -> str:
         return f"LibsqlStore({self.options.where})"

@@ -1,7 +1,7 @@
 """harel-store-postgres: the PostgreSQL ``ExecutionStore`` (psycopg 3, connection pools).
 
-The store classes are imported on first access, so importing the plugin module
-(``harel_store_postgres._plugin``) never loads psycopg.
+The store classes are imported on first access, so importing the spec the entry point
+names (``harel_store_postgres._spec``) never loads psycopg.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 from harel.store.common import connect_with_retry
 
 from harel_store_postgres._errors import DRIVER_ERRORS, map_error
-from harel_store_postgres._options import options_from_url
+from harel_store_postgres._spec import make_options
 
 _QUERY = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s"
 
@@ -22,7 +22,7 @@ def store_exists(url: str, **knobs: Any) -> bool:
     connection, read only.  Errors: InvalidStoreURL, StoreUnavailable (after the retries)."""
     from harel_store_postgres.sync import _connect
 
-    options = options_from_url(url, **knobs)
+    options = make_options(url, **knobs)
     conn = connect_with_retry(partial(_connect, options), **options.retry_arguments())
     with conn:
         try:

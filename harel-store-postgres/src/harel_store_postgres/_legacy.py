@@ -3,7 +3,8 @@
 ``STM_POSTGRES_DSN`` holds either a ``postgresql://`` URL (returned as it is) or a libpq
 ``key=value`` DSN such as ``host=db port=5432 dbname=app user=worker password='a b'``, which
 becomes ``postgresql://worker:a%20b@db:5432/app``; other keywords (``sslmode``...) ride in the
-query.  Used by ``harel.registry.store_from_env`` when ``STM_STORE_URL`` is not set.
+query.  Used by ``harel.registry.store_from_env`` when ``STM_STORE_URL`` is not set (the
+spec, ``_spec.SPEC``, names this module's :func:`url_from_env` as its ``legacy_env``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 from harel.store.errors import StoreConfigError
 
-VARIABLE = "STM_POSTGRES_DSN"
+from harel_store_postgres._spec import LEGACY_VARIABLE as VARIABLE
 
 _KEYWORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
 

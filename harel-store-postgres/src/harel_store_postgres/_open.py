@@ -24,6 +24,7 @@ from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 from harel_store_postgres import _schema
 from harel_store_postgres._rows import first_row
+from harel_store_postgres._spec import DISTRIBUTION
 
 Plan = Generator[Statement, Result, Any]
 
@@ -56,7 +57,7 @@ def _verdict(schema: str, where: str) -> Generator[Statement, Result, tuple[str,
         current=_schema.SCHEMA_VERSION,
         upgrades=_schema.UPGRADES,
         where=where,
-        distribution=_schema.DISTRIBUTION,
+        distribution=DISTRIBUTION,
         written_by=writer,
     )
     return verdict, found

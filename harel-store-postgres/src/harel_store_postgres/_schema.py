@@ -54,7 +54,7 @@ from __future__ import annotations
 # ruff: noqa: S608 - version 4's texts are composed of fixed fragments; values are slots only
 from harel.store.common import RECEIPT_WINDOW, release_of
 
-DISTRIBUTION = "harel-store-postgres"
+from harel_store_postgres._spec import DISTRIBUTION
 
 SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""

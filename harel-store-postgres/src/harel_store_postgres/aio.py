@@ -33,8 +33,8 @@ from psycopg_pool import AsyncConnectionPool
 from harel_store_postgres._conn import Renderer, connect_kwargs, connection_alive, pool_kwargs
 from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error, map_sent_error
 from harel_store_postgres._open import open_schema
-from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
+from harel_store_postgres._spec import PostgresOptions, make_options
 from harel_store_postgres._store import PooledStore
 from harel_store_postgres._wake import AsyncPostgresWakeups
 
@@ -67,7 +67,7 @@ class AsyncPostgresStore(
     @classmethod
     async def from_url(cls, url: str, **knobs: Any) -> Self:
         """Open a ``postgresql://`` / ``postgres://`` URL, waiting (bounded) for the server."""
-        return await cls.open(options_from_url(url, **knobs))
+        return await cls.open(make_options(url, **knobs))
 
     @classmethod
     async def open(cls, options: PostgresOptions) -> Self:

@@ -26,8 +26,8 @@ from psycopg_pool import ConnectionPool
 from harel_store_postgres._conn import Renderer, connect_kwargs, connection_alive, pool_kwargs
 from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error, map_sent_error
 from harel_store_postgres._open import open_schema
-from harel_store_postgres._options import PostgresOptions, options_from_url
 from harel_store_postgres._plan import Plan, PostgresPlan
+from harel_store_postgres._spec import PostgresOptions, make_options
 from harel_store_postgres._store import PooledStore
 from harel_store_postgres._wake import PostgresWakeups
 
@@ -59,8 +59,8 @@ class PostgresStore(PooledStore[ConnectionPool[Connection]], PlanStore[PostgresP
         """Open ``postgresql://user[:password]@host[:port]/dbname[?schema=harel&...]`` (also
         ``postgres://``), retrying until the server accepts connections: ``connect_retries``
         attempts with doubling pauses from ``retry_delay``, then :class:`StoreUnavailable`.
-        Knobs: see :mod:`harel_store_postgres._options`."""
-        return cls.open(options_from_url(url, **knobs))
+        Knobs: those :data:`~harel_store_postgres._spec.SPEC` declares (keywords win)."""
+        return cls.open(make_options(url, **knobs))
 
     @classmethod
     def open(cls, options: PostgresOptions) -> Self:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
@@ -31,9 +32,8 @@ from harel.store.contract import Capabilities
 from psycopg import sql
 
 from harel_store_postgres._conn import connect_kwargs
-from harel_store_postgres._options import PostgresOptions, options_from_url, url_with_knobs
-from harel_store_postgres._plugin import CAPABILITIES
 from harel_store_postgres._schema import SCHEMA_VERSION, TABLES
+from harel_store_postgres._spec import CAPABILITIES, PostgresOptions, make_options
 from harel_store_postgres.aio import AsyncPostgresStore
 from harel_store_postgres.sync import PostgresStore
 
@@ -104,13 +104,13 @@ class PostgresHarness(StoreHarness):
         interpreter exits normally (a process killed meanwhile leaves them behind, which is
         why it is not the default).
         """
-        base = options_from_url(url, **knobs)
+        base = make_options(url, **knobs)
         self._reuse = reuse and schema is None
         if schema is None:
             schema = (_take_spare(base.connect) if reuse else None) or _new_name(base.schema)
         self.options = base.with_schema(schema)
         self.schema = self.options.schema
-        self._url = url_with_knobs(url, schema=self.schema)
+        self._url = _with_schema(url, self.schema)
         self._sync: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
         self._raw: list[psycopg.Connection[Any]] = []  # the benchmarks' connections
 
@@ -246,6 +246,13 @@ class PostgresHarness(StoreHarness):
             "SELECT to_regclass(format('%%I.executions', %s::text)) IS NOT NULL", (self.schema,)
         ).fetchone()
         return bool(row and row[0])
+
+
+def _with_schema(url: str, schema: str) -> str:
+    """``url`` with its ``schema`` query parameter set to ``schema`` (the others kept)."""
+    parts = urlsplit(url)
+    query = [pair for pair in parse_qsl(parts.query, keep_blank_values=True) if pair[0] != "schema"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("schema", schema)])))
 
 
 def _new_name(prefix: str) -> str:

@@ -226,11 +226,11 @@ class BackendSpec:
     messages show.  ``legacy`` (data) or ``legacy_env`` (an import string of a function, for
     variables data cannot describe) builds a URL from the legacy variables.  ``store`` /
     ``async_store`` / ``harness`` / ``exists`` are import strings; ``retry`` the default
-    ``(connect_retries, retry_delay)`` of ``from_url`` (``retry_for``, when given, picks it per
-    URL: a server is retried, a file is not).  ``legacy_vars`` names the variables a
-    ``legacy_env`` function reads (``harel stores`` shows them).  ``check`` runs on every knob's
-    value together (a rule across knobs, e.g. ``pool_max >= pool_min``) and raises
-    :class:`~harel.store.errors.InvalidStoreOption`.  ``parser`` reads URL text into a
+    ``(connect_retries, retry_delay)`` of ``from_url`` (``retry_for``, when given, picks it from
+    the URL and the knobs' values: a server is retried, a file is not).  ``legacy_vars`` names
+    the variables a ``legacy_env`` function reads (``harel stores`` shows them).  ``check``
+    runs on every knob's value together (a rule across knobs, e.g. ``pool_max >= pool_min``)
+    and raises :class:`~harel.store.errors.InvalidStoreOption`.  ``parser`` reads URL text into a
     :class:`StoreURL` (a backend whose URLs the standard form cannot hold, e.g. several hosts);
     ``passthrough_any``: every query parameter that is not a knob goes to the driver.
     """
@@ -248,7 +248,7 @@ class BackendSpec:
     passthrough: frozenset[str] = frozenset()
     passthrough_any: bool = False
     retry: tuple[int, float] = (0, 0.5)
-    retry_for: Callable[[StoreURL], tuple[int, float]] | None = None
+    retry_for: Callable[[StoreURL, dict[str, Any]], tuple[int, float]] | None = None
     legacy: LegacyEnv | None = None
     legacy_env: str | None = None
     legacy_vars: tuple[str, ...] = ()
@@ -349,7 +349,7 @@ class BackendSpec:
             else:
                 knobs[self.by_name[name].name] = value
         arguments = {**self.location(parsed), **self.knob_values(knobs)}
-        retries, delay = self.retry if self.retry_for is None else self.retry_for(parsed)
+        retries, delay = self.retry if self.retry_for is None else self.retry_for(parsed, arguments)
         return OpenArgs(
             arguments,
             retry_arguments(

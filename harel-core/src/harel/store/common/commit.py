@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from harel.model import Event, Execution, Status
 from harel.store.common.codec import check_max_bytes, dumps, encode_event, encode_execution
@@ -86,7 +86,7 @@ class PreparedCommit(NamedTuple):
     """Epoch seconds (this process's clock) stored as the summary's ``updated_at`` and as the
     dedupe mark's age for ``prune_processed``."""
     token: str = ""
-    """The commit token (:func:`attempt_token`): stored as the receipt of ``new_version``; a CAS
+    """The commit token (:func:`committing`): stored as the receipt of ``new_version``; a CAS
     miss whose receipt is this token means the commit was already stored."""
     priority: int = 0
     """``Execution.priority`` (0-4): the priority of the work rows the commit touches
@@ -94,7 +94,7 @@ class PreparedCommit(NamedTuple):
     base: str | None = None
     """The fence of a copy this process stored itself: the receipt (token) of
     ``expected_version`` when this very ``Execution`` object's last successful commit wrote
-    that version (:func:`attempt_token`), else ``None``.  A store applies an update carrying
+    that version (:func:`committing`), else ``None``.  A store applies an update carrying
     it only while the stored version's receipt is still this token, so a copy of an execution
     that was purged and re-created (or rewritten) up to the same version is refused with
     ``StoreConflict`` instead of overwriting the new one."""
@@ -270,32 +270,6 @@ def _prepare_spawns(spawns: Sequence[Spawn], max_bytes: int) -> tuple[PreparedSp
     return tuple(prepared)
 
 
-def prepare_commit(
-    exe: Execution,
-    expected_version: int,
-    emits: Sequence[Emit],
-    processed_event_id: str | None,
-    timers: Sequence[TimerOp],
-    spawns: Sequence[Spawn],
-    trace: dict[str, Any] | None,
-    *,
-    max_document_bytes: int = MAX_DOCUMENT_BYTES,
-) -> PreparedCommit:
-    """Validate and encode one commit; ``exe.version`` must already be the new version.
-
-    Nothing is written by anyone until this returns: every refusal (``TypeError``,
-    ``InvalidIdentifier``, ``InvalidPayload``, ``PayloadTooLarge``) comes first.
-    """
-    if not isinstance(exe, Execution):
-        raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
-    return _prepare(
-        exe,
-        expected_version,
-        (emits, processed_event_id, timers, spawns, trace),
-        max_document_bytes,
-    )
-
-
 def _prepare(
     exe: Execution,
     expected_version: int,
@@ -304,7 +278,7 @@ def _prepare(
     token: str = "",
     stored: StoredEntry | None = None,
 ) -> PreparedCommit:
-    """:func:`prepare_commit` once ``exe`` is known to be an :class:`Execution`; ``token`` and
+    """:func:`committing` once ``exe`` is known to be an :class:`Execution`; ``token`` and
     ``stored`` (this object's :data:`_stored` entry for ``expected_version``: the fence and
     the summary it stored) complete it, so it is built once."""
     emits, processed_event_id, timers, spawns, trace = args
@@ -463,18 +437,6 @@ def _resend_of(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
     return prepared
 
 
-def attempt_token(exe: Execution, prepared: PreparedCommit) -> PreparedCommit:
-    """``prepared`` with its commit token and fence: the token of the previous commit of this
-    very ``exe`` object when that commit was the same (same version, same arguments), else a
-    fresh random one (128 bits); the fence (:attr:`PreparedCommit.base`) when this object's
-    last successful commit stored ``prepared.expected_version``.  Thread-safe."""
-    summary = cast("tuple[Any, ...]", prepared[_SUMMARY])
-    base, summary_stored = _fence(_base_of(exe, prepared.expected_version), summary)
-    fresh = prepared._replace(token=os.urandom(16).hex(), base=base, summary_stored=summary_stored)
-    with _attempts_lock:
-        return _resend_of(exe, fresh)
-
-
 _unsettled: dict[str, None] = {}
 """Tokens of commits that raised ``CommitOutcomeUnknown`` in this process and have not been
 settled by a ``StoreConflict`` since (bounded like the attempts)."""
@@ -526,11 +488,11 @@ def receipt_slot(version: int) -> int:
     return version % RECEIPT_WINDOW
 
 
-def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) -> PreparedCommit:
-    """Bump ``exe.version`` and prepare the commit (:func:`prepare_commit`'s checks); any
-    exception restores the old version.  Once it returns, the caller owns the other half of the
-    rule: restore ``exe.version`` to the prepared ``expected_version`` if the write fails
-    (:func:`committing` does both for a ``with`` block)."""
+def _bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) -> PreparedCommit:
+    """Bump ``exe.version`` and validate and encode the commit (nothing is written by anyone
+    before every refusal: ``TypeError``, ``InvalidIdentifier``, ``InvalidPayload``,
+    ``PayloadTooLarge``); any exception restores the old version.  :func:`committing`'s first
+    half."""
     if not isinstance(exe, Execution):
         raise TypeError(f"commit() needs an Execution, got {type(exe).__name__}")
     old = exe.version
@@ -538,8 +500,8 @@ def bump_and_prepare(exe: Execution, args: CommitArgs, max_document_bytes: int) 
         raise ValueError(f"execution version must be an int in [0, {MAX_INT - 1}], got {old!r}")
     exe.version = old + 1
     try:
-        # attempt_token's rule, with the commit built once: a fresh token and this object's
-        # fence, replaced by the previous attempt's only for a re-send
+        # a fresh token and this object's fence, replaced by the previous attempt's only for
+        # a re-send of the same commit (same object, version and arguments)
         stored = _base_of(exe, old)
         prepared = _prepare(exe, old, args, max_document_bytes, os.urandom(16).hex(), stored)
         with _attempts_lock:
@@ -573,7 +535,7 @@ class Committing:
         self._prepared: PreparedCommit | None = None
 
     def __enter__(self) -> PreparedCommit:
-        prepared = bump_and_prepare(self._exe, self._args, self._limit)
+        prepared = _bump_and_prepare(self._exe, self._args, self._limit)
         self._old = prepared.expected_version
         self._prepared = prepared
         return prepared

@@ -33,10 +33,7 @@ from harel.model import Event, Execution, ExecutionPage, Status
 from harel.store.common.claims import check_claim, check_release, check_renew
 from harel.store.common.commit import (
     PreparedCommit,
-    bump_and_prepare,
     committing,
-    outcome_error,
-    stored_as,
 )
 from harel.store.common.enqueue import PreparedEnqueue, prepare_enqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
@@ -223,17 +220,11 @@ class PlanStore(_PlanStoreBase[P]):
         trace: dict[str, Any] | None = None,
     ) -> None:
         """Write one step atomically: all of it, or nothing and ``exe.version`` restored."""
-        args = (emits, processed_event_id, timers, spawns, trace)
-        prepared = bump_and_prepare(exe, args, self._document_limit())
-        try:  # committing()'s rule without its context manager: this is every commit's path
+        limit = self._document_limit()
+        with committing(
+            exe, emits, processed_event_id, timers, spawns, trace, max_document_bytes=limit
+        ) as prepared:
             self._commit(prepared)
-        except BaseException as error:
-            exe.version = prepared.expected_version
-            settled = outcome_error(prepared, error)
-            if settled is not error:
-                raise settled from error
-            raise
-        stored_as(exe, prepared)
 
     def is_processed(self, execution_id: str, event_id: str) -> bool:
         """Whether that execution already processed that event."""
