@@ -37,14 +37,13 @@ from harel.store.errors import (
 )
 from harel_store_mongo import _claims, _plan, _records, _requests
 from harel_store_mongo import _moved as moved
-from harel_store_mongo._legacy import url_from_env
 from harel_store_mongo._moved import surely_absent
-from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
 from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
 from harel_store_mongo._server_rules import violations
+from harel_store_mongo._spec import SPEC, make_options, url_from_env, with_db
 from harel_store_mongo.testing import CannedResult, run_plan
 
 HOSTILE = (
@@ -999,27 +998,32 @@ def test_indexes_cover_every_sweep() -> None:
 
 
 def test_url_knobs_are_harel_s_and_the_rest_goes_to_the_driver() -> None:
-    options, connect = parse_mongo_url(
+    arguments, retry = SPEC.open_args(
         "mongodb://u:p%40ss@h1:27017,h2:27018/admin?db=app&w=majority&trace_max=5"
-        "&connect_retries=2&retry_delay=0.5&replicaSet=rs0",
+        "&connect_retries=2&retry_delay=0.5&replicaSet=rs0&readPreferenceTags=dc:ny"
+        "&readPreferenceTags=",
         {},
     )
-    assert options.db == "app" and options.trace_max == 5
-    assert connect == {"connect_retries": 2, "retry_delay": 0.5}
-    assert (
-        options.driver_uri == "mongodb://u:p%40ss@h1:27017,h2:27018/admin?w=majority&replicaSet=rs0"
+    options = make_options(
+        "mongodb://u:p%40ss@h1:27017,h2:27018/admin?db=app&w=2&trace_max=5&replicaSet=rs0"
+    )
+    assert options.db == "app" and options.trace_max == 5 and options.w == "2"
+    assert (retry["retries"], retry["delay"]) == (2, 0.5)
+    assert arguments["w"] == "majority"
+    assert arguments["driver_uri"] == (
+        "mongodb://u:p%40ss@h1:27017,h2:27018/admin?replicaSet=rs0&readPreferenceTags=dc:ny"
+        "&readPreferenceTags="  # a driver option may repeat; harel's knobs are taken out
     )
     assert "p%40ss" not in options.where and "p@ss" not in repr(options)
     assert options.client_kwargs() == {"serverSelectionTimeoutMS": 5000, "appname": "harel"}
 
 
 def test_srv_and_defaults() -> None:
-    options, _ = parse_mongo_url(
-        "mongodb+srv://cluster.example.net/?serverSelectionTimeoutMS=9", {}
-    )
-    assert options.db == "harel"
+    options = make_options("mongodb+srv://cluster.example.net/?serverSelectionTimeoutMS=9")
+    assert (options.db, options.w, options.trace_max) == ("harel", "majority", 200)
     assert options.driver_uri == "mongodb+srv://cluster.example.net/?serverSelectionTimeoutMS=9"
     assert "serverSelectionTimeoutMS" not in options.client_kwargs()
+    assert SPEC.open_args("mongodb://h/", {}).retry["retries"] == 5
 
 
 @pytest.mark.parametrize(
@@ -1032,30 +1036,54 @@ def test_srv_and_defaults() -> None:
         "mongodb://h/?db=",
         "mongodb://h/?db=x&db=y",
         "mongodb://h/?trace_max=-1",
+        "mongodb://h/?w=0",
+        "mongodb://h/?w=-1",
+        "mongodb://h/?w=1&W=2",
         "mongodb://h/#frag",
         "mongodb-h/",
     ],
 )
 def test_bad_urls_are_refused(url: str) -> None:
     with pytest.raises(InvalidStoreURL):
-        parse_mongo_url(url, {})
+        make_options(url)
+
+
+def test_the_spec_s_messages() -> None:
+    with pytest.raises(InvalidStoreURL, match=r"'redis://h/' is not a mongodb:// URL; use mongo"):
+        make_options("redis://h/")
+    with pytest.raises(InvalidStoreURL, match="option trace_max=-1 must be an int >= 0 or None"):
+        make_options("mongodb://h/?trace_max=-1")
+    with pytest.raises(InvalidStoreURL, match=r"option db='a\.b' must be a MongoDB database"):
+        make_options("mongodb://h/?db=a.b")
+    assert make_options("mongodb://h/", db="é" * 31 + "x").db == "é" * 31 + "x"  # 63 bytes
+    with pytest.raises(InvalidStoreURL, match="1 to 63 bytes"):
+        make_options("mongodb://h/", db="é" * 32)
+    with pytest.raises(InvalidStoreURL, match="option w='0' must be 'majority'"):
+        make_options("mongodb://h/?w=0")
 
 
 def test_keywords_win_and_unknown_keywords_are_refused() -> None:
-    options, connect = parse_mongo_url("mongodb://h/?db=a", {"db": "b", "connect_retries": 0})
-    assert options.db == "b" and connect == {"connect_retries": 0}
-    with pytest.raises(InvalidStoreURL, match="unknown option"):
-        parse_mongo_url("mongodb://h/", {"prefix": "x"})
+    options = make_options("mongodb://h/?db=a&w=1", db="b", w="majority")
+    assert (options.db, options.w) == ("b", "majority")
+    assert SPEC.open_args("mongodb://h/", {"connect_retries": 0}).retry["retries"] == 0
+    with pytest.raises(InvalidStoreURL, match=r"unknown option\(s\) prefix for a MongoDB store"):
+        make_options("mongodb://h/", prefix="x")
 
 
 def test_secrets_never_shown_in_errors() -> None:
     with pytest.raises(InvalidStoreURL) as info:
-        parse_mongo_url("mongodb://user:s3cr3t@h/?db=a.b", {})
+        make_options("mongodb://user:s3cr3t@h/?db=a.b")
     assert "s3cr3t" not in str(info.value)
+    shown = SPEC.open_args("mongodb://user:s3cr3t@h/", {}).retry["what"]
+    assert "s3cr3t" not in shown and "user:***@h" in shown
 
 
 def test_with_db_and_legacy_variables() -> None:
     assert with_db("mongodb://h:1/?w=1&db=old", "new") == "mongodb://h:1/?w=1&db=new"
+    assert make_options(with_db("mongodb://h", "a&b")).db == "a&b"  # percent-encoded
+    backend = SPEC.backend()
+    assert backend.legacy_vars == ("STM_MONGO_URL", "STM_MONGO_DB")
+    assert backend.legacy_env == "harel_store_mongo._spec:url_from_env"
     assert url_from_env({}) is None
     assert url_from_env({"STM_MONGO_URL": "mongodb://h/"}) == "mongodb://h/"
     assert url_from_env({"STM_MONGO_URL": "mongodb://h/", "STM_MONGO_DB": "app"}) == (

@@ -21,8 +21,8 @@ from harel.store.errors import (
 )
 from harel_store_mongo import AsyncMongoStore, MongoStore
 from harel_store_mongo._base import MongoStoreBase
-from harel_store_mongo._options import parse_mongo_url
 from harel_store_mongo._schema import EXECUTIONS, MARKS, MARKS_HIGH, META
+from harel_store_mongo._spec import make_options
 from harel_store_mongo.testing import Fault, MongomockHarness
 from pymongo import ReadPreference
 from pymongo.errors import ServerSelectionTimeoutError
@@ -297,6 +297,7 @@ def test_reads_go_to_the_primary_and_writes_wait_for_a_majority() -> None:
         assert kept.read_preference == ReadPreference.PRIMARY
         assert kept.write_concern.document == {"w": 1, "j": True}
         assert MongoStoreBase(client, w=2)._database.write_concern.document["w"] == 2
+        assert MongoStoreBase(client, w="2")._database.write_concern.document["w"] == 2
         with pytest.raises(ValueError, match="w=0"):
             MongoStoreBase(client, w=0)
     finally:
@@ -311,10 +312,17 @@ def test_the_async_client_gets_the_same_pins() -> None:
 
 
 def test_a_url_write_concern_overrides_the_default() -> None:
-    options, _ = parse_mongo_url("mongodb://h/?w=1", {})
-    assert options.store_kwargs().get("w", "unset") is None  # the client's (the URL's) w
-    options, _ = parse_mongo_url("mongodb://h/?readPreference=secondary", {})
-    assert "w" not in options.store_kwargs()  # the default: majority
+    options = make_options("mongodb://h/?w=1&journal=true")
+    assert options.store_kwargs()["w"] == "1" and "w=" not in options.driver_uri
+    client: Any = pymongo.MongoClient(options.driver_uri, connect=False)
+    try:
+        database = MongoStoreBase(client, **options.store_kwargs())._database
+        assert database.write_concern.document == {"w": 1, "j": True}  # the client's j kept
+    finally:
+        client.close()
+    options = make_options("mongodb://h/?readPreference=secondary")
+    assert options.store_kwargs()["w"] == "majority"  # the default
+    assert make_options("mongodb://h/?w=none").store_kwargs()["w"] is None  # the client's
 
 
 def test_the_injected_client_receives_the_pins(mock: MongomockHarness) -> None:

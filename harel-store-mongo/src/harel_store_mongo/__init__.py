@@ -2,7 +2,7 @@
 ``AsyncMongoClient`` or an injected motor client).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_mongo._plugin``) never loads ``pymongo``.
+(``harel_store_mongo._spec``) never loads ``pymongo``.
 """
 
 from __future__ import annotations

@@ -4,37 +4,63 @@ wrap, the settings and the plan (every contract method comes from
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Unpack
+from typing import Any, ClassVar, TypedDict, Unpack
 
-from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
+from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
-from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._contract import MongoPlan
-from harel_store_mongo._options import (
-    DEFAULT_DB,
-    DEFAULT_WRITE_CONCERN,
-    StoreKnobs,
-    check_db,
-    check_knobs,
-    check_trace_max,
-    check_w,
-    describe_client,
-)
 from harel_store_mongo._seq import HybridClock
+from harel_store_mongo._spec import CAPABILITIES, SPEC, check_w
+
+
+class StoreKnobs(TypedDict, total=False):
+    """The store constructors' keyword arguments besides the client, all optional: ``db``
+    (default ``harel``), ``trace_max`` (default 200), ``owns_client`` (default ``False``: the
+    caller closes the client), ``where`` (names the data in messages; default: the database
+    and the client type), ``w`` (the write concern's ``w``, default ``"majority"``; ``None``
+    keeps the client's), ``seq_clock`` (the hybrid clock seqs come from,
+    :class:`harel_store_mongo._seq.HybridClock`; default: the one every store of the process
+    shares — tests pass their own to play machines whose clocks disagree)."""
+
+    db: str
+    trace_max: int | None
+    owns_client: bool
+    where: str | None
+    w: int | str | None
+    seq_clock: Any
+
+
+def check_knobs(knobs: StoreKnobs) -> StoreKnobs:
+    """``knobs``, or ``TypeError`` naming a keyword the constructors do not take."""
+    unknown = sorted(set(knobs) - set(StoreKnobs.__annotations__))
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}; the store takes "
+            f"{', '.join(StoreKnobs.__annotations__)}"
+        )
+    return knobs
 
 
 def database_options(client: Any, w: int | str | None) -> dict[str, Any]:
-    """What the store's database handle pins (see :mod:`harel_store_mongo._options`): primary
-    reads always, and the write concern with ``w`` (``None``: the client's), keeping the
-    client's ``j`` / ``wtimeout``."""
+    """What the store's database handle pins, whatever the client says: primary reads always,
+    and the write concern with ``w`` (checked by :func:`~harel_store_mongo._spec.check_w`;
+    ``None``: the client's), keeping the client's ``j`` / ``wtimeout``.
+
+    Every read the store makes (load, the sweeps, listing, the receipt probe after a lost CAS
+    or reply) goes to the **primary**; ``readPreference=secondary*`` in the URL applies to the
+    client's other users only (a secondary may lag: a stale load always loses its CAS, a stale
+    probe could misreport a stored commit).  Writes use ``w: "majority"`` by default (with
+    ``w: 1`` a replica set rolls back an acknowledged commit when its primary fails before
+    replicating it); ``w=0`` (unacknowledged) is refused.
+    """
     from pymongo import ReadPreference, WriteConcern  # the store classes import PyMongo anyway
 
     options: dict[str, Any] = {"read_preference": ReadPreference.PRIMARY}
     if w is not None:
         current = getattr(getattr(client, "write_concern", None), "document", None)
         document = dict(current) if isinstance(current, dict) else {}
-        document["w"] = w
+        document["w"] = int(w) if isinstance(w, str) and w.strip().isdigit() else w  # a count
         options["write_concern"] = WriteConcern(**document)
     return options
 
@@ -53,19 +79,22 @@ class MongoStoreBase:
     _owns_client: bool
 
     def __init__(self, client: Any, **knobs: Unpack[StoreKnobs]) -> None:
-        """Wrap ``client``: check the knobs (:class:`~harel_store_mongo._options.StoreKnobs`)
-        and bind its database (no IO here)."""
+        """Wrap ``client``: check the knobs (:class:`StoreKnobs`; ``db`` and ``trace_max`` as
+        :data:`~harel_store_mongo._spec.SPEC` declares them) and bind its database (no IO)."""
         knobs = check_knobs(knobs)
         self._client, self._database = client, None
         self._owns_client = knobs.get("owns_client", False)
-        self.db = check_db(knobs.get("db", DEFAULT_DB))
-        self.trace_max = check_trace_max(knobs.get("trace_max", DEFAULT_TRACE_MAX))
-        self.where = knobs.get("where") or describe_client(client, self.db)
+        db, trace_max = SPEC.by_name["db"], SPEC.by_name["trace_max"]
+        self.db = db.validate(knobs.get("db", db.default))
+        self.trace_max = trace_max.validate(knobs.get("trace_max", trace_max.default))
+        self.where = knobs.get("where") or (
+            f"MongoDB database {self.db!r} through an injected {type(client).__name__}"
+        )
         clock = knobs.get("seq_clock")
         if clock is not None and not isinstance(clock, HybridClock):
             raise TypeError(f"seq_clock must be a HybridClock, got {type(clock).__name__}")
         self._plan = MongoPlan(self.where, clock)
-        w = check_w(knobs.get("w", DEFAULT_WRITE_CONCERN))
+        w = check_w(knobs.get("w", SPEC.by_name["w"].default))
         self._database = client.get_database(self.db, **database_options(client, w))
 
     def _release(self) -> Any:

@@ -17,15 +17,15 @@ from harel.store.common import connect_with_retry, drive
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
-from harel_store_mongo._options import MongoOptions, from_url_args
 from harel_store_mongo._plan import exists_plan
+from harel_store_mongo._spec import SPEC, MongoOptions
 
 
 def store_exists(url: str, **knobs: Any) -> bool:
     """Whether the database ``url`` names holds a harel store.  Errors: InvalidStoreURL,
     StoreUnavailable (server unreachable, after the retries)."""
-    options, retry = from_url_args(url, knobs)
-    return connect_with_retry(partial(_probe, options), **retry)
+    arguments, retry = SPEC.open_args(url, knobs)
+    return connect_with_retry(partial(_probe, MongoOptions(**arguments)), **retry)
 
 
 def _probe(options: MongoOptions) -> bool:

@@ -32,13 +32,13 @@ from harel.store.common import (
 )
 from harel.store.errors import UnsupportedEventLoop
 
-from harel_store_mongo._base import MongoStoreBase
+from harel_store_mongo._base import MongoStoreBase, StoreKnobs
 from harel_store_mongo._calls import issue
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
-from harel_store_mongo._options import MongoOptions, StoreKnobs, from_url_args
 from harel_store_mongo._plan import Plan
 from harel_store_mongo._requests import Request
+from harel_store_mongo._spec import SPEC, MongoOptions
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
 
     @classmethod
     async def open(cls, client: Any, **knobs: Unpack[StoreKnobs]) -> Self:
-        """Wrap ``client`` (knobs: :class:`~harel_store_mongo._options.StoreKnobs`; the
+        """Wrap ``client`` (knobs: :class:`~harel_store_mongo._base.StoreKnobs`; the
         constructor does no IO), reach the server and check the layout version (creating or
         upgrading the layout); a failure closes a client the store was to own.
 
@@ -127,8 +127,8 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
             from harel_store_mongo.sync import MongoStore
 
             return await cls.in_threads(partial(MongoStore.from_url, url, **knobs))
-        options, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(partial(cls._connect, options), **retry)
+        arguments, retry = SPEC.open_args(url, knobs)
+        return await aconnect_with_retry(partial(cls._connect, MongoOptions(**arguments)), **retry)
 
     @classmethod
     async def _connect(cls, options: MongoOptions) -> Self:

@@ -14,13 +14,13 @@ from typing import Any, Self, TypeVar, Unpack
 import pymongo
 from harel.store.common import PlanStore, connect_with_retry, drive
 
-from harel_store_mongo._base import MongoStoreBase
+from harel_store_mongo._base import MongoStoreBase, StoreKnobs
 from harel_store_mongo._calls import issue
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
-from harel_store_mongo._options import MongoOptions, StoreKnobs, from_url_args
 from harel_store_mongo._plan import Plan
 from harel_store_mongo._requests import Request
+from harel_store_mongo._spec import SPEC, MongoOptions
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class MongoStore(MongoStoreBase, PlanStore[MongoPlan]):
     """
 
     def __init__(self, client: Any, **knobs: Unpack[StoreKnobs]) -> None:
-        """Wrap ``client`` (knobs: :class:`~harel_store_mongo._options.StoreKnobs`) and open
+        """Wrap ``client`` (knobs: :class:`~harel_store_mongo._base.StoreKnobs`) and open
         the store; a failure closes a client the store owns."""
         try:
             super().__init__(client, **knobs)
@@ -50,10 +50,10 @@ class MongoStore(MongoStoreBase, PlanStore[MongoPlan]):
 
         An unreachable server is retried ``connect_retries`` times (default 5, backoff from
         ``retry_delay`` seconds) and then raises ``StoreUnavailable``.  Other knobs: see
-        :mod:`harel_store_mongo._options`.
+        :data:`harel_store_mongo._spec.SPEC`.
         """
-        options, retry = from_url_args(url, knobs)
-        return connect_with_retry(partial(cls._connect, options), **retry)
+        arguments, retry = SPEC.open_args(url, knobs)
+        return connect_with_retry(partial(cls._connect, MongoOptions(**arguments)), **retry)
 
     @classmethod
     def _connect(cls, options: MongoOptions) -> Self:

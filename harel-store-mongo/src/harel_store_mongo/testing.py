@@ -45,12 +45,11 @@ from pymongo import monitoring
 from pymongo.errors import AutoReconnect, OperationFailure
 from pymongo.results import BulkWriteResult
 
-from harel_store_mongo._capabilities import CAPABILITIES
 from harel_store_mongo._errors import translate
-from harel_store_mongo._options import parse_mongo_url, with_db
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, MARKS
 from harel_store_mongo._server_rules import violations
+from harel_store_mongo._spec import CAPABILITIES, make_options, with_db
 from harel_store_mongo.aio import AsyncMongoStore
 from harel_store_mongo.sync import MongoStore
 
@@ -594,10 +593,10 @@ class MongoServerHarness(StoreHarness):
     capabilities: ClassVar[Capabilities] = CAPABILITIES
 
     def __init__(self, url: str, *, db: str | None = None) -> None:
-        base, _ = parse_mongo_url(url, {})
+        base = make_options(url)
         self.db = db or f"{base.db}-kit-{uuid.uuid4().hex[:12]}"
         self._url = with_db(url, self.db)
-        self.options, _ = parse_mongo_url(self._url, {})
+        self.options = make_options(self._url)
         self.log = CommandLog()
         self._opened: list[Any] = []
 
@@ -735,7 +734,7 @@ def harness_from_url(url: str, workdir: Path) -> StoreHarness:
     Nothing outside that database is read or written; ``workdir`` is not used.
     """
     del workdir
-    options, _ = parse_mongo_url(url, {})
+    options = make_options(url)
     hosts = options.driver_uri.partition("://")[2].rpartition("@")[2].partition("/")[0]
     if hosts.lower() == MOCK_HOST:
         return MongomockHarness(options.db)
