@@ -36,9 +36,8 @@ from harel.store.errors import (
 )
 from harel_store_redis import _commit, _enqueue, _keys, _plan, _requests, _schema, _scripts
 from harel_store_redis._errors import map_error
-from harel_store_redis._legacy import url_from_env
-from harel_store_redis._options import parse_redis_url
 from harel_store_redis._schema import Keys
+from harel_store_redis._spec import SPEC, open_options
 from harel_store_redis.testing import with_prefix
 from hypothesis import given
 from hypothesis import strategies as st
@@ -728,7 +727,7 @@ def test_listing_that_matches_nothing_sends_nothing() -> None:
 
 
 def test_url_forms() -> None:
-    opts, connect = parse_redis_url("redis://u:pw@h:7000/3?prefix=app:&trace_max=0", {})
+    opts, retry = open_options("redis://u:pw@h:7000/3?prefix=app:&trace_max=0", {})
     assert (opts.host, opts.port, opts.db, opts.username, opts.password) == (
         "h",
         7000,
@@ -736,18 +735,28 @@ def test_url_forms() -> None:
         "u",
         "pw",
     )
-    assert (opts.prefix, opts.trace_max, connect) == ("app:", 0, {})
-    opts, _ = parse_redis_url("rediss://h?ssl_cert_reqs=none", {})
+    assert (opts.prefix, opts.trace_max, retry["retries"], retry["delay"]) == ("app:", 0, 5, 0.2)
+    assert retry["what"] == "Redis redis://h:7000/3 (prefix 'app:')" == opts.where
+    opts, _ = open_options("rediss://h?ssl_cert_reqs=NONE", {})
     assert opts.client_kwargs()["ssl"] is True and opts.client_kwargs()["ssl_cert_reqs"] == "none"
-    opts, _ = parse_redis_url("unix:///tmp/r.sock?db=2&password=s", {"prefix": "k:"})
+    opts, _ = open_options("unix:///tmp/r.sock?db=2&password=s", {"prefix": "k:"})
     assert opts.client_kwargs()["unix_socket_path"] == "/tmp/r.sock"
     assert (opts.db, opts.password, opts.prefix) == (2, "s", "k:")
-    opts, connect = parse_redis_url("redis://h", {"connect_retries": 0, "retry_delay": 0.1})
-    assert (opts.prefix, opts.db, connect) == (
-        "harel:",
-        0,
-        {"connect_retries": 0, "retry_delay": 0.1},
-    )
+    assert opts.where == "Redis unix:///tmp/r.sock?db=2 (prefix 'k:')"
+    opts, retry = open_options("redis://h", {"connect_retries": 0, "retry_delay": 0.1})
+    assert (opts.prefix, opts.db, retry["retries"], retry["delay"]) == ("harel:", 0, 0, 0.1)
+
+
+def test_keywords_win_and_the_query_password_over_the_user_part() -> None:
+    opts, _ = open_options("redis://:pw@h/1?db=1&prefix=a:&password=q", {"db": 4, "prefix": "b:"})
+    assert (opts.db, opts.prefix, opts.password) == (4, "b:", "q")
+    opts, _ = open_options("redis://:pw@h/1", {"password": None})  # None: the URL's
+    assert opts.password == "pw"
+    opts, _ = open_options("redis://h?cluster=yes&shards=64&max_connections=3", {})
+    assert (opts.cluster, opts.shards, opts.client_kwargs()["max_connections"]) == (True, 64, 3)
+    assert "db" not in opts.client_kwargs() and opts.where.startswith("Redis Cluster redis://h:")
+    opts, _ = open_options("redis://h?cluster=yes", {})
+    assert "max_connections" not in opts.client_kwargs()  # the cluster client's own default
 
 
 @pytest.mark.parametrize(
@@ -755,24 +764,73 @@ def test_url_forms() -> None:
     [
         "postgresql://h/db",
         "redis://h/notanumber",
+        "redis://h/-1",
         "redis://h/1?db=2",
         "redis://h?colour=blue",
         "unix://host/path.sock",
         "unix://",
         "redis://h?prefix=",
+        "redis://h?prefix=a%0Ab",
         "redis://h?socket_timeout=0",
+        "redis://h?shards=65",
+        "redis://h/1?cluster=yes",
+        "unix:///r.sock?cluster=yes",
     ],
 )
 def test_bad_urls_are_refused(url: str) -> None:
-    with pytest.raises((InvalidStoreURL, ValueError)):
-        parse_redis_url(url, {})
+    with pytest.raises(InvalidStoreURL):
+        open_options(url, {})
+
+
+@pytest.mark.parametrize(
+    ("url", "keywords", "message"),
+    [
+        ("redis://h?shards=0", {}, "option shards=0 must be an int >= 1 <= 64 or None"),
+        ("redis://h", {"db": -1}, "option db=-1 must be an int >= 0"),
+        ("redis://h", {"socket_timeout": 0}, "option socket_timeout=0 must be a number > 0"),
+        ("redis://h", {"cluster": "maybe"}, "option cluster='maybe' must be true or false"),
+        ("redis://h", {"password": 5}, "option password=*** must be a string or None"),
+        (
+            "redis://h/1?db=2",
+            {},
+            "'redis://h/1?db=2' names two different databases (path and ?db=)",
+        ),
+        (
+            "redis://h?cluster=yes",
+            {"db": 2},
+            "a Redis Cluster has only database 0 (redis://host:port/0?cluster=yes)",
+        ),
+        (
+            "redis://h",
+            {"prefx": "a:"},
+            "unknown option(s) prefx for a Redis store (did you mean prefix?); allowed: ",
+        ),
+    ],
+)
+def test_refusals_say_what_to_do(url: str, keywords: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidStoreURL) as info:
+        open_options(url, keywords)
+    assert str(info.value).startswith(message)
+
+
+def test_the_constructors_knobs_are_the_specs() -> None:
+    """``RedisStore(client, prefix=...)`` checks its knobs with the same rules as a URL."""
+    values = SPEC.knob_values({"prefix": "p:", "shards": 3})
+    assert (values["prefix"], values["shards"], values["max_payload_bytes"]) == (
+        "p:",
+        3,
+        512 * 1024 * 1024,
+    )
+    for bad in ({"prefix": ""}, {"prefix": 5}, {"trace_max": -1}, {"max_payload_bytes": 0}):
+        with pytest.raises(ValueError, match="option "):
+            SPEC.knob_values(bad)
 
 
 def test_messages_never_show_the_password() -> None:
-    opts, _ = parse_redis_url("redis://user:s3cr%2Fet@h:1/0", {})
+    opts, _ = open_options("redis://user:s3cr%2Fet@h:1/0", {})
     assert "s3cr" not in opts.where and "s3cr" not in repr(opts)
     with pytest.raises(InvalidStoreURL) as info:
-        parse_redis_url("redis://user:s3cr%2Fet@h:1/0?bogus=1", {})
+        open_options("redis://user:s3cr%2Fet@h:1/0?bogus=1", {})
     assert "s3cr" not in str(info.value)
 
 
@@ -785,15 +843,15 @@ def test_messages_never_show_the_password() -> None:
 )
 def test_harness_urls_keep_their_form(url: str, expected: str) -> None:
     assert with_prefix(url, "k:") == expected
-    assert parse_redis_url(expected, {})[0].prefix == "k:"
+    assert open_options(expected, {})[0].prefix == "k:"
 
 
 def test_legacy_variables() -> None:
-    assert url_from_env({}) is None
-    assert url_from_env({"STM_REDIS_URL": "redis://a"}) == "redis://a"
-    assert url_from_env({"STM_REDIS_URL": "redis://a", "STM_STORE_REDIS_URL": " redis://b "}) == (
-        "redis://b"
-    )
+    assert SPEC.legacy_url({}) is None
+    assert SPEC.legacy_url({"STM_REDIS_URL": "redis://a"}) == "redis://a"
+    assert SPEC.legacy_url(
+        {"STM_REDIS_URL": "redis://a", "STM_STORE_REDIS_URL": " redis://b "}
+    ) == ("redis://b")
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """harel-store-redis: the Redis ``ExecutionStore`` (sync over redis-py, async over redis.asyncio).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_redis._plugin``) never loads ``redis``.
+(``harel_store_redis._spec``, what the entry point names) never loads ``redis``.
 """
 
 from __future__ import annotations

@@ -8,21 +8,13 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
-from harel.store.errors import StoreError
+from harel.store.errors import StoreConfigError, StoreError
 
-from harel_store_redis._capabilities import CAPABILITIES
 from harel_store_redis._errors import client_retries
-from harel_store_redis._options import (
-    DEFAULT_PREFIX,
-    check_client_kwargs,
-    check_prefix,
-    check_shards,
-    check_trace_max,
-    describe_connection,
-)
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES
 from harel_store_redis._schema import Keys
+from harel_store_redis._spec import CAPABILITIES, DEFAULT_PREFIX, SPEC, describe_connection
 
 C = TypeVar("C")
 """The driver's client type (``redis.Redis`` or ``redis.asyncio.Redis``)."""
@@ -101,24 +93,30 @@ class RedisStoreBase(Generic[C]):
         settings: Callable[[], dict[str, Any]] = client.get_connection_kwargs
         connection_kwargs = settings()
         node = cluster_node(client)
-        self.prefix = check_prefix(prefix)
-        self.trace_max = check_trace_max(trace_max)
-        if (
-            isinstance(max_payload_bytes, bool)
-            or not isinstance(max_payload_bytes, int)
-            or max_payload_bytes < 1
-        ):
-            raise ValueError(f"max_payload_bytes must be an int >= 1, got {max_payload_bytes!r}")
-        self.max_payload_bytes = max_payload_bytes
-        self.where = describe_connection(connection_kwargs, prefix, node)
-        check_client_kwargs(connection_kwargs, self.where)
+        values = SPEC.knob_values(
+            {
+                "prefix": prefix,
+                "trace_max": trace_max,
+                "max_payload_bytes": max_payload_bytes,
+                "shards": shards,
+            }
+        )
+        self.prefix, self.trace_max = values["prefix"], values["trace_max"]
+        self.max_payload_bytes = values["max_payload_bytes"]
+        self.where = describe_connection(connection_kwargs, self.prefix, node)
+        if connection_kwargs.get("decode_responses"):
+            raise StoreConfigError(
+                f"the client for {self.where} decodes replies (decode_responses=True); the "
+                "store reads bytes: pass a client made with decode_responses=False, or use "
+                "from_url()"
+            )
         self._retried = client_retries(connection_kwargs) or cluster_retries(client)
         self._plan = RedisPlan(
-            Keys(prefix.encode("utf-8")),
+            Keys(self.prefix.encode("utf-8")),
             self.where,
-            max_payload_bytes,
+            self.max_payload_bytes,
             cluster=node is not None,
-            shards=check_shards(shards),
+            shards=values["shards"],
         )
 
     def _opened(self) -> None:

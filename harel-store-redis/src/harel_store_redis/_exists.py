@@ -18,15 +18,15 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from harel_store_redis._errors import translate
-from harel_store_redis._options import RedisOptions, from_url_args
 from harel_store_redis._plan import exists_plan
 from harel_store_redis._schema import Keys
+from harel_store_redis._spec import RedisOptions, open_options
 
 
 def store_exists(url: str, **knobs: Any) -> bool:
     """Whether the prefix ``url`` names holds a harel key layout.  Errors: InvalidStoreURL,
     StoreUnavailable (server unreachable, after the retries)."""
-    options, retry = from_url_args(url, knobs)
+    options, retry = open_options(url, knobs)
     return connect_with_retry(partial(_probe, options), **retry)
 
 

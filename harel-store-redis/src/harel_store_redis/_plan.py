@@ -59,7 +59,6 @@ from harel.store.common import (
 )
 from harel.store.common.validate import show
 from harel.store.contract import (
-    FINISHED,
     Claim,
     DueTimer,
     ExecutionRecord,
@@ -67,7 +66,6 @@ from harel.store.contract import (
     SpawnEntry,
 )
 from harel.store.errors import (
-    ExecutionActive,
     ExecutionNotFound,
     StoreConfigError,
     StoreCorrupted,
@@ -88,12 +86,12 @@ from harel_store_redis._keys import (
     text,
     untext,
 )
-from harel_store_redis._options import MAX_SHARDS
 from harel_store_redis._records import (
     decode_trace,
     export_plan,
     import_plan,
     outbox_entry,
+    purge_plan,
     spawn_entry,
 )
 from harel_store_redis._requests import (
@@ -124,7 +122,6 @@ from harel_store_redis._scripts import (
     LOAD_FOR_EVENT,
     PENDING,
     PRUNE,
-    PURGE,
     READ_TRACE,
     SCRIPTS,
     UPGRADE,
@@ -145,6 +142,7 @@ from harel_store_redis._shards import (
     release_sharded,
     renew_sharded,
 )
+from harel_store_redis._spec import MAX_SHARDS
 from harel_store_redis._upgrade import to_sharded_plan
 
 log = logging.getLogger("harel_store_redis")
@@ -405,27 +403,6 @@ def ack_plan(keys: Keys, seq: int, *, spawns: bool, where: str) -> Plan[None]:
         (entry_id, b"s" if spawns else b"o", UNTARGETED),
     )
     guarded(reply, where)
-
-
-def purge_plan(keys: Keys, execution_id: str, force: bool, where: str) -> Plan[bool]:
-    """Remove the execution and everything it owns in one script; returns whether it existed."""
-    execution_id = check_id(execution_id)
-    force = check_flag(force, "force")
-    names = keys.of(execution_id)
-    reply = yield from run_script(
-        PURGE,
-        (*names.write_keys, *keys.work_keys),
-        (
-            names.raw_id,
-            names.owner,
-            b"1" if force else b"0",
-            *sorted(status.value.encode() for status in FINISHED),
-        ),
-    )
-    guarded(reply, where)
-    if reply[0] == 0:
-        raise ExecutionActive(execution_id, text_reply(reply[1]))
-    return bool(reply[1])
 
 
 def prune_plan(keys: Keys, older_than: float, batch_size: int, where: str) -> Plan[int]:

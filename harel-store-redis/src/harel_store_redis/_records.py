@@ -18,6 +18,7 @@ from typing import Any
 from harel.model import Status
 from harel.store.common import (
     PreparedImport,
+    check_flag,
     check_id,
     decode_event,
     decode_execution,
@@ -29,8 +30,13 @@ from harel.store.common import (
 from harel.store.common.codec import encode_checked
 from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.validate import show
-from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry
-from harel.store.errors import ExecutionAlreadyExists, StoreCorrupted, StoreUnavailable
+from harel.store.contract import FINISHED, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.errors import (
+    ExecutionActive,
+    ExecutionAlreadyExists,
+    StoreCorrupted,
+    StoreUnavailable,
+)
 
 from harel_store_redis._keys import (
     TAG_MARK,
@@ -43,9 +49,16 @@ from harel_store_redis._keys import (
     text,
     untext,
 )
-from harel_store_redis._requests import Plan, guarded, number, run_script
+from harel_store_redis._requests import Plan, guarded, number, run_script, text_reply
 from harel_store_redis._schema import Keys, receipt_field
-from harel_store_redis._scripts import ALREADY_EXISTS, APPLIED, EXPORT, IMPORT, SEQ_EXHAUSTED
+from harel_store_redis._scripts import (
+    ALREADY_EXISTS,
+    APPLIED,
+    EXPORT,
+    IMPORT,
+    PURGE,
+    SEQ_EXHAUSTED,
+)
 from harel_store_redis._shard_scripts import IMPORT_SHARDED
 from harel_store_redis._touches import touch_args
 
@@ -286,3 +299,24 @@ def import_plan(
             "nothing was written, retry the import"
         )
     raise StoreCorrupted(f"{where}: unexpected reply {reply!r} from the import script")
+
+
+def purge_plan(keys: Keys, execution_id: str, force: bool, where: str) -> Plan[bool]:
+    """Remove the execution and everything it owns in one script; returns whether it existed."""
+    execution_id = check_id(execution_id)
+    force = check_flag(force, "force")
+    names = keys.of(execution_id)
+    reply = yield from run_script(
+        PURGE,
+        (*names.write_keys, *keys.work_keys),
+        (
+            names.raw_id,
+            names.owner,
+            b"1" if force else b"0",
+            *sorted(status.value.encode() for status in FINISHED),
+        ),
+    )
+    guarded(reply, where)
+    if reply[0] == 0:
+        raise ExecutionActive(execution_id, text_reply(reply[1]))
+    return bool(reply[1])

@@ -32,7 +32,7 @@ from harel.store.common import prepare_import, relay_due
 from harel.store.errors import ExecutionAlreadyExists, StoreConfigError, StoreCorrupted
 
 from harel_store_redis._keys import UNTARGETED, untext
-from harel_store_redis._records import export_plan
+from harel_store_redis._records import export_plan, purge_plan
 from harel_store_redis._requests import Command, Plan, guarded, number, run_script
 from harel_store_redis._schema import Keys, written_by
 from harel_store_redis._scripts import PENDING
@@ -125,8 +125,6 @@ def _move_executions(
     keys: Keys, shards: ShardMap, floor: Floor, where: str, limit: int
 ) -> Plan[None]:
     """Step 3: every execution exported, imported into its shard, purged from the old keys."""
-    from harel_store_redis._plan import purge_plan  # the plan module imports this one
-
     while True:
         found = yield from run_script(SUMMARY_IDS, (keys.summaries,), (b"%d" % BATCH,))
         if not found:

@@ -37,9 +37,9 @@ from redis.backoff import NoBackoff
 
 from harel_store_redis._base import RedisStoreBase
 from harel_store_redis._errors import translate
-from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
+from harel_store_redis._spec import open_options
 from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
 
 T = TypeVar("T")
@@ -146,7 +146,7 @@ class AsyncRedisStore(RedisStoreBase[AsyncClient], AsyncPlanStore[RedisPlan]):
             from harel_store_redis.sync import RedisStore
 
             return await cls.in_threads(partial(RedisStore.from_url, url, **knobs))
-        options, retry = from_url_args(url, knobs)
+        options, retry = open_options(url, knobs)
 
         async def connect() -> Self:
             client: Any

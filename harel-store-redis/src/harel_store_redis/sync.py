@@ -27,9 +27,9 @@ from redis.retry import Retry
 from harel_store_redis._base import RedisStoreBase
 from harel_store_redis._errors import DRIVER_ERRORS, map_error, translate
 from harel_store_redis._lane import BUSY, Lane
-from harel_store_redis._options import from_url_args
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
+from harel_store_redis._spec import open_options
 from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
 
 T = TypeVar("T")
@@ -107,9 +107,9 @@ class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
 
         An unreachable server is retried ``connect_retries`` times (default 5, backoff from
         ``retry_delay`` seconds) and then raises ``StoreUnavailable``; each attempt builds a
-        new client without client-side retries.  Other knobs: :mod:`harel_store_redis._options`.
+        new client without client-side retries.  Other knobs: :data:`harel_store_redis._spec.SPEC`.
         """
-        options, retry = from_url_args(url, knobs)
+        options, retry = open_options(url, knobs)
 
         def connect() -> RedisStore:
             client: Any

@@ -17,6 +17,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,12 +33,11 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from harel_store_redis._capabilities import CAPABILITIES
 from harel_store_redis._keys import hash_tag, owner_prefix, seq_of, split_owned, text, untext
-from harel_store_redis._options import RedisOptions, make_options, parse_redis_url
 from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import APPLIED, COMMIT_STATE
 from harel_store_redis._shards import ShardMap
+from harel_store_redis._spec import CAPABILITIES, open_options
 from harel_store_redis.aio import AsyncRedisStore
 from harel_store_redis.sync import RedisStore
 
@@ -76,11 +76,6 @@ def _proxied_settings() -> dict[str, Any]:
     return {k: v for k, v in PROXIED_KNOBS.items() if k in ("connect_timeout", "socket_timeout")}
 
 
-def _fields(options: RedisOptions) -> dict[str, Any]:
-    """``options`` as the keyword arguments of :func:`make_options`."""
-    return {name: getattr(options, name) for name in RedisOptions.__dataclass_fields__}
-
-
 def glob_escape(raw: bytes) -> bytes:
     """``raw`` as a literal in a Redis ``MATCH`` pattern."""
     out = bytearray()
@@ -97,10 +92,10 @@ class RedisHarness(StoreHarness):
     capabilities: ClassVar[Capabilities] = CAPABILITIES
 
     def __init__(self, url: str, *, prefix: str | None = None) -> None:
-        options, _connect = parse_redis_url(url, {})
+        options, _retry = open_options(url, {})
         self.prefix = prefix or f"{options.prefix}kit-{uuid.uuid4().hex[:16]}:"
         self._url = with_prefix(url, self.prefix)
-        self.options, _ = parse_redis_url(self._url, {})
+        self.options, _ = open_options(self._url, {})
         self.keys = Keys(self.prefix.encode("utf-8"))
         self._sync: weakref.WeakSet[RedisStore] = weakref.WeakSet()
         self._async: weakref.WeakSet[AsyncRedisStore] = weakref.WeakSet()
@@ -166,9 +161,7 @@ class RedisHarness(StoreHarness):
         the proxy at ``host:port`` (``address_remap``) and every other node directly."""
         target = self.server_address()
         assert target is not None, "a sharded namespace has no one master to proxy"
-        options = make_options(
-            **{**_fields(self.options), "host": host, "port": port, **_proxied_settings()}
-        )
+        options = replace(self.options, host=host, port=port, **_proxied_settings())
 
         def remap(address: tuple[str, int]) -> tuple[str, int]:
             return (host, port) if (address[0], int(address[1])) == target else address
