@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 export UV_PROJECT_ENVIRONMENT := $(abspath $(VENV))
 # HYPOTHESIS_PROFILE: "fast" in make test, "thorough" in make conformance-thorough.
 
-.PHONY: install lock test lint typecheck demo conformance-thorough reliability bench clean
+.PHONY: install lock test lint api-docs typecheck demo conformance-thorough reliability bench clean
 
 install: $(VENV)/.installed
 
@@ -47,6 +47,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The store-author API reference (docs/store-author-api.md), from harel.store.author's docstrings.
+api-docs: install
+	$(BIN)/python docs/author_api.py
 
 typecheck: install
 	$(BIN)/mypy

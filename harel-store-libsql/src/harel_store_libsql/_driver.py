@@ -29,9 +29,8 @@ from functools import partial
 from typing import Any
 
 import libsql  # type: ignore[import-untyped]
-from harel.store.common import drive
-from harel.store.common.retry import busy_waits
-from harel.store.common.sql import Batch, Result, SqlPlan, Statement, write_result
+from harel.store.author import busy_waits, drive
+from harel.store.author.sql import Batch, Result, SqlPlan, Statement, write_result
 from harel.store.errors import InvalidPayload
 
 from harel_store_libsql._errors import driver_error, is_locked, is_panic

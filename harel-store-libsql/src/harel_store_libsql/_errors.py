@@ -32,14 +32,8 @@ driver's exception is not chained, so no secret can reach a log through them.
 
 from __future__ import annotations
 
-from harel.store.common.sql.errors import (
-    BUSY,
-    LOCKED,
-    RequestOutcomeUnknown,
-    engine_error,
-    primary_code,
-)
-from harel.store.common.urls import scrub_secrets
+from harel.store.author import scrub_secrets
+from harel.store.author.sql import BUSY, LOCKED, RequestOutcomeUnknown, engine_error, primary_code
 from harel.store.errors import InvalidPayload, StoreError, StoreUnavailable
 
 from harel_store_libsql._spec import LibsqlOptions

@@ -12,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harel.store.common import connect_with_retry, drive
+from harel.store.author import connect_with_retry, drive
 
 from harel_store_libsql._driver import connect, execute
 from harel_store_libsql._plan import libsql_plan

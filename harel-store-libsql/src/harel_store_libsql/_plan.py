@@ -10,7 +10,7 @@ No driver import.
 
 from __future__ import annotations
 
-from harel.store.common.sql import SQLITE, Dialect, SqlPlan
+from harel.store.author.sql import SQLITE, Dialect, SqlPlan
 
 from harel_store_libsql._spec import DISTRIBUTION, LibsqlOptions
 

@@ -8,7 +8,7 @@ PRAGMAs run on a new connection to a local file.
 
 from __future__ import annotations
 
-from harel.store.common.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 
 from harel_store_libsql._spec import LibsqlOptions
 

@@ -12,10 +12,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from harel.store.common.urls import StoreURL, parse_store_url, redact_url
+from harel.store.author import (
+    BackendSpec,
+    Knob,
+    StoreURL,
+    parse_store_url,
+    redact_url,
+    trace_max_knob,
+)
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreOption, InvalidStoreURL
-from harel.store.spec import BackendSpec, Knob, trace_max_knob
 
 MEMORY = ":memory:"
 DISTRIBUTION = "harel-store-libsql"

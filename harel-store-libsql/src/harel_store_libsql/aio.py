@@ -15,9 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, ClassVar, Self
 
-from harel.store.common import ThreadedAsyncStore
+from harel.store.author import AsyncFromUrl, BackendSpec, ThreadedAsyncStore
 from harel.store.contract import Capabilities
-from harel.store.spec import AsyncFromUrl, BackendSpec
 
 from harel_store_libsql._spec import CAPABILITIES, SPEC, LibsqlOptions
 from harel_store_libsql.sync import LibsqlStore

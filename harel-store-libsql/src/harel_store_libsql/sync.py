@@ -15,10 +15,10 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar, TypeVar
 
-from harel.store.common.sql import Batch, Result, SqlOp, SqlStore, Statement
+from harel.store.author import BackendSpec, FromUrl
+from harel.store.author.sql import Batch, Result, SqlOp, SqlStore, Statement
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConflict, StoreError
-from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_libsql._driver import execute, open_database, refresh
 from harel_store_libsql._errors import closed_error

@@ -19,10 +19,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harel.store.common import drive, redact_url
-from harel.store.common.sql import Statement
-from harel.store.common.sql.harness import FileHarness, FileKind
-from harel.store.common.sql.testing import FileBackend
+from harel.store.author import drive, redact_url
+from harel.store.author.sql import FileBackend, FileHarness, FileKind, Statement
 from harel.store.contract import Capabilities
 from harel.store.errors import HarnessUnavailable
 

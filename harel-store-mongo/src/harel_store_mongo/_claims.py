@@ -42,14 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harel.store.common import (
-    PRIORITIES,
-    WorkRow,
-    claim_order,
-    lease_lost,
-    next_ready,
-    take_units,
-)
+from harel.store.author import PRIORITIES, WorkRow, claim_order, lease_lost, next_ready, take_units
 from harel.store.contract import Claim, OutboxEntry, SpawnEntry
 from harel.store.errors import StoreCorrupted, StoreUnavailable
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from harel.model import Execution, ExecutionPage
-from harel.store.common import (
+from harel.store.author import (
     ListingQuery,
     PreparedCommit,
     PreparedEnqueue,

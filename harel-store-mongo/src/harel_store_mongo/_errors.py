@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 import bson.errors
 import pymongo.errors as perr
-from harel.store.common.urls import redact_text
+from harel.store.author import redact_text
 from harel.store.errors import (
     InvalidPayload,
     PayloadTooLarge,

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 import pymongo
-from harel.store.common import connect_with_retry, drive
+from harel.store.author import connect_with_retry, drive
 
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeGuard, TypeVar
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
-from harel.store.common import (
+from harel.store.author import (
     ListingQuery,
     PreparedCommit,
     PreparedEmit,
@@ -85,11 +85,11 @@ from harel.store.common import (
     refuse_lost,
     relay_due,
     resent_and_stored,
+    show,
     sweep_limit,
     trace_keep_from,
     work_touches,
 )
-from harel.store.common.validate import show
 from harel.store.contract import FINISHED, DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     CommitOutcomeUnknown,

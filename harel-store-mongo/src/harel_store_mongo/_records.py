@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from harel.store.common import PreparedImport, check_id, import_touches
-from harel.store.common.validate import show
+from harel.store.author import PreparedImport, check_id, import_touches, show
 from harel.store.contract import ExecutionRecord, OutboxEntry
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreCorrupted
 

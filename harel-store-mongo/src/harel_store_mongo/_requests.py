@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harel.store.common import WorkRow, WorkTouch
+from harel.store.author import WorkRow, WorkTouch
 from harel.store.contract import FINISHED
 
 from harel_store_mongo._moved import surely_absent

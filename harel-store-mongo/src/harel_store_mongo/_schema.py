@@ -86,7 +86,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
+from harel.store.author import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
 from harel.store.errors import SchemaVersionError
 
 SCHEMA_VERSION = 5

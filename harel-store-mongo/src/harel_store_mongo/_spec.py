@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import unquote, unquote_plus, urlencode
 
-from harel.store.common.urls import StoreURL, redact_url
+from harel.store.author import RETRY_KNOBS, BackendSpec, Knob, StoreURL, redact_url, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreOption, InvalidStoreURL, StoreConfigError
-from harel.store.spec import RETRY_KNOBS, BackendSpec, Knob, trace_max_knob
 
 SCHEMES = ("mongodb", "mongodb+srv")
 FORMS = ("mongodb://host:27017/?db=harel", "mongodb+srv://cluster.example.net/?db=harel")

@@ -23,7 +23,7 @@ import inspect
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
-from harel.store.common import (
+from harel.store.author import (
     AsyncPlanStore,
     aconnect_with_retry,
     adrive,

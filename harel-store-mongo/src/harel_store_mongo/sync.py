@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
 import pymongo
-from harel.store.common import PlanStore, connect_with_retry, drive
+from harel.store.author import PlanStore, connect_with_retry, drive
 
 from harel_store_mongo._base import MongoStoreBase, StoreKnobs
 from harel_store_mongo._calls import issue

@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 import bson
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.common import current_library
+from harel.store.author import current_library
 from harel.store.contract import Capabilities
 from pymongo import monitoring
 from pymongo.errors import AutoReconnect, OperationFailure

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     PRIORITIES,
     WorkRow,
     WorkTouch,
@@ -26,7 +26,7 @@ from harel.store.common import (
     spawn_or_damaged,
     take_units,
 )
-from harel.store.common.sql.requests import Result, Statement
+from harel.store.author.sql import Result, Statement
 from harel.store.contract import PRIORITY_AGING, Claim, OutboxEntry, SpawnEntry
 from harel.store.errors import StoreCorrupted
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from harel.store.common import connect_with_retry
+from harel.store.author import connect_with_retry
 
 from harel_store_postgres._errors import DRIVER_ERRORS, map_error
 from harel_store_postgres._spec import make_options

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harel.model import ExecutionSummary
-from harel.store.common import ListingQuery
-from harel.store.common.limits import MAX_INT
-from harel.store.common.sql.requests import Statement
+from harel.store.author import MAX_INT, ListingQuery
+from harel.store.author.sql import Statement
 from harel.store.errors import StoreCorrupted
 
 _SUMMARY_FIELDS = tuple(ExecutionSummary.model_fields)

@@ -18,8 +18,8 @@ import time
 from collections.abc import Generator
 from typing import Any
 
-from harel.store.common import relay_due, schema_verdict
-from harel.store.common.sql.requests import Result, Statement
+from harel.store.author import relay_due, schema_verdict
+from harel.store.author.sql import Result, Statement
 from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 from harel_store_postgres import _schema

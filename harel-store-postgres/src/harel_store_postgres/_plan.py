@@ -28,8 +28,9 @@ from collections.abc import Generator
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage
-from harel.store.common import (
+from harel.store.author import (
     MAX_DOCUMENT_BYTES,
+    MAX_INT,
     ListingQuery,
     PreparedCommit,
     PreparedEnqueue,
@@ -52,8 +53,7 @@ from harel.store.common import (
     trace_keep_from,
     work_touches,
 )
-from harel.store.common.limits import MAX_INT
-from harel.store.common.sql.requests import Result, Statement
+from harel.store.author.sql import Result, Statement
 from harel.store.contract import (
     FINISHED,
     Claim,

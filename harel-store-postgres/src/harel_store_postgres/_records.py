@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     PreparedImport,
     check_id,
     decode_event,
@@ -25,7 +25,7 @@ from harel.store.common import (
     decode_trace_step,
     import_touches,
 )
-from harel.store.common.sql.requests import Result, Statement
+from harel.store.author.sql import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import ExecutionAlreadyExists
 

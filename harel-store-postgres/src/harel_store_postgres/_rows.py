@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harel.store.common import decode_payload
-from harel.store.common.sql.requests import Result
+from harel.store.author import decode_payload
+from harel.store.author.sql import Result
 from harel.store.errors import StoreCorrupted
 
 

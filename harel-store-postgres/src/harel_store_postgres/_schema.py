@@ -52,7 +52,7 @@ version 1's hash indexes) for a claim's group in ``seq`` order, ``purge`` and ex
 from __future__ import annotations
 
 # ruff: noqa: S608 - version 4's texts are composed of fixed fragments; values are slots only
-from harel.store.common import RECEIPT_WINDOW, release_of
+from harel.store.author import RECEIPT_WINDOW, release_of
 
 from harel_store_postgres._spec import DISTRIBUTION
 

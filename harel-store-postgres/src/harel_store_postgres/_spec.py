@@ -16,11 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harel.store.common import retry_arguments
-from harel.store.common.urls import StoreURL
+from harel.store.author import BackendSpec, Knob, StoreURL, retry_arguments, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreOption
-from harel.store.spec import BackendSpec, Knob, trace_max_knob
 
 DISTRIBUTION = "harel-store-postgres"
 LEGACY_VARIABLE = "STM_POSTGRES_DSN"

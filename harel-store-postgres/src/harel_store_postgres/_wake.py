@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
-from harel.store.common.sql.requests import Result, Statement
-from harel.store.common.wakeups import AsyncWakeups, Wakeups, unavailable
+from harel.store.author import AsyncWakeups, Wakeups, unavailable
+from harel.store.author.sql import Result, Statement
 from harel.store.errors import StoreError, StoreUnavailable
 from psycopg import sql
 

@@ -23,10 +23,15 @@ from functools import partial
 from typing import Any, Self, TypeVar
 
 import psycopg
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, current_library
-from harel.store.common.sql.requests import Result, Statement
-from harel.store.common.threaded import SyncHops
-from harel.store.common.wakeups import wait_in_thread
+from harel.store.author import (
+    AsyncPlanStore,
+    SyncHops,
+    aconnect_with_retry,
+    adrive,
+    current_library,
+    wait_in_thread,
+)
+from harel.store.author.sql import Result, Statement
 from harel.store.errors import StoreUnavailable
 from psycopg_pool import AsyncConnectionPool
 

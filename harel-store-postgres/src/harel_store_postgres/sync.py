@@ -18,8 +18,8 @@ from functools import partial
 from typing import Any, Self, TypeVar
 
 import psycopg
-from harel.store.common import PlanStore, connect_with_retry, drive
-from harel.store.common.sql.requests import Result, Statement
+from harel.store.author import PlanStore, connect_with_retry, drive
+from harel.store.author.sql import Result, Statement
 from harel.store.errors import StoreUnavailable
 from psycopg_pool import ConnectionPool
 

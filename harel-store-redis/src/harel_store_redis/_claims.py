@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     WorkRow,
     lease_lost,
     outbox_or_damaged,

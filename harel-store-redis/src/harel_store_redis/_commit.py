@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     PreparedCommit,
     PreparedEmit,
     refuse_lost,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import PreparedEnqueue
+from harel.store.author import PreparedEnqueue
 from harel.store.errors import StoreCorrupted
 
 from harel_store_redis._commit import emit_args, seq_exhausted

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 import redis.cluster
-from harel.store.common import connect_with_retry, drive
+from harel.store.author import connect_with_retry, drive
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 

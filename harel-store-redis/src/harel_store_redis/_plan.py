@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
-from harel.store.common import (
+from harel.store.author import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
@@ -54,10 +54,10 @@ from harel.store.common import (
     loads,
     page_from_probe,
     relay_due,
+    show,
     sweep_limit,
     trace_keep_from,
 )
-from harel.store.common.validate import show
 from harel.store.contract import (
     Claim,
     DueTimer,

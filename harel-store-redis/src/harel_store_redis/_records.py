@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from harel.model import Status
-from harel.store.common import (
+from harel.store.author import (
+    MAX_DOCUMENT_BYTES,
     PreparedImport,
     check_flag,
     check_id,
@@ -24,12 +25,11 @@ from harel.store.common import (
     decode_execution,
     decode_payload,
     decode_trace_step,
+    encode_checked,
     import_touches,
     loads,
+    show,
 )
-from harel.store.common.codec import encode_checked
-from harel.store.common.limits import MAX_DOCUMENT_BYTES
-from harel.store.common.validate import show
 from harel.store.contract import FINISHED, ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     ExecutionActive,

@@ -65,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harel.model import Status
-from harel.store.common import RECEIPT_WINDOW, receipt_slot, release_of, schema_verdict
+from harel.store.author import RECEIPT_WINDOW, receipt_slot, release_of, schema_verdict
 from harel.store.errors import SchemaVersionError
 
 from harel_store_redis._keys import key_part, owner_prefix, text

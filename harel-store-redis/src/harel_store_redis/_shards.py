@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     PreparedCommit,
     PreparedEnqueue,
     PreparedImport,

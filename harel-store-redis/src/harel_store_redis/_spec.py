@@ -11,10 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common.urls import StoreURL, parse_store_url
+from harel.store.author import (
+    BackendSpec,
+    Knob,
+    LegacyEnv,
+    StoreURL,
+    parse_store_url,
+    trace_max_knob,
+)
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreOption, InvalidStoreURL
-from harel.store.spec import BackendSpec, Knob, LegacyEnv, trace_max_knob
 
 from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harel.store.common import WorkTouch
+from harel.store.author import WorkTouch
 
 from harel_store_redis._keys import UNTARGETED
 from harel_store_redis._requests import number

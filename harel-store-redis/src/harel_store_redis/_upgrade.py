@@ -28,7 +28,7 @@ import dataclasses
 import logging
 import time
 
-from harel.store.common import prepare_import, relay_due
+from harel.store.author import prepare_import, relay_due
 from harel.store.errors import ExecutionAlreadyExists, StoreConfigError, StoreCorrupted
 
 from harel_store_redis._keys import UNTARGETED, untext

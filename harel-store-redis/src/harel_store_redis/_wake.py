@@ -22,7 +22,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common.wakeups import unavailable
+from harel.store.author import unavailable
 
 from harel_store_redis._schema import Keys
 

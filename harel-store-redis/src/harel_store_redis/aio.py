@@ -21,15 +21,16 @@ from typing import Any, Self, TypeVar
 
 import redis.asyncio as aioredis
 import redis.asyncio.cluster
-from harel.store.common import (
+from harel.store.author import (
     AsyncPlanStore,
+    AsyncWakeups,
+    SyncHops,
     aconnect_with_retry,
     adrive,
     current_library,
     in_settled_write,
+    wait_in_thread,
 )
-from harel.store.common.threaded import SyncHops
-from harel.store.common.wakeups import AsyncWakeups, wait_in_thread
 from harel.store.errors import UnsupportedEventLoop
 from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry

@@ -18,8 +18,7 @@ from typing import Any, Self, TypeVar, cast
 
 import redis
 import redis.cluster
-from harel.store.common import PlanStore, connect_with_retry, drive
-from harel.store.common.wakeups import Wakeups
+from harel.store.author import PlanStore, Wakeups, connect_with_retry, drive
 from redis.backoff import NoBackoff
 from redis.client import PubSub
 from redis.retry import Retry

@@ -27,7 +27,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.common import current_library
+from harel.store.author import current_library
 from harel.store.contract import Capabilities
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff

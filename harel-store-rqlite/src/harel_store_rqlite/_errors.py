@@ -40,8 +40,8 @@ a call on a closed store                        ``StoreError`` ("the store is cl
 
 from __future__ import annotations
 
-from harel.store.common.sql.errors import RequestOutcomeUnknown
-from harel.store.common.urls import redact_text
+from harel.store.author import redact_text
+from harel.store.author.sql import RequestOutcomeUnknown
 from harel.store.errors import (
     InvalidStoreURL,
     PayloadTooLarge,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import connect_with_retry
+from harel.store.author import connect_with_retry
 
 from harel_store_rqlite._spec import SPEC
 from harel_store_rqlite.sync import RqliteStore

@@ -15,8 +15,7 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from harel.store.common.sql import RQLITE, Dialect, SqlPlan
-from harel.store.common.sql.dialect import Rendered
+from harel.store.author.sql import RQLITE, Dialect, Rendered, SqlPlan
 from harel.store.errors import StoreConfigError
 
 from harel_store_rqlite._spec import DISTRIBUTION, RqliteOptions

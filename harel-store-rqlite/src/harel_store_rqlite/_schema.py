@@ -8,7 +8,7 @@ single-request commit guards its side writes with.
 
 from __future__ import annotations
 
-from harel.store.common.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 
 __all__ = ["DDL", "SCHEMA_VERSION", "TABLES", "UPGRADES", "schema_action"]
 

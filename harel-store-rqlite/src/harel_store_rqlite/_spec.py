@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from harel.store.common.urls import StoreURL
+from harel.store.author import BackendSpec, Knob, LegacyEnv, StoreURL, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreURL
-from harel.store.spec import BackendSpec, Knob, LegacyEnv, trace_max_knob
 
 DISTRIBUTION = "harel-store-rqlite"
 DEFAULT_PORT = 4001

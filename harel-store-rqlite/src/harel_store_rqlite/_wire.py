@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from harel.store.common.sql import Batch, Result, Statement
+from harel.store.author.sql import Batch, Result, Statement
 from harel.store.errors import InvalidPayload, StoreConfigError, StoreUnavailable
 
 from harel_store_rqlite._errors import (

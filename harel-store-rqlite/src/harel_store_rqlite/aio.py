@@ -23,9 +23,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, ClassVar, Self
 
-from harel.store.common import ThreadedAsyncStore
+from harel.store.author import AsyncFromUrl, BackendSpec, ThreadedAsyncStore
 from harel.store.contract import Capabilities
-from harel.store.spec import AsyncFromUrl, BackendSpec
 
 from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL, SPEC, RqliteOptions, make_options
 from harel_store_rqlite.sync import RqliteStore

@@ -19,10 +19,9 @@ from functools import partial
 from typing import Any, ClassVar, Self, TypeVar
 
 import httpx
-from harel.store.common import drive
-from harel.store.common.sql import SqlContract, SqlOp
+from harel.store.author import BackendSpec, FromUrl, drive
+from harel.store.author.sql import SqlContract, SqlOp
 from harel.store.contract import Capabilities
-from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_rqlite._http import client_settings, live, send
 from harel_store_rqlite._plan import cas_forms, open_store, rqlite_plan, verified_statements

@@ -28,9 +28,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.common import parse_store_url, redact_url
-from harel.store.common.sql import Batch, Result, Statement
-from harel.store.common.sql.harness import raw_side_statements
+from harel.store.author import parse_store_url, redact_url
+from harel.store.author.sql import Batch, Result, Statement, raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
 

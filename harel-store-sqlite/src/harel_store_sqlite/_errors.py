@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harel.store.common.sql.errors import engine_error
+from harel.store.author.sql import engine_error
 from harel.store.errors import InvalidPayload, StoreError
 
 from harel_store_sqlite._spec import SqliteOptions

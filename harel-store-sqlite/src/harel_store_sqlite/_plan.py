@@ -10,7 +10,7 @@ guard, purge's refusal of an active execution, prune's batches) is a generator o
 
 from __future__ import annotations
 
-from harel.store.common.sql import SQLITE, Dialect, SqlPlan
+from harel.store.author.sql import SQLITE, Dialect, SqlPlan
 
 from harel_store_sqlite._spec import DISTRIBUTION, SqliteOptions
 

@@ -9,7 +9,7 @@ the PRAGMAs run on every new connection.
 
 from __future__ import annotations
 
-from harel.store.common.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
 
 from harel_store_sqlite._spec import SqliteOptions
 

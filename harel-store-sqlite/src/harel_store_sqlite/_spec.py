@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common.urls import StoreURL
+from harel.store.author import BackendSpec, Knob, LegacyEnv, StoreURL, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreURL
-from harel.store.spec import BackendSpec, Knob, LegacyEnv, trace_max_knob
 
 MEMORY = ":memory:"
 DISTRIBUTION = "harel-store-sqlite"

@@ -19,12 +19,10 @@ import time
 from functools import partial
 from typing import Any, ClassVar
 
-from harel.store.common import drive
-from harel.store.common.retry import busy_waits
-from harel.store.common.sql import Batch, Result, SqlPlan, SqlStore, Statement, write_result
+from harel.store.author import BackendSpec, FromUrl, busy_waits, drive
+from harel.store.author.sql import Batch, Result, SqlPlan, SqlStore, Statement, write_result
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
-from harel.store.spec import BackendSpec, FromUrl
 
 from harel_store_sqlite._errors import closed_error, mapped, translate
 from harel_store_sqlite._plan import sqlite_plan

@@ -15,9 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
-from harel.store.common import drive
-from harel.store.common.sql.harness import FileHarness, FileKind
-from harel.store.common.sql.testing import FileBackend
+from harel.store.author import drive
+from harel.store.author.sql import FileBackend, FileHarness, FileKind
 from harel.store.contract import Capabilities
 
 from harel_store_sqlite._plan import sqlite_plan

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harel.store.common import lazy_exports
+from harel.store.author import lazy_exports
 
 if TYPE_CHECKING:
     from harel_example_jsondir._plugin import CAPABILITIES

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-from harel.store.common.validate import show
+from harel.store.author import show
 from harel.store.errors import StoreCorrupted, StoreError, StoreUnavailable
 
 from harel_example_jsondir import _schema

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import quote, unquote, urlencode
 
-from harel.store.common import parse_store_url
+from harel.store.author import parse_store_url
 from harel.store.common.urls import knob_bool, knob_float, knob_int
 from harel.store.contract import DEFAULT_TRACE_MAX
 from harel.store.errors import InvalidStoreURL

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from harel.model import Execution, ExecutionPage
-from harel.store.common import (
+from harel.store.author import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
     PreparedCommit,
@@ -58,11 +58,11 @@ from harel.store.common import (
     page_from_probe,
     refuse_lost,
     release_of,
+    show,
     sweep_limit,
     take_units,
     trace_keep_from,
 )
-from harel.store.common.validate import show
 from harel.store.contract import (
     FINISHED,
     Claim,

@@ -34,7 +34,7 @@ import hashlib
 import re
 from typing import Any
 
-from harel.store.common import schema_verdict
+from harel.store.author import schema_verdict
 from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 DISTRIBUTION = "harel-example-jsondir"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harel.model import ExecutionSummary
-from harel.store.common import (
+from harel.store.author import (
     PRIORITIES,
     RECEIPT_WINDOW,
     PreparedCommit,
@@ -35,11 +35,11 @@ from harel.store.common import (
     next_trace_index,
     receipt_slot,
     relay_due,
+    show,
     touch,
     trace_keep_from,
     work_touches,
 )
-from harel.store.common.validate import show
 from harel.store.contract import DueTimer
 from harel.store.errors import StoreCorrupted
 

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar, Self, Unpack
 
-from harel.store.common import ThreadedAsyncStore
+from harel.store.author import ThreadedAsyncStore
 from harel.store.contract import Capabilities
 
 from harel_example_jsondir._options import StoreOptions, parse_url

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
-from harel.store.common import PlanStore, drive
+from harel.store.author import PlanStore, drive
 from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
 
 from harel_example_jsondir._files import JsonDirectory

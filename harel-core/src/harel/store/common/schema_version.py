@@ -16,6 +16,7 @@ from typing import Literal
 from harel.store.errors import SchemaVersionError
 
 SchemaVerdict = Literal["create", "ready", "upgrade"]
+"""What an open must do with the stored layout: create it, use it as it is, or upgrade it."""
 
 
 def release_of(distribution: str) -> str:

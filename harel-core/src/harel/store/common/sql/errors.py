@@ -37,6 +37,8 @@ class RequestOutcomeUnknown(StoreUnavailable):
 
 # primary result codes (the low byte of an extended code)
 BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT = 5, 6, 7, 8, 10, 11
+"""SQLite's primary result codes (``BUSY``: another connection holds the lock; ``LOCKED``: a
+conflict inside this connection): the two a driver may wait out."""
 FULL, CANTOPEN, TOOBIG, NOTADB = 13, 14, 18, 26
 
 _TEXTS = (
