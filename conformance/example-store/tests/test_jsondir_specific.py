@@ -24,7 +24,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_example_jsondir import AsyncJsonDirStore, JsonDirStore, _files, _schema
-from harel_example_jsondir._options import parse_url
+from harel_example_jsondir._spec import parse_url
 from harel_example_jsondir.testing import harness_from_url
 
 AWKWARD_IDS = [
@@ -355,7 +355,7 @@ def test_urls_absolute_relative_and_options(tmp_path: Path) -> None:
         parse_url("jsondir:///x?colour=red")
     with pytest.raises(InvalidStoreURL, match="names no directory"):
         parse_url("jsondir://")
-    with pytest.raises(InvalidStoreURL, match="not a jsondir URL"):
+    with pytest.raises(InvalidStoreURL, match="is not a jsondir:// URL"):
         parse_url("sqlite:///x.db")
 
 
@@ -369,13 +369,13 @@ def test_importing_the_plugin_loads_no_store_code() -> None:
     probe = run_python(
         """
         import sys
-        import harel_example_jsondir._plugin
+        import harel_example_jsondir._spec
         loaded = [m for m in sys.modules if m.startswith(("filelock", "harel_example_jsondir."))]
         print(sorted(loaded))
         """
     )
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.strip() == "['harel_example_jsondir._plugin']"
+    assert probe.stdout.strip() == "['harel_example_jsondir._spec']"
 
 
 def test_harness_from_url_uses_a_fresh_folder_inside_the_url_directory(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ guarded by a file lock; open one with ``JsonDirStore.from_url("jsondir:///abs/di
 the package is installed, ``harel.registry.open_store("jsondir:///abs/dir")``.
 
 The classes are imported on first access, so importing the plugin module
-(``harel_example_jsondir._plugin``) loads neither the store nor ``filelock``.
+(``harel_example_jsondir._spec``) loads neither the store nor ``filelock``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 from harel.store.author import lazy_exports
 
 if TYPE_CHECKING:
-    from harel_example_jsondir._plugin import CAPABILITIES
+    from harel_example_jsondir._spec import CAPABILITIES
     from harel_example_jsondir.aio import AsyncJsonDirStore
     from harel_example_jsondir.sync import JsonDirStore
 
 __all__ = ["CAPABILITIES", "AsyncJsonDirStore", "JsonDirStore"]
 
 _LAZY = {
-    "CAPABILITIES": "harel_example_jsondir._plugin",
+    "CAPABILITIES": "harel_example_jsondir._spec",
     "JsonDirStore": "harel_example_jsondir.sync",
     "AsyncJsonDirStore": "harel_example_jsondir.aio",
 }

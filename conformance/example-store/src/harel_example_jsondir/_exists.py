@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harel_example_jsondir import _schema
-from harel_example_jsondir._options import parse_url
+from harel_example_jsondir._spec import parse_url
 
 
 def store_exists(url: str, **knobs: Any) -> bool:

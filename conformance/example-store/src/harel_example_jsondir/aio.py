@@ -19,17 +19,16 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Self, Unpack
+from typing import Any, ClassVar, Self
 
-from harel.store.author import ThreadedAsyncStore
+from harel.store.author import AsyncFromUrl, ThreadedAsyncStore
 from harel.store.contract import Capabilities
 
-from harel_example_jsondir._options import StoreOptions, parse_url
-from harel_example_jsondir._plugin import CAPABILITIES
+from harel_example_jsondir._spec import CAPABILITIES, SPEC
 from harel_example_jsondir.sync import JsonDirStore
 
 
-class AsyncJsonDirStore(ThreadedAsyncStore[JsonDirStore]):
+class AsyncJsonDirStore(AsyncFromUrl, ThreadedAsyncStore[JsonDirStore]):
     """An :class:`~harel.store.contract.AsyncExecutionStore` over a jsondir directory.
 
     Same data, guarantees and locking as :class:`JsonDirStore` (a sync and an async store may
@@ -39,20 +38,16 @@ class AsyncJsonDirStore(ThreadedAsyncStore[JsonDirStore]):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec = SPEC
 
     @classmethod
-    async def open(cls, directory: str | os.PathLike[str], **options: Unpack[StoreOptions]) -> Self:
+    async def open(cls, directory: str | os.PathLike[str], **options: Any) -> Self:
         """Open (creating it when missing) the store in ``directory``, in its worker thread.
 
         Options as for :class:`JsonDirStore`: ``trace_max``, ``fsync``, ``lock_timeout``.
         """
         factory = functools.partial(JsonDirStore, directory, **options)
         return await cls.start(factory, name=f"harel-jsondir-{Path(directory).name}")
-
-    @classmethod
-    async def from_url(cls, url: str, **knobs: Any) -> Self:
-        """``jsondir:///abs/dir`` or ``jsondir://relative/dir`` (options: see ``_options``)."""
-        return await cls.open(**parse_url(url, **knobs).as_kwargs())
 
     @property
     def directory(self) -> Path:

@@ -10,20 +10,19 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import ClassVar, TypeVar
 
-from harel.store.author import PlanStore, drive
+from harel.store.author import FromUrl, PlanStore, drive
 from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
 
 from harel_example_jsondir._files import JsonDirectory
-from harel_example_jsondir._options import DEFAULT_LOCK_TIMEOUT, parse_url
 from harel_example_jsondir._plan import PLAN, JsonDirPlan, Plan
-from harel_example_jsondir._plugin import CAPABILITIES
+from harel_example_jsondir._spec import CAPABILITIES, DEFAULT_LOCK_TIMEOUT, SPEC
 
 T = TypeVar("T")
 
 
-class JsonDirStore(PlanStore[JsonDirPlan]):
+class JsonDirStore(FromUrl, PlanStore[JsonDirPlan]):
     """An :class:`~harel.store.contract.ExecutionStore` over a directory of JSON files.
 
     Every operation holds the directory's file lock, so any number of store objects, threads
@@ -33,6 +32,7 @@ class JsonDirStore(PlanStore[JsonDirPlan]):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
+    spec = SPEC  # from_url("jsondir:///abs/dir?fsync=false"): see _spec
 
     def __init__(
         self,
@@ -51,11 +51,6 @@ class JsonDirStore(PlanStore[JsonDirPlan]):
         self._plan = PLAN
         self.trace_max = trace_max
         self._run(self._plan.open_directory(time.time()))
-
-    @classmethod
-    def from_url(cls, url: str, **knobs: Any) -> Self:
-        """``jsondir:///abs/dir`` or ``jsondir://relative/dir`` (options: see ``_options``)."""
-        return cls(**parse_url(url, **knobs).as_kwargs())
 
     @property
     def directory(self) -> Path:

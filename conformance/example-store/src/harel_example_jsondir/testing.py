@@ -27,8 +27,7 @@ from harel.store.contract import (
 )
 
 from harel_example_jsondir import _schema
-from harel_example_jsondir._options import JsonDirOptions, parse_url
-from harel_example_jsondir._plugin import CAPABILITIES
+from harel_example_jsondir._spec import CAPABILITIES, JsonDirOptions, parse_url
 from harel_example_jsondir.aio import AsyncJsonDirStore
 from harel_example_jsondir.sync import JsonDirStore
 
