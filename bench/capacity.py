@@ -9,7 +9,7 @@ Not part of ``make bench`` (it starts servers of its own from ``initdb``/``pg_ct
                              [--out /tmp/capacity-bench.json]
 
 No part touches the shared PostgreSQL or Redis: each starts a private server (PostgreSQL as
-harel-store-postgres's test ``OwnServer``, Redis as ``harel_store_redis.testing``'s
+harel-store-postgres's test ``OwnServer``, Redis as ``harel_testing.redis``'s
 ``RedisServerProcess``), or a moto table through the backend's harness, and stops or deletes
 it on exit, also when the part fails.
 
@@ -73,7 +73,7 @@ from harel.store.contract import Claim, TimerOp
 from harel_store_dynamodb._values import item_size
 from harel_store_postgres import PostgresStore
 from harel_store_redis import RedisStore
-from harel_store_redis.testing import RedisServerProcess
+from harel_testing.redis import RedisServerProcess
 from overhead import TOGGLE
 from psycopg import sql
 

@@ -33,7 +33,7 @@ from typing import Any
 from harel.model import Event, Execution
 from harel.store.contract import TimerOp
 from harel_store_redis import RedisStore
-from harel_store_redis.testing import RedisClusterProcess
+from harel_testing.redis import RedisClusterProcess
 
 
 def master_clients(cluster: RedisClusterProcess) -> dict[int, Any]:

@@ -5,8 +5,8 @@ page is current."""
 from __future__ import annotations
 
 import ast
-import re
 import importlib.util
+import re
 from pathlib import Path
 
 import harel.store.author

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harel_store_dynamodb._local import MotoServer
 from harel_store_dynamodb._options import parse_dynamodb_url
 from harel_store_dynamodb.testing import DynamoDBHarness
+from harel_testing.dynamodb import MotoServer
 
 URL_VARIABLE = "HAREL_TEST_DYNAMODB_URL"
 

@@ -31,8 +31,8 @@ from harel_store_mongo import AsyncMongoStore, MongoStore
 from harel_store_mongo._moved import may_hold
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, MARKS_HIGH, WORK
-from harel_store_mongo._server_rules import ELEMENT_FIELDS, FIELDS, violations
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness
+from harel_testing.mongo import ELEMENT_FIELDS, FIELDS, violations
 
 pytestmark = pytest.mark.anyio
 

@@ -42,9 +42,9 @@ from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
 from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
-from harel_store_mongo._server_rules import violations
 from harel_store_mongo._spec import SPEC, make_options, url_from_env, with_db
 from harel_store_mongo.testing import CannedResult, run_plan
+from harel_testing.mongo import violations
 
 HOSTILE = (
     "$where",

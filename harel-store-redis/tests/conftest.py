@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 from harel.conformance.urls import in_ci
-from harel_store_redis.testing import RedisClusterProcess, RedisHarness, RedisServerProcess
+from harel_store_redis.testing import RedisHarness
+from harel_testing.redis import RedisClusterProcess, RedisServerProcess
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 

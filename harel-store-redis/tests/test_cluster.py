@@ -34,7 +34,8 @@ from harel.store.errors import StoreConfigError, StoreUnavailable
 from harel_store_redis import AsyncRedisStore, RedisStore
 from harel_store_redis._exists import store_exists
 from harel_store_redis._shards import ShardMap, key_slot
-from harel_store_redis.testing import RedisClusterProcess, RedisHarness, with_prefix
+from harel_store_redis.testing import RedisHarness, with_prefix
+from harel_testing.redis import RedisClusterProcess
 
 
 def tagged_prefix() -> str:

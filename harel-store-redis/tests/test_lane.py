@@ -15,7 +15,8 @@ from harel.model import Execution, Status
 from harel.store.errors import CommitOutcomeUnknown, StoreUnavailable
 from harel_store_redis import RedisStore
 from harel_store_redis._lane import BUSY, Lane
-from harel_store_redis.testing import RedisHarness, RedisServerProcess
+from harel_store_redis.testing import RedisHarness
+from harel_testing.redis import RedisServerProcess
 
 
 def new_exe(execution_id: str) -> Execution:

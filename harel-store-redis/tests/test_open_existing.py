@@ -9,7 +9,8 @@ from harel.cli import main
 from harel.registry import open_store
 from harel.store.errors import StoreNotFound, StoreUnavailable
 from harel_store_redis._exists import store_exists
-from harel_store_redis.testing import RedisHarness, free_port
+from harel_store_redis.testing import RedisHarness
+from harel_testing.redis import free_port
 
 
 def keys_under(harness: RedisHarness) -> list[bytes]:

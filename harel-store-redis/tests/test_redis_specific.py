@@ -38,7 +38,8 @@ from harel.store.errors import (
 from harel_store_redis import AsyncRedisStore, RedisStore, _commit, _keys, aio
 from harel_store_redis._keys import UNTARGETED, owned, owner_prefix
 from harel_store_redis._scripts import COMMIT
-from harel_store_redis.testing import RedisHarness, RedisServerProcess, free_port
+from harel_store_redis.testing import RedisHarness
+from harel_testing.redis import RedisServerProcess, free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -1,6 +1,6 @@
 """Commit throughput of ``AsyncRqliteStore`` against ``RqliteStore``, side by side in one run.
 
-A fake rqlite node (:mod:`harel_store_rqlite.testing_server`) runs in a separate process, so
+A fake rqlite node (:mod:`harel_testing.rqlite`) runs in a separate process, so
 the node's own Python does not compete with the clients for this interpreter's GIL.  Round
 after round, each variant commits state-only steps for ``--seconds``:
 
@@ -37,7 +37,7 @@ from harel_store_rqlite import AsyncRqliteStore, RqliteStore
 
 NODE = """
 import sys
-from harel_store_rqlite.testing_server import FakeRqlite
+from harel_testing.rqlite import FakeRqlite
 node = FakeRqlite(sys.argv[1]).start()
 print(node.url, flush=True)
 sys.stdin.read()

@@ -1,7 +1,7 @@
 """Fixtures of the rqlite backend's tests: the conformance harness and fake nodes.
 
 Without ``HAREL_TEST_RQLITE_URL`` every harness starts its own fake rqlite node
-(:mod:`harel_store_rqlite.testing_server`: rqlite's HTTP API over SQLite, in a thread of the
+(:mod:`harel_testing.rqlite`: rqlite's HTTP API over SQLite, in a thread of the
 test process) on a free loopback port; with it, the kit runs against that real rqlite node
 (which must be disposable: the harness drops the harel tables).  Tests of this folder that
 need to stop, restart, redirect or de-lead a node always use fake nodes.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from harel_store_rqlite.testing import LOCAL_FAKE_URL, RqliteHarness, harness_from_url
-from harel_store_rqlite.testing_server import FakeRqlite
+from harel_testing.rqlite import FakeRqlite
 
 URL_VARIABLE = "HAREL_TEST_RQLITE_URL"
 

@@ -9,7 +9,7 @@ import pytest
 from harel.cli import main
 from harel.registry import open_store
 from harel.store.errors import StoreNotFound, StoreUnavailable
-from harel_store_rqlite.testing_server import FakeRqlite
+from harel_testing.rqlite import FakeRqlite
 
 
 def tables(node: FakeRqlite) -> list[str]:

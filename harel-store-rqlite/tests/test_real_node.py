@@ -31,7 +31,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 from harel_store_rqlite import AsyncRqliteStore, RqliteStore
-from harel_store_rqlite.testing_server import (
+from harel_testing.rqlite import (
     LEADERSHIP_LOST,
     SNAPSHOT_RESTORED,
     STORE_NOT_READY,

@@ -4,7 +4,7 @@ fails after committing, lost CASes that leave nothing (byte-identical losers inc
 calls cancelled before and after their request went out, per-statement errors, hostile ids,
 the password never printed, and the indexes behind sweeps.
 
-Every test here runs against fake rqlite nodes (``harel_store_rqlite.testing_server``), which
+Every test here runs against fake rqlite nodes (``harel_testing.rqlite``), which
 it starts, stops, de-leads and redirects; none of them runs against a real rqlite.
 """
 
@@ -57,7 +57,7 @@ from harel.store.errors import (
 from harel_store_rqlite import AsyncRqliteStore, RqliteStore
 from harel_store_rqlite._plan import rqlite_plan
 from harel_store_rqlite.testing import RqliteHarness, harness_from_url
-from harel_store_rqlite.testing_server import FakeRqlite
+from harel_testing.rqlite import FakeRqlite
 
 pytestmark = pytest.mark.anyio
 

@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 import bson
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.author import current_library
+from harel.store.author import current_library, needs_harel_testing
 from harel.store.contract import Capabilities
 from pymongo import monitoring
 from pymongo.errors import AutoReconnect, OperationFailure
@@ -48,7 +48,6 @@ from pymongo.results import BulkWriteResult
 from harel_store_mongo._errors import translate
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, MARKS
-from harel_store_mongo._server_rules import violations
 from harel_store_mongo._spec import CAPABILITIES, make_options, with_db
 from harel_store_mongo.aio import AsyncMongoStore
 from harel_store_mongo.sync import MongoStore
@@ -471,7 +470,8 @@ class MongomockHarness(StoreHarness):
     )
 
     def __init__(self, db: str = "harel", *, server_version: str = DEFAULT_SERVER_VERSION) -> None:
-        import mongomock
+        with needs_harel_testing("mongo", "mongomock"):
+            import mongomock
 
         self.db = db
         self.client: Any = mongomock.MongoClient()
@@ -485,7 +485,8 @@ class MongomockHarness(StoreHarness):
 
     def async_client(self) -> LockedClient:
         """A mongomock-motor client over the same dataset for ``AsyncMongoStore``."""
-        from mongomock_motor import AsyncMongoMockClient
+        with needs_harel_testing("mongo", "mongomock_motor", "motor"):
+            from mongomock_motor import AsyncMongoMockClient
 
         motor: Any = AsyncMongoMockClient(mock_mongo_client=self.client)
         return LockedClient(
@@ -755,7 +756,9 @@ def run_plan(
 ) -> tuple[Any, list[Request]]:
     """Drive a plan with canned replies (``answer``; an exception it raises is thrown into
     the plan); the plan's value and every request it sent, each checked against the server
-    rules (:func:`~harel_store_mongo._server_rules.violations`)."""
+    rules (:func:`~harel_testing.mongo.violations`; ``pip install harel-testing[mongo]``)."""
+    with needs_harel_testing("mongo"):
+        from harel_testing.mongo import violations
     sent: list[Request] = []
     try:
         request = next(plan)

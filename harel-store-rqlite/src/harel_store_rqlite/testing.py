@@ -4,11 +4,11 @@ rqlite has one database per cluster (no schemas, no key prefixes), so a dataset 
 node:
 
 * ``harness_from_url("rqlite://local-fake", workdir)`` — the backend's ``local_url`` — starts
-  a :class:`~harel_store_rqlite.testing_server.FakeRqlite` node (rqlite's HTTP API over a new
-  SQLite file under ``workdir``) on a free loopback port for this harness alone, and stops it
-  (deleting the file) in ``destroy()``.  ``url()`` is that node's ``rqlite://127.0.0.1:PORT``,
-  so other processes (the kit's multi-process checks, ``harel worker`` in the engine tests)
-  reach it for as long as the harness lives.
+  a :class:`~harel_testing.rqlite.FakeRqlite` node (rqlite's HTTP API over a new SQLite file
+  under ``workdir``; test-only: ``pip install harel-testing[rqlite]``) on a free loopback port
+  for this harness alone, and stops it (deleting the file) in ``destroy()``.  ``url()`` is
+  that node's ``rqlite://127.0.0.1:PORT``, so other processes (the kit's multi-process checks,
+  ``harel worker`` in the engine tests) reach it for as long as the harness lives.
 * any other URL (``HAREL_TEST_RQLITE_URL``: a real rqlite node) — the harness uses that node's
   database: it refuses one that already holds harel tables (set ``HAREL_RQLITE_KIT_WIPE=1`` to
   drop them) and drops the harel tables in ``destroy()``.  Use a disposable node, one test run
@@ -24,11 +24,11 @@ import uuid
 import weakref
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.author import parse_store_url, redact_url
+from harel.store.author import needs_harel_testing, parse_store_url, redact_url
 from harel.store.author.sql import Batch, Result, Statement, raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
@@ -37,7 +37,9 @@ from harel_store_rqlite._schema import TABLES
 from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_PORT, LOCAL_FAKE_HOST, make_options
 from harel_store_rqlite.aio import AsyncRqliteStore
 from harel_store_rqlite.sync import RqliteStore
-from harel_store_rqlite.testing_server import FakeRqlite
+
+if TYPE_CHECKING:
+    from harel_testing.rqlite import FakeRqlite
 
 LOCAL_FAKE_URL = f"rqlite://{LOCAL_FAKE_HOST}"
 """The backend's ``local_url``: "start a fake node for this harness"."""
@@ -199,6 +201,8 @@ def harness_from_url(url: str, workdir: Path) -> RqliteHarness:
     if parsed.host == LOCAL_FAKE_HOST:
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
+        with needs_harel_testing("rqlite"):
+            from harel_testing.rqlite import FakeRqlite
         server = FakeRqlite(workdir / f"fake-rqlite-{uuid.uuid4().hex}.db").start()
         return RqliteHarness(server.url, server=server)
     harness = RqliteHarness(url)

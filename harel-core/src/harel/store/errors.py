@@ -191,6 +191,30 @@ class StoreConfigError(StoreError, ValueError):
     """
 
 
+class HarelTestingNotInstalled(StoreConfigError, ImportError):
+    """Test support that lives in the test-only distribution ``harel-testing`` (a stand-in
+    server, a server launcher, a request linter) or in a package one of its extras brings is not
+    installed; the message names the missing module and has the ``pip install`` line.  Runtime
+    wheels never depend on it: install it where the tests run."""
+
+    def __init__(self, missing: str, extra: str = "") -> None:
+        self.missing = missing
+        self.extra = extra
+        super().__init__(
+            f"this needs the test-only distribution harel-testing ({missing!r} is not "
+            f"installed): {self.pip_line}"
+        )
+
+    @property
+    def pip_line(self) -> str:
+        """The command that installs the missing test support."""
+        suffix = f"[{self.extra}]" if self.extra else ""
+        return f"pip install harel-testing{suffix}"
+
+    def __reduce__(self) -> tuple[type[HarelTestingNotInstalled], tuple[str, str]]:
+        return (type(self), (self.missing, self.extra))
+
+
 class UnsupportedEventLoop(StoreError):
     """An async store method was awaited where it cannot run: outside any async library, or
     under one that is neither asyncio nor trio, or (an injected driver client) under trio

@@ -13,7 +13,8 @@ Groups:
 
 * **Declaring the backend** — :class:`BackendSpec`, :class:`Knob`, :func:`trace_max_knob`,
   :class:`LegacyEnv`, :class:`FromUrl`, :class:`AsyncFromUrl`, :class:`StoreURL`,
-  :func:`parse_store_url`, :func:`lazy_exports`.
+  :func:`parse_store_url`, :func:`lazy_exports`, :func:`needs_harel_testing` (a harness's lazy
+  import of ``harel-testing``, the test-only distribution holding servers and stand-ins).
 * **The store classes** — :class:`PlanStore` / :class:`AsyncPlanStore` (every contract method
   over one plan object), :class:`ThreadedAsyncStore` / :class:`SyncHops` (the async twin of a
   sync-only driver), :func:`drive` / :func:`adrive` (the plan loop), :func:`current_library`,
@@ -79,7 +80,7 @@ from harel.store.common.commit import (
 )
 from harel.store.common.drive import adrive, drive
 from harel.store.common.enqueue import PreparedEnqueue
-from harel.store.common.lazy import lazy_exports
+from harel.store.common.lazy import lazy_exports, needs_harel_testing
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.offload import current_library
@@ -188,6 +189,7 @@ __all__ = [
     "lazy_exports",
     "lease_lost",
     "loads",
+    "needs_harel_testing",
     "next_ready",
     "next_trace_index",
     "outbox_or_damaged",

@@ -1,5 +1,8 @@
 """A local stand-in for one rqlite node, for tests: rqlite's HTTP API over a SQLite file.
 
+Part of the test-only distribution (``pip install harel-testing[rqlite]``): the server is the
+standard library's ``http.server``, so nothing of it ships in ``harel-store-rqlite``'s wheel.
+
 No rqlite binary can be installed where this project is tested, so the backend's tests (and
 the all-backends tests, through the harness) run against this server.  It is TEST SUPPORT, not
 a product and not an rqlite emulator: it implements only what :mod:`harel_store_rqlite` uses,

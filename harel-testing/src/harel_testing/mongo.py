@@ -1,5 +1,8 @@
 """What a real MongoDB server demands of a request and mongomock does not check.
 
+Test support (``pip install harel-testing[mongo]``, which also brings mongomock and
+mongomock-motor); ``harel_store_mongo.testing`` imports it when a plan test runs.
+
 mongomock is more lenient than a server (it applies an update that sets and unsets one field,
 ignores index options, and leaves expressions inside array literals unevaluated), so the tests
 pass every request the plans send through :func:`violations`: an empty list means a MongoDB
