@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harel_store_dynamodb._options import parse_dynamodb_url
+from harel_store_dynamodb._spec import SPEC
 from harel_store_dynamodb.testing import DynamoDBHarness
 from harel_testing.dynamodb import MotoServer
 
@@ -32,7 +32,7 @@ def dynamodb_target() -> Iterator[dict[str, Any]]:
     """How to reach the test server: harness keyword arguments (endpoint, region, ...)."""
     url = os.environ.get(URL_VARIABLE)
     if url:
-        _table, knobs = parse_dynamodb_url(url)
+        _parsed, knobs, _retry = SPEC.parse_url(url)
         knobs.pop("create_table", None)
         knobs.pop("trace_max", None)
         knobs.pop("request_timeout", None)

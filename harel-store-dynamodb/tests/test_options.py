@@ -8,20 +8,20 @@ import math
 
 import pytest
 from harel_store_dynamodb import DynamoDBStore
-from harel_store_dynamodb._options import from_url_args, parse_dynamodb_url
+from harel_store_dynamodb._spec import SPEC
 
 URL = "dynamodb://AK:dynamo-s3cret@Table_1?endpoint_url=http://127.0.0.1:9&local=true"
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
-    table, knobs, retry = from_url_args(
-        f"{URL}&connect_retries=1&retry_delay=0.1", {"trace_max": 3}
-    )
-    assert table == "Table_1" and knobs["trace_max"] == 3 and "connect_retries" not in knobs
-    assert (retry["retries"], retry["delay"], retry["what"]) == (1, 0.1, "DynamoDB table 'Table_1'")
-    keyword = from_url_args(f"{URL}&retry_delay=0.1", {"retry_delay": 0})[2]
+    arguments, retry = SPEC.open_args(f"{URL}&connect_retries=1&retry_delay=0.1", {"trace_max": 3})
+    assert arguments["table"] == "Table_1" and arguments["trace_max"] == 3
+    assert "connect_retries" not in arguments
+    assert (retry["retries"], retry["delay"]) == (1, 0.1)
+    assert "Table_1" in retry["what"] and "dynamo-s3cret" not in retry["what"]
+    keyword = SPEC.open_args(f"{URL}&retry_delay=0.1", {"retry_delay": 0}).retry
     assert (keyword["retries"], keyword["delay"]) == (4, 0.0)
-    assert "retry_delay" not in parse_dynamodb_url(f"{URL}&retry_delay=0.1")[1]
+    assert "retry_delay" not in SPEC.parse_url(f"{URL}&retry_delay=0.1")[1]
 
 
 def test_a_bad_retry_knob_is_refused_without_the_secret_key() -> None:

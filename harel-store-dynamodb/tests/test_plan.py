@@ -10,6 +10,8 @@ import base64
 import math
 import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -37,7 +39,6 @@ from harel.store.errors import (
 from harel_store_dynamodb._commit import MAX_ACTIONS
 from harel_store_dynamodb._cursor import TraceCursor
 from harel_store_dynamodb._errors import map_error
-from harel_store_dynamodb._options import parse_dynamodb_url, split_from_url_knobs
 from harel_store_dynamodb._plan import Operations
 from harel_store_dynamodb._requests import (
     Call,
@@ -50,6 +51,7 @@ from harel_store_dynamodb._requests import (
 )
 from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, index_kind
 from harel_store_dynamodb._seq import BaseClock, locate, packed_seq, unpacked_seq
+from harel_store_dynamodb._spec import SPEC, legacy_url, make_options
 from harel_store_dynamodb._values import float_key
 from hypothesis import given
 from hypothesis import strategies as st
@@ -697,24 +699,124 @@ def test_driver_errors_map_to_the_hierarchy(
 
 
 def test_urls_keep_the_table_case_and_never_show_the_secret() -> None:
-    table, knobs = parse_dynamodb_url(
-        "dynamodb://AKIDEXAMPLE:s3cr%2Fet@My_Table.v2?region=eu-west-1&create_table=true"
-    )
-    assert table == "My_Table.v2"
-    assert knobs["aws_secret_access_key"] == "s3cr/et"
-    assert knobs["create_table"] is True
+    arguments = SPEC.open_args(
+        "dynamodb://AKIDEXAMPLE:s3cr%2Fet@My_Table.v2?region=eu-west-1&create_table=true", {}
+    ).arguments
+    assert arguments["table"] == "My_Table.v2"
+    assert arguments["aws_access_key_id"] == "AKIDEXAMPLE"
+    assert arguments["aws_secret_access_key"] == "s3cr/et"
+    assert arguments["create_table"] is True and arguments["local"] == "false"
+    options = make_options(**arguments)
+    assert "s3cr" not in repr(options) and "s3cr" not in options.describe()
+    keyword = SPEC.open_args("dynamodb://AK:old@table", {"aws_secret_access_key": "new"})
+    assert keyword.arguments["aws_secret_access_key"] == "new"  # keywords win
     for bad in (
         "dynamodb://t?nope=1",
         "dynamodb://tab:8000",
         "dynamodb://ab",
         "dynamodb://table/path",
         "dynamodb://table?endpoint_url=ftp://x",
+        "dynamodb://AK@table",
+        "dynamodb://AK:s3cret@table?aws_secret_access_key=s3cret",
     ):
-        with pytest.raises(InvalidStoreURL):
-            parse_dynamodb_url(bad)
+        with pytest.raises(InvalidStoreURL) as refused:
+            SPEC.open_args(bad, {})
+        assert "s3cret" not in str(refused.value)
     with pytest.raises(InvalidStoreURL) as info:
-        split_from_url_knobs("dynamodb://AK:topsecret@table", {"bogus": 1})
+        SPEC.open_args("dynamodb://AK:topsecret@table", {"bogus": 1})
     assert "topsecret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "keywords", "message"),
+    [
+        ("dynamodb://table?region=", {}, "option region='' must be a non-empty string"),
+        ("dynamodb://table", {"profile": " "}, "option profile=' ' must be a non-empty string"),
+        (
+            "dynamodb://table?endpoint_url=ftp://u:pw@x",
+            {},
+            "option endpoint_url='ftp://u:***@x' must be an http:// or https:// URL",
+        ),
+        ("dynamodb://t1x?local=maybe", {}, "option local='maybe' must be one of false, true, moto"),
+        ("dynamodb://t1x?request_timeout=0", {}, "option request_timeout=0.0 must be a number > 0"),
+        ("dynamodb://table", {"max_attempts": 0}, "option max_attempts=0 must be an int >= 1"),
+        (
+            "dynamodb://table?index_shards=257",
+            {},
+            "option index_shards=257 must be an int >= 1 <= 256 or None",
+        ),
+        (
+            "dynamodb://table",
+            {"aws_access_key_id": "AK"},
+            "give both aws_access_key_id and aws_secret_access_key, or neither",
+        ),
+        (
+            "dynamodb://table",
+            {"aws_secret_access_key": 5},
+            "option aws_secret_access_key=*** must be a string or None",
+        ),
+        (
+            "dynamodb://table",
+            {"regoin": "x"},
+            "unknown option(s) regoin for a DynamoDB store (did you mean region?); allowed: ",
+        ),
+        ("dynamodb://table", {"table": "x"}, "unknown option(s) table for a DynamoDB store"),
+        (
+            "dynamodb://ab",
+            {},
+            "'dynamodb://ab' does not name a valid table (3-255 of A-Z a-z 0-9 _ . -): "
+            "dynamodb://TABLE?region=...",
+        ),
+    ],
+)
+def test_bad_knobs_are_refused_in_the_specs_words(
+    url: str, keywords: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidStoreURL) as refused:
+        SPEC.open_args(url, keywords)
+    assert str(refused.value).startswith(message)
+
+
+def test_keywords_of_the_constructor_go_through_the_same_knobs() -> None:
+    assert make_options("T1_x", local=True).local == "true"
+    assert make_options("T1_x", local="MOTO").local == "moto"
+    assert make_options("T1_x", local=False).is_local is False
+    assert make_options("T1_x", local=True).region_name == "us-east-1"
+    assert make_options("T1_x", request_timeout=2).request_timeout == 2.0
+    with pytest.raises(ValueError, match="option local='yes' must be one of false, true, moto"):
+        make_options("T1_x", local="yes")
+    with pytest.raises(ValueError, match="table='ab' does not name a valid table"):
+        make_options("ab")
+    with pytest.raises(TypeError, match="option trace_max=True must be an int >= 0 or None"):
+        make_options("T1_x", trace_max=True)
+
+
+def test_legacy_variables_name_one_table_created_on_first_use() -> None:
+    assert legacy_url({}) is None
+    assert legacy_url({"STM_AWS_REGION": " "}) is None
+    assert legacy_url({"STM_AWS_REGION": "eu-west-1"}) == (
+        "dynamodb://harel?region=eu-west-1&create_table=true"
+    )
+    local = legacy_url({"STM_DYNAMODB_ENDPOINT": "http://h:8000", "STM_DYNAMODB_TABLE": "Jobs"})
+    assert local == (
+        "dynamodb://Jobs?region=us-east-1&create_table=true"
+        "&endpoint_url=http%3A%2F%2Fh%3A8000&local=true"
+    )
+    arguments = SPEC.open_args(local, {}).arguments
+    assert (arguments["table"], arguments["endpoint_url"]) == ("Jobs", "http://h:8000")
+    backend = SPEC.backend()
+    assert backend.legacy_env == "harel_store_dynamodb._spec:legacy_url"
+    assert backend.legacy_vars == ("STM_DYNAMODB_ENDPOINT", "STM_AWS_REGION", "STM_DYNAMODB_TABLE")
+
+
+def test_the_spec_imports_no_driver() -> None:
+    code = (
+        "import sys, harel_store_dynamodb._spec\n"
+        "loaded = [m for m in sys.modules if m.partition('.')[0] in ('boto3', 'botocore')]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 # -- opening --------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from harel.model import Event, Execution
 from harel.store.contract import TimerOp
 from harel.store.errors import StoreConfigError
 from harel_store_dynamodb import _open
-from harel_store_dynamodb._options import parse_dynamodb_url
 from harel_store_dynamodb._schema import (
     DEFAULT_INDEX_SHARDS,
     INDEX_KINDS,
@@ -21,6 +20,7 @@ from harel_store_dynamodb._schema import (
     index_kind,
     shard_of,
 )
+from harel_store_dynamodb._spec import SPEC
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
 from harel_store_dynamodb.testing import DynamoDBHarness
 
@@ -112,7 +112,7 @@ def test_the_shard_count_is_recorded_with_the_layout(
             _open._CHECKED.clear()
         with pytest.raises(StoreConfigError, match="index_shards=3"):
             DynamoDBStore(sharded.table, **{**knobs, "index_shards": 5})
-    assert parse_dynamodb_url("dynamodb://t-1?index_shards=8")[1]["index_shards"] == 8
+    assert SPEC.open_args("dynamodb://t-1?index_shards=8", {}).arguments["index_shards"] == 8
 
 
 def indexed(harness: DynamoDBHarness) -> set[str]:

@@ -1,14 +1,14 @@
 """harel-store-dynamodb: the DynamoDB ``ExecutionStore`` (sync over boto3, async over aioboto3).
 
 The store classes are imported on first access, so importing the plugin module
-(``harel_store_dynamodb._plugin``) never loads boto3 or aioboto3.
+(``harel_store_dynamodb._spec``) never loads boto3 or aioboto3.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harel.store.common import lazy_exports
+from harel.store.author import lazy_exports
 
 if TYPE_CHECKING:
     from harel_store_dynamodb.aio import AsyncDynamoDBStore

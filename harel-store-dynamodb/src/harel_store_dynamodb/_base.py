@@ -8,15 +8,37 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from harel.store.author import RETRY_KNOBS, retry_arguments
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._errors import map_error
 from harel_store_dynamodb._open import CheckKey
-from harel_store_dynamodb._options import DynamoOptions
 from harel_store_dynamodb._plan import Operations, Plan
-from harel_store_dynamodb._plugin import CAPABILITIES
 from harel_store_dynamodb._requests import Call
+from harel_store_dynamodb._spec import CAPABILITIES, DEFAULT_TABLE, DynamoOptions
+
+
+def legacy_create_args(
+    table: str | None, knobs: dict[str, Any]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(table, store knobs, retry arguments)`` for the reference implementation's
+    ``create(endpoint_url=None, region="us-east-1", prefix="harel", connect_retries=30,
+    retry_delay=1.0)``: ``prefix`` names the table (default ``harel``), an ``endpoint_url``
+    means a local server (dummy credentials), and the table is created when missing, as the
+    reference did; the other keywords are this store's."""
+    knobs = dict(knobs)
+    prefix = knobs.pop("prefix", None)
+    table = table or prefix or DEFAULT_TABLE
+    knobs.setdefault("region", "us-east-1")
+    if knobs.get("endpoint_url") is not None:
+        knobs.setdefault("local", True)
+    knobs.setdefault("create_table", True)
+    connect = {name: knobs.pop(name) for name in RETRY_KNOBS if name in knobs}
+    retry = retry_arguments(
+        connect, what=f"DynamoDB table {table!r}", default_retries=30, default_delay=1.0
+    )
+    return table, knobs, retry
 
 
 class DynamoStoreBase:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 
-from harel.store.common import (
+from harel.store.author import (
     PRIORITIES,
     WorkRow,
     claim_order,

@@ -13,7 +13,10 @@ from typing import Any
 from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
 
 from harel_store_dynamodb._local import moto_endpoint
-from harel_store_dynamodb._options import DynamoOptions
+from harel_store_dynamodb._spec import DynamoOptions
+
+LOCAL_KEY = "harel-local"
+"""The dummy access key id and secret used with ``local``: local servers accept any."""
 
 
 def endpoint_of(options: DynamoOptions) -> str | None:
@@ -24,10 +27,19 @@ def endpoint_of(options: DynamoOptions) -> str | None:
 
 
 def client_arguments(options: DynamoOptions, endpoint: str | None) -> dict[str, Any]:
-    """Keyword arguments of ``client("dynamodb", **...)``."""
+    """Keyword arguments of ``client("dynamodb", **...)``: region, endpoint (``endpoint`` wins
+    over the options'), credentials (dummy ones for ``local`` unless given) and config."""
     config = Config(
         connect_timeout=options.request_timeout,
         read_timeout=options.request_timeout,
         retries={"max_attempts": options.max_attempts, "mode": "standard"},
     )
-    return {**options.client_kwargs(endpoint), "config": config}
+    kwargs: dict[str, Any] = {"region_name": options.region_name, "config": config}
+    if endpoint or options.endpoint_url:
+        kwargs["endpoint_url"] = endpoint or options.endpoint_url
+    key, secret = options.aws_access_key_id, options.aws_secret_access_key
+    if key is None and options.is_local:
+        key, secret = LOCAL_KEY, LOCAL_KEY
+    if key is not None:
+        kwargs.update(aws_access_key_id=key, aws_secret_access_key=secret)
+    return kwargs

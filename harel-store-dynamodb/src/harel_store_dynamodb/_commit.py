@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common import PreparedCommit, PreparedEmit, WorkTouch
+from harel.store.author import PreparedCommit, PreparedEmit, WorkTouch
 from harel.store.errors import PayloadTooLarge
 
 from harel_store_dynamodb._cursor import TraceCursor

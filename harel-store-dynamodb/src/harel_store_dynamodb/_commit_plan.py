@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.common import (
+from harel.store.author import (
     PreparedCommit,
     already_processed,
     base_holds,

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from harel.store.common import trace_keep_from
+from harel.store.author import trace_keep_from
 
 from harel_store_dynamodb._values import Item, as_int
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import PreparedEnqueue
+from harel.store.author import PreparedEnqueue
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._commit import check_relay_item, guarded_put, relay_items, relays_only

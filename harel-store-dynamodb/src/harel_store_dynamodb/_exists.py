@@ -9,26 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import connect_with_retry
-from harel.store.common.urls import redact_url
-from harel.store.errors import InvalidStoreURL
+from harel.store.author import connect_with_retry
 
 from harel_store_dynamodb._client import endpoint_of
 from harel_store_dynamodb._errors import map_error
-from harel_store_dynamodb._options import DynamoOptions, from_url_args, make_options
 from harel_store_dynamodb._requests import TableNotFound
+from harel_store_dynamodb._spec import SPEC, DynamoOptions, make_options
 from harel_store_dynamodb.sync import open_client
 
 
 def store_exists(url: str, **knobs: Any) -> bool:
     """Whether the table ``url`` names exists (its layout is checked when the store opens).
-    Errors: InvalidStoreURL, StoreUnavailable (endpoint unreachable, after the retries),
-    StoreConfigError (credentials, region)."""
-    table, store_knobs, retry = from_url_args(url, knobs)
-    try:
-        options = make_options(table, **store_knobs)
-    except (TypeError, ValueError) as exc:
-        raise InvalidStoreURL(f"{redact_url(url)}: {exc}") from None
+    Errors: InvalidStoreURL / InvalidStoreOption, StoreUnavailable (endpoint unreachable,
+    after the retries), StoreConfigError (credentials, region)."""
+    arguments, retry = SPEC.open_args(url, knobs)
+    options = make_options(**arguments)
     return connect_with_retry(lambda: _probe(options), **retry)
 
 

@@ -10,9 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from harel.model import Execution, ExecutionSummary, Status
-from harel.store.common import PreparedCommit, decode_event, decode_execution, loads
-from harel.store.common.commit import PreparedEmit, PreparedSpawn
-from harel.store.common.trace import decode_trace_step
+from harel.store.author import (
+    PreparedCommit,
+    PreparedEmit,
+    PreparedSpawn,
+    decode_event,
+    decode_execution,
+    decode_trace_step,
+    loads,
+)
 from harel.store.contract import DueTimer, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import StoreCorrupted
 

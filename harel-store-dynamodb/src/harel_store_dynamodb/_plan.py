@@ -19,9 +19,12 @@ import contextlib
 from typing import Any
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary
-from harel.store.common import (
+from harel.store.author import (
+    MAX_DOCUMENT_BYTES,
+    ListingQuery,
     PreparedCommit,
     PreparedEnqueue,
+    PreparedImport,
     check_event_ref,
     check_id,
     check_limit,
@@ -31,9 +34,6 @@ from harel.store.common import (
     encode_trace_step,
     page_from_probe,
 )
-from harel.store.common.limits import MAX_DOCUMENT_BYTES
-from harel.store.common.listing import ListingQuery
-from harel.store.common.records import PreparedImport
 from harel.store.contract import DueTimer, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     ExecutionNotFound,

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import PreparedCommit, import_touches
-from harel.store.common.records import PreparedImport
+from harel.store.author import PreparedCommit, PreparedImport, import_touches
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreUnavailable
 

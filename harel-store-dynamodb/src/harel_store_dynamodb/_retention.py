@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harel.store.common import check_id, check_prune
-from harel.store.common.validate import check_flag
+from harel.store.author import check_flag, check_id, check_prune
 from harel.store.contract import FINISHED
 from harel.store.errors import ExecutionActive, StoreUnavailable
 

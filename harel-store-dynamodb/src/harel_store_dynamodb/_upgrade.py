@@ -33,7 +33,7 @@ import contextlib
 import math
 import time
 
-from harel.store.common import WorkTouch, relay_due, release_of, schema_verdict
+from harel.store.author import WorkTouch, relay_due, release_of, schema_verdict
 from harel.store.errors import SchemaVersionError, StoreConfigError
 
 from harel_store_dynamodb._items import read_outbox_entry, read_relay_entries

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.common import WorkRow, WorkTouch, touch
+from harel.store.author import WorkRow, WorkTouch, touch
 from harel.store.errors import StoreCorrupted, StoreUnavailable
 
 from harel_store_dynamodb._requests import Call, ConditionFailed

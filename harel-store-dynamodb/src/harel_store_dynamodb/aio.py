@@ -14,23 +14,24 @@ import asyncio
 import threading
 from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any, Self, Unpack
+from typing import Any, ClassVar, Self
 
 import aioboto3  # type: ignore[import-untyped, unused-ignore]
-from harel.store.common import AsyncPlanStore, aconnect_with_retry, adrive, current_library
+from harel.store.author import (
+    AsyncFromUrl,
+    AsyncPlanStore,
+    BackendSpec,
+    aconnect_with_retry,
+    adrive,
+    current_library,
+)
 from harel.store.errors import UnsupportedEventLoop
 
-from harel_store_dynamodb._base import DynamoStoreBase
+from harel_store_dynamodb._base import DynamoStoreBase, legacy_create_args
 from harel_store_dynamodb._client import client_arguments, endpoint_of
-from harel_store_dynamodb._options import (
-    DynamoOptions,
-    StoreKnobs,
-    from_url_args,
-    legacy_create_args,
-    make_options,
-)
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
+from harel_store_dynamodb._spec import SPEC, DynamoOptions, make_options
 
 _SESSIONS: dict[str | None, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
@@ -45,14 +46,17 @@ def _session(profile: str | None) -> Any:
         return session
 
 
-class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
+class AsyncDynamoDBStore(AsyncFromUrl, DynamoStoreBase, AsyncPlanStore[Operations]):
     """The asyncio twin of :class:`~harel_store_dynamodb.sync.DynamoDBStore`.
 
     Open it with ``await AsyncDynamoDBStore.open(table, ...)`` (same settings as the sync
-    store) or ``await AsyncDynamoDBStore.from_url(url)``; ``client`` injects an aiobotocore
-    DynamoDB client that the caller owns.  ``await AsyncDynamoDBStore.create(...)`` is the
-    reference implementation's factory (see :meth:`create`).
+    store) or ``await AsyncDynamoDBStore.from_url(url)`` (retrying while the endpoint is
+    unreachable, as the sync store's); ``client`` injects an aiobotocore DynamoDB client that
+    the caller owns.  ``await AsyncDynamoDBStore.create(...)`` is the reference
+    implementation's factory (see :meth:`create`).
     """
+
+    spec: ClassVar[BackendSpec] = SPEC
 
     def __init__(
         self,
@@ -66,7 +70,7 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
         self._owner = owner
 
     @classmethod
-    async def open(cls, table: str, *, client: Any = None, **knobs: Unpack[StoreKnobs]) -> Self:
+    async def open(cls, table: str, *, client: Any = None, **knobs: Any) -> Self:
         """Open the store (creating the table first when ``create_table=True``).
 
         Under trio (aioboto3 runs on asyncio only) the store is :meth:`in_threads` over a
@@ -97,12 +101,6 @@ class AsyncDynamoDBStore(DynamoStoreBase, AsyncPlanStore[Operations]):
             await store.close()
             raise
         return store
-
-    @classmethod
-    async def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``dynamodb://TABLE?...`` with ``connect_retries`` while it is unreachable."""
-        table, store_knobs, retry = from_url_args(url, knobs)
-        return await aconnect_with_retry(lambda: cls.open(table, **store_knobs), **retry)
 
     @classmethod
     async def create(cls, table: str | None = None, **knobs: Any) -> Self:

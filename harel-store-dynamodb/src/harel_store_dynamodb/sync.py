@@ -10,23 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Self, TypeVar, Unpack
+from typing import Any, ClassVar, Self, TypeVar
 
 import boto3  # type: ignore[import-untyped, unused-ignore]
-from harel.store.common import PlanStore, connect_with_retry, drive
+from harel.store.author import BackendSpec, FromUrl, PlanStore, connect_with_retry, drive
 
-from harel_store_dynamodb._base import DynamoStoreBase
+from harel_store_dynamodb._base import DynamoStoreBase, legacy_create_args
 from harel_store_dynamodb._client import client_arguments, endpoint_of
-from harel_store_dynamodb._options import (
-    DEFAULT_TABLE,
-    DynamoOptions,
-    StoreKnobs,
-    from_url_args,
-    legacy_create_args,
-    make_options,
-)
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
+from harel_store_dynamodb._spec import DEFAULT_TABLE, SPEC, DynamoOptions, make_options
 
 T = TypeVar("T")
 _SESSIONS: dict[str | None, Any] = {}
@@ -43,16 +36,21 @@ def open_client(options: DynamoOptions, endpoint: str | None) -> Any:
         return session.client("dynamodb", **client_arguments(options, endpoint))
 
 
-class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
+class DynamoDBStore(FromUrl, DynamoStoreBase, PlanStore[Operations]):
     """A durable :class:`~harel.store.contract.ExecutionStore` in one DynamoDB table.
 
     ``table`` is created on first use when ``create_table=True`` (and waited for until
     ACTIVE); otherwise it must exist with the layout of :mod:`harel_store_dynamodb._schema`.
-    See :mod:`harel_store_dynamodb._options` for the other settings.  ``client`` injects a
-    boto3 DynamoDB client that the caller owns.  The reference implementation's forms work
-    too: ``DynamoDBStore(boto3_client, prefix="harel")`` (the client positional, ``prefix``
-    naming the table, created when missing) and :meth:`create`.
+    The other settings are the knobs of :data:`~harel_store_dynamodb._spec.SPEC` (and the
+    README).  ``client`` injects a boto3 DynamoDB client that the caller owns.
+    :meth:`from_url` opens ``dynamodb://TABLE?region=...``, retrying (``connect_retries``,
+    ``retry_delay``) while the endpoint cannot be reached, then raises ``StoreUnavailable``.
+    The reference implementation's forms work too: ``DynamoDBStore(boto3_client,
+    prefix="harel")`` (the client positional, ``prefix`` naming the table, created when
+    missing) and :meth:`create`.
     """
+
+    spec: ClassVar[BackendSpec] = SPEC
 
     def __init__(
         self,
@@ -60,7 +58,7 @@ class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
         client: Any = None,
         *,
         prefix: str | None = None,
-        **knobs: Unpack[StoreKnobs],
+        **knobs: Any,
     ) -> None:
         if not isinstance(table, str) and client is None:
             # the reference implementation's form: DynamoDBStore(boto3_client, prefix="harel")
@@ -85,21 +83,11 @@ class DynamoDBStore(DynamoStoreBase, PlanStore[Operations]):
             raise
 
     @classmethod
-    def from_url(cls, url: str, **knobs: Any) -> Self:
-        """Open ``dynamodb://TABLE?region=...`` (see :mod:`harel_store_dynamodb._options`).
-
-        Retries ``connect_retries`` times (backoff from ``retry_delay``) while the endpoint
-        cannot be reached, then raises :class:`~harel.store.errors.StoreUnavailable`.
-        """
-        table, store_knobs, retry = from_url_args(url, knobs)
-        return connect_with_retry(lambda: cls(table, **store_knobs), **retry)
-
-    @classmethod
     def create(cls, table: str | None = None, **knobs: Any) -> Self:
         """The reference implementation's factory, ``create(endpoint_url=None,
         region="us-east-1", prefix="harel", connect_retries=30, retry_delay=1.0)``: opens
         (creating when missing) the table ``prefix`` with connect retries; any other keyword
-        is this store's (see :func:`._options.legacy_create_args`)."""
+        is this store's (see :func:`._base.legacy_create_args`)."""
         name, store_knobs, retry = legacy_create_args(table, knobs)
         return connect_with_retry(lambda: cls(name, **store_knobs), **retry)
 

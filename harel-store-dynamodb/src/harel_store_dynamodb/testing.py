@@ -13,12 +13,13 @@ import contextlib
 import uuid
 import weakref
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.common.commit import PreparedEmit
+from harel.store.author import PreparedEmit
 from harel.store.contract import Capabilities, TimerOp
 
 from harel_store_dynamodb._client import endpoint_of
@@ -30,8 +31,6 @@ from harel_store_dynamodb._items import (
     step_item,
     timer_item,
 )
-from harel_store_dynamodb._options import DynamoOptions, make_options, parse_dynamodb_url
-from harel_store_dynamodb._plugin import CAPABILITIES
 from harel_store_dynamodb._schema import (
     EXE_SK,
     G1P,
@@ -45,6 +44,7 @@ from harel_store_dynamodb._schema import (
     index_partition,
 )
 from harel_store_dynamodb._seq import CLOCK, relay_pk, unpacked_seq
+from harel_store_dynamodb._spec import CAPABILITIES, SPEC, DynamoOptions, make_options
 from harel_store_dynamodb._values import n, opt_str, s
 from harel_store_dynamodb.aio import AsyncDynamoDBStore
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
@@ -93,17 +93,7 @@ class DynamoDBHarness(StoreHarness):
         )
         endpoint = endpoint_of(options)
         if options.local == "moto":  # resolved once: other processes reach this server
-            options = make_options(
-                options.table,
-                region=options.region,
-                endpoint_url=endpoint,
-                local=True,
-                create_table=True,
-                profile=profile,
-                index_shards=index_shards,
-                aws_access_key_id=aws_access_key_id,
-                aws_secret_access_key=aws_secret_access_key,
-            )
+            options = replace(options, endpoint_url=endpoint, local="true")
         self.options: DynamoOptions = options
         self.table = options.table
         self._sync: weakref.WeakSet[DynamoDBStore] = weakref.WeakSet()
@@ -121,9 +111,9 @@ class DynamoDBHarness(StoreHarness):
             "profile": o.profile,
             "index_shards": o.index_shards,
         }
-        if o.access_key_id is not None:
-            knobs["aws_access_key_id"] = o.access_key_id
-            knobs["aws_secret_access_key"] = o.secret_access_key
+        if o.aws_access_key_id is not None:
+            knobs["aws_access_key_id"] = o.aws_access_key_id
+            knobs["aws_secret_access_key"] = o.aws_secret_access_key
         return knobs
 
     def open_sync(self) -> DynamoDBStore:
@@ -186,8 +176,9 @@ class DynamoDBHarness(StoreHarness):
             query["profile"] = o.profile
         query["create_table"] = "true"
         auth = ""
-        if o.access_key_id is not None and o.secret_access_key is not None:
-            auth = f"{quote(o.access_key_id, safe='')}:{quote(o.secret_access_key, safe='')}@"
+        key, secret = o.aws_access_key_id, o.aws_secret_access_key
+        if key is not None and secret is not None:
+            auth = f"{quote(key, safe='')}:{quote(secret, safe='')}@"
         return f"dynamodb://{auth}{self.table}?{urlencode(query)}"
 
     def _client(self) -> Any:
@@ -322,7 +313,7 @@ def harness_from_url(url: str, workdir: Path) -> DynamoDBHarness:
 
     The URL's own table is never touched: isolation means a fresh, empty table.
     """
-    _table, knobs = parse_dynamodb_url(url)
+    _parsed, knobs, _retry = SPEC.parse_url(url)
     return DynamoDBHarness(
         endpoint_url=knobs.get("endpoint_url"),
         region=knobs.get("region"),
