@@ -17,7 +17,7 @@ $(UV):
 
 # --locked: a uv.lock that no longer matches the pyproject files fails here (run `make lock`).
 # Every distribution of the workspace: a new backend folder joins without editing this file.
-MEMBERS := harel-core $(wildcard harel-store-*) harel-testing conformance/example-store
+MEMBERS := harel-core $(wildcard harel-store-*) harel-testing conformance/example-store conformance/tutorial-store
 
 $(VENV)/.installed: $(UV) pyproject.toml uv.lock $(addsuffix /pyproject.toml,$(MEMBERS))
 	$(UV) sync --all-packages --all-extras --locked --python $(PYTHON)
