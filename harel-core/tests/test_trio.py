@@ -7,17 +7,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
 import pytest
 from harel.model import Execution
-from harel.store.common import Offload, current_library
+from harel.store.common import (
+    MAX_DOCUMENT_BYTES,
+    AsyncPlanStore,
+    Offload,
+    PlanStore,
+    PreparedCommit,
+    current_library,
+    decode_execution,
+    drive,
+)
+from harel.store.common.plan_store import Op
 from harel.store.common.threaded import ThreadedAsyncStore, ThreadedRunner
 from harel.store.errors import StoreError, UnsupportedEventLoop
-from harel.store.memory import AsyncDictStore, DictStore
+from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore
 
 pytest.importorskip("trio")
+
+T = TypeVar("T")
 
 pytestmark = [pytest.mark.anyio, pytest.mark.harel_trio]
 
@@ -151,13 +164,59 @@ async def test_offload_serialises_and_withdraws_a_call_not_started() -> None:
     assert await offload.run(lambda: 7) == 7
 
 
+class _TinyPlan:
+    """Just enough of a plan (``load``, ``commit``) to drive the two plan stores: each
+    request is a callable the driver calls."""
+
+    max_document_bytes = MAX_DOCUMENT_BYTES
+
+    def __init__(self) -> None:
+        self.documents: dict[str, str] = {}
+
+    def load(self, execution_id: str) -> Op[Execution | None]:
+        document = yield lambda: self.documents.get(execution_id)
+        return None if document is None else decode_execution(document)
+
+    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Op[None]:
+        yield lambda: self.documents.__setitem__(prepared.execution_id, prepared.document)
+
+
+class _TinySync(PlanStore[Any]):
+    capabilities = CAPABILITIES
+
+    def __init__(self) -> None:
+        self._plan, self.trace_max = _TinyPlan(), None
+
+    def _run(self, operation: Op[T]) -> T:
+        return drive(operation, lambda request: request())
+
+    def close(self) -> None:
+        pass
+
+
+class _TinyAsync(AsyncPlanStore[Any]):
+    capabilities = CAPABILITIES
+
+    async def close(self) -> None:
+        pass
+
+
 async def test_plan_store_in_threads_is_the_same_class_over_the_sync_twin() -> None:
-    store = await AsyncDictStore.in_threads(DictStore)
-    assert isinstance(store, AsyncDictStore)
+    store = await _TinyAsync.in_threads(_TinySync)
+    assert isinstance(store, _TinyAsync) and type(store).__name__ == "_TinyAsync"
     exe = Execution(id="p-1", definition_id="d")
     await store.commit(exe, [])
     store.trace_max = 3
     assert store.store.trace_max == 3
     loaded = await store.load("p-1")
+    assert loaded is not None and loaded.version == exe.version == 1
+    await store.close()
+
+
+async def test_memory_store_runs_under_trio() -> None:
+    store = AsyncDictStore()
+    exe = Execution(id="m-1", definition_id="d")
+    await store.commit(exe, [])
+    loaded = await store.load("m-1")
     assert loaded is not None and loaded.version == exe.version == 1
     await store.close()

@@ -1,4 +1,4 @@
-"""Deliberately broken claims: each memory plan below has one classic lease (or enqueue) bug.
+"""Deliberately broken claims: each memory store below has one classic lease (or enqueue) bug.
 
 :mod:`broken_stores` registers them in ``BROKEN``; ``test_kit_strength_claims`` proves the
 kit's ``ClaimTests`` catch each one.
@@ -11,174 +11,150 @@ import math
 from typing import Any
 
 from harel.store.common import WorkRow, import_touches, lease_lost, work_touches
+from harel.store.common.claims import check_release
 from harel.store.common.commit import PreparedCommit
 from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.records import PreparedImport
-from harel.store.contract import FINISHED, Claim
-from harel.store.errors import ExecutionActive
-from harel.store.memory._plan import (
-    OWNED_TABLES,
-    AddRelay,
-    DeleteOwned,
-    DropWork,
-    GetExecution,
-    GetWork,
-    MemoryPlan,
-    OutboxRow,
-    Plan,
-    PutMark,
-    PutWork,
-    ReadyWork,
-    TouchWork,
-)
+from harel.store.contract import Claim
+from harel.store.memory import DictStore
 
 
-class LeaseIgnored(MemoryPlan):
+class LeaseIgnored(DictStore):
     """Claims every group with due units, leased or not (the lease is written, never read)."""
 
-    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
-        rows: list[WorkRow] = yield ReadyWork(math.inf, limit)
-        claims: list[Claim] = yield from self._lease_rows(rows, owner, now, lease, limit)
-        return claims
+    def _ready(self, now: float, limit: int) -> list[WorkRow]:
+        return super()._ready(math.inf, limit)
 
 
-class NoPriority(MemoryPlan):
+class NoPriority(DictStore):
     """Claims the oldest ready group first, whatever its priority."""
 
-    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
-        rows: list[WorkRow] = yield ReadyWork(now, limit)
-        flat = sorted(rows, key=lambda row: (row.ready_at, row.key or ""))
-        claims: list[Claim] = yield from self._lease_rows(flat, owner, now, lease, limit)
-        return claims
+    def _ready(self, now: float, limit: int) -> list[WorkRow]:
+        rows = super()._ready(now, limit)
+        return sorted(rows, key=lambda row: (row.ready_at, row.key or ""))
 
 
-class UnboundedClaim(MemoryPlan):
+class UnboundedClaim(DictStore):
     """Ignores ``limit``: a claim takes every ready group whole."""
 
-    def _claim(self, owner: str, now: float, lease: float, limit: int) -> Plan[list[Claim]]:
-        claims: list[Claim] = yield from super()._claim(owner, now, lease, 10**6)
-        return claims
+    def _claim(self, owner: str, now: float, lease: float, limit: int) -> list[Claim]:
+        return super()._claim(owner, now, lease, 10**6)
 
 
-class ReleaseForgetsRetry(MemoryPlan):
+class ReleaseForgetsRetry(DictStore):
     """``release`` ignores ``retry_at``."""
 
     def release(
-        self, owner: str, key: str | None, retry_at: float | None, now: float
-    ) -> Plan[None]:
-        yield from super().release(owner, key, None, now)
+        self, owner: str, execution_id: str | None, *, retry_at: float | None = None
+    ) -> None:
+        check_release(owner, execution_id, retry_at)  # still refuses a bad one
+        super().release(owner, execution_id, retry_at=None)
 
 
-class RenewAnyone(MemoryPlan):
+class RenewAnyone(DictStore):
     """``renew`` extends the lease whoever asks and however late."""
 
-    def _renew(self, owner: str, key: str | None, now: float, lease: float) -> Plan[float]:
-        row: WorkRow | None = yield GetWork(key)
+    def _renew(self, owner: str, key: str | None, now: float, lease: float) -> float:
+        row = self.data.work.get(key)
         if row is None:
             raise lease_lost(row, key, owner, now)
-        yield PutWork(WorkRow(key, row.priority, now + lease, owner))
+        self._put_work(WorkRow(key, row.priority, now + lease, owner))
         return now + lease
 
 
-class PurgeKeepsWork(MemoryPlan):
+class PurgeKeepsWork(DictStore):
     """``purge`` leaves the execution's work row (and its lease) behind."""
 
-    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
-        row = yield GetExecution(execution_id)
-        if row is not None and not force and row.summary.status not in FINISHED:
-            raise ExecutionActive(execution_id, row.summary.status.value)
-        for table in OWNED_TABLES:
-            if table != "work":
-                yield DeleteOwned(table, execution_id)
-        return row is not None
+    def _purge_rows(self, execution_id: str) -> None:
+        row = self.data.work.get(execution_id)
+        super()._purge_rows(execution_id)
+        if row is not None:  # the bug: the work row stays
+            self._put_work(row)
 
 
-class CommitBreaksLease(MemoryPlan):
+class CommitBreaksLease(DictStore):
     """A commit that touches a leased group re-dates it as if it were free."""
 
-    def _write_step(
-        self, prepared: PreparedCommit, trace_max: int | None, previous: Any
-    ) -> Plan[None]:
-        yield from super()._write_step(prepared, trace_max, previous)
+    def _write_step(self, prepared: PreparedCommit, previous: Any) -> None:
+        super()._write_step(prepared, previous)
         for change in work_touches(prepared):
-            yield PutWork(WorkRow(change.key, change.priority, change.due))
+            self._put_work(WorkRow(change.key, change.priority, change.due))
 
 
-class NoImportTouches(MemoryPlan):
+class NoImportTouches(DictStore):
     """``import_execution`` writes the units but no work rows."""
 
-    def _import(self, prepared: PreparedImport) -> Plan[None]:
-        yield from super()._import(prepared)
+    def _import(self, prepared: PreparedImport) -> None:
+        super()._import(prepared)
         for change in import_touches(prepared):
-            yield DropWork(change.key)
+            self._drop_work(change.key)
 
 
-class EnqueueNoTouch(MemoryPlan):
+class EnqueueNoTouch(DictStore):
     """``enqueue`` writes the outbox row but not its target's work row."""
 
-    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
-        emit = prepared.emit
-        seq: int = yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
-        return seq
+    def _enqueue(self, prepared: PreparedEnqueue) -> int:
+        return self._add_emit(prepared.emit)
 
 
-class EnqueueBreaksLease(MemoryPlan):
+class EnqueueBreaksLease(DictStore):
     """``enqueue`` to a leased group re-dates it as if it were free."""
 
-    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
-        seq: int = yield from super()._enqueue(prepared)
+    def _enqueue(self, prepared: PreparedEnqueue) -> int:
+        seq = super()._enqueue(prepared)
         change = prepared.touch
-        yield PutWork(WorkRow(change.key, change.priority, change.due))
+        self._put_work(WorkRow(change.key, change.priority, change.due))
         return seq
 
 
-class EnqueueTakesPriority(MemoryPlan):
+class EnqueueTakesPriority(DictStore):
     """``enqueue`` sets its priority on an existing group (as the target's own commit does)."""
 
-    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
-        seq: int = yield from super()._enqueue(prepared)
-        yield TouchWork(dataclasses.replace(prepared.touch, own=True))
+    def _enqueue(self, prepared: PreparedEnqueue) -> int:
+        seq = super()._enqueue(prepared)
+        self._touch(dataclasses.replace(prepared.touch, own=True))
         return seq
 
 
-class EnqueueMarks(MemoryPlan):
+class EnqueueMarks(DictStore):
     """``enqueue`` also records the event's dedupe mark (so its delivery finds it done)."""
 
-    def _enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
-        seq: int = yield from super()._enqueue(prepared)
-        yield PutMark(prepared.target_id, prepared.emit.event_id, prepared.enqueued_at)
+    def _enqueue(self, prepared: PreparedEnqueue) -> int:
+        seq = super()._enqueue(prepared)
+        self._put_mark(prepared.target_id, prepared.emit.event_id, prepared.enqueued_at)
         return seq
 
 
-class RemarkAccepted(MemoryPlan):
+class RemarkAccepted(DictStore):
     """The commit ignores an already-recorded event id (re-marks it and writes the step)."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        yield from super()._commit(prepared._replace(processed_event_id=None), trace_max)
-        if prepared.processed_event_id is not None:
-            yield PutMark(prepared.execution_id, prepared.processed_event_id, 0.0)
+    def _commit(self, prepared: PreparedCommit) -> None:
+        with self.data.lock:
+            super()._commit(prepared._replace(processed_event_id=None))
+            if prepared.processed_event_id is not None:
+                self._put_mark(prepared.execution_id, prepared.processed_event_id, 0.0)
 
 
-class FenceIgnored(MemoryPlan):
+class FenceIgnored(DictStore):
     """The commit checks the version alone (a stored copy overwrites a re-created record)."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        yield from super()._commit(prepared._replace(base=None), trace_max)
+    def _commit(self, prepared: PreparedCommit) -> None:
+        super()._commit(prepared._replace(base=None))
 
 
-class StaleRedeliveryConflicts(MemoryPlan):
+class StaleRedeliveryConflicts(DictStore):
     """The mark is checked only once the version matches: a redelivery on a stale copy is a
     plain ``StoreConflict`` (the runner reloads and re-drives instead of dropping it)."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield GetExecution(prepared.execution_id)
-        if row is not None and row.version != prepared.expected_version:
-            yield from super()._commit(prepared._replace(processed_event_id=None), trace_max)
-            return
-        yield from super()._commit(prepared, trace_max)
+    def _commit(self, prepared: PreparedCommit) -> None:
+        with self.data.lock:
+            row = self.data.executions.get(prepared.execution_id)
+            if row is not None and row.version != prepared.expected_version:
+                prepared = prepared._replace(processed_event_id=None)
+            super()._commit(prepared)
 
 
-CLAIM_PLANS: dict[str, type[MemoryPlan]] = {
+CLAIM_STORES: dict[str, type[DictStore]] = {
     "lease_ignored": LeaseIgnored,
     "no_priority": NoPriority,
     "unbounded_claim": UnboundedClaim,

@@ -16,8 +16,8 @@ from broken_stores import BrokenHarness, Bug, _everything
 from harel.conformance.harness import StoreHarness
 from harel.model import Execution, ExecutionPage
 from harel.store.common import ListingQuery, PreparedCommit, page_from_probe
-from harel.store.memory import MemoryData
-from harel.store.memory._plan import MemoryPlan, Plan
+from harel.store.common.validate import check_event_ref, check_id
+from harel.store.memory import DictStore, MemoryData
 
 
 def nfc(text: str) -> str:
@@ -35,49 +35,41 @@ def _nfc_tree(value: Any) -> Any:
     return value
 
 
-class NormalisedIds(MemoryPlan):
+class NormalisedIds(DictStore):
     """Keys its tables by the NFC form of the execution id (a normalising key encoding or
     an accent-insensitive collation): lookalike ids share one record."""
 
-    def load(self, execution_id: str) -> Plan[Execution | None]:
-        found: Execution | None = yield from super().load(nfc(execution_id))
-        return found
+    def load(self, execution_id: str) -> Execution | None:
+        return super().load(nfc(check_id(execution_id)))
 
-    def _load_for_event(
-        self, execution_id: str, event_id: str
-    ) -> Plan[tuple[Execution | None, bool]]:
-        found: tuple[Execution | None, bool] = yield from super()._load_for_event(
-            nfc(execution_id), event_id
-        )
-        return found
+    def load_for_event(self, execution_id: str, event_id: str) -> tuple[Execution | None, bool]:
+        execution_id, event_id = check_event_ref(execution_id, event_id)
+        return super().load_for_event(nfc(execution_id), event_id)
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        yield from super()._commit(
-            prepared._replace(execution_id=nfc(prepared.execution_id)), trace_max
-        )
+    def _commit(self, prepared: PreparedCommit) -> None:
+        super()._commit(prepared._replace(execution_id=nfc(prepared.execution_id)))
 
 
-class NormalisedPayloads(MemoryPlan):
+class NormalisedPayloads(DictStore):
     """Normalises the payload of every execution it writes (context and history keys and
     values) to NFC, as a driver that normalises text would."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+    def _commit(self, prepared: PreparedCommit) -> None:
         data = json.loads(prepared.document)
         data["context"] = _nfc_tree(data.get("context", {}))
         data["history"] = _nfc_tree(data.get("history", {}))
         document = json.dumps(data, ensure_ascii=False)
-        yield from super()._commit(prepared._replace(document=document), trace_max)
+        super()._commit(prepared._replace(document=document))
 
 
-class LostCursorRow(MemoryPlan):
+class LostCursorRow(DictStore):
     """Resumes a listing by finding the cursor's row among the rows that match now: when
     that row was purged or left the filter, the page is empty and the listing ends."""
 
-    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+    def _page(self, query: ListingQuery) -> ExecutionPage:
         if query.after is None or query.matches_nothing:
-            page: ExecutionPage = yield from super()._page(query)
-            return page
-        rows = yield _everything(query)
+            return super()._page(query)
+        rows = _everything(self, query)
         ids = [row.id for row in rows]
         if query.after not in ids:
             return ExecutionPage()

@@ -1,8 +1,9 @@
 """Deliberately broken memory stores: each has one classic backend bug the kit must catch.
 
-Most bugs live in a subclass of the memory backend's sans-IO plan (``MemoryPlan``), so the
-sync and the async store are broken the same way; a few need the store classes themselves or
-a harness that claims what the store cannot do.  ``BrokenHarness.named(name)`` builds one.
+Most bugs live in a subclass of the memory backend's sync store (``DictStore``) overriding
+one small step, and the async store wraps it (``AsyncDictStore.over``), so both are broken
+the same way; a few need the async class itself or a harness that claims what the store
+cannot do.  ``BrokenHarness.named(name)`` builds one.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import anyio
 import anyio.lowlevel
 import pydantic_core
 import pytest
-from broken_claims import CLAIM_PLANS
+from broken_claims import CLAIM_STORES
 from harel.conformance.harness import StoreHarness
-from harel.model import ChildState, Event, Execution, ExecutionPage
+from harel.model import ChildState, Event, Execution, ExecutionPage, ExecutionSummary
 from harel.store.common import (
     ListingQuery,
     PreparedCommit,
@@ -38,61 +39,39 @@ from harel.store.common import (
     listing_query,
     page_from_probe,
 )
-from harel.store.common.validate import check_event_ref, check_prune, check_timer_ref
-from harel.store.contract import FINISHED, Capabilities, DueTimer, ExecutionRecord
-from harel.store.errors import AlreadyProcessed, ExecutionActive
+from harel.store.common.validate import check_prune, check_timer_ref
+from harel.store.contract import DEFAULT_PRUNE_BATCH, Capabilities, DueTimer, ExecutionRecord
+from harel.store.errors import AlreadyProcessed
 from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore, MemoryData
-from harel.store.memory._plan import (
-    OWNED_TABLES,
-    AddRelay,
-    DeleteOwned,
-    DropMarks,
-    DropTimer,
-    GetExecution,
-    GetForEvent,
-    MemoryPlan,
-    OldMarks,
-    OutboxRow,
-    Plan,
-    ScanDueTimers,
-    ScanExecutions,
-    StoredExecution,
-    Transaction,
-)
+from harel.store.memory._tables import StoredExecution
 from harel.store.memory.testing import footprint
 from pydantic import BaseModel
 
 EVERYTHING = 10**9
 
 
-def _unmarked_row(prepared: PreparedCommit) -> Plan[StoredExecution | None]:
-    """The stored row, after refusing (``AlreadyProcessed``) a commit whose dedupe mark is
-    already stored: the part of the commit rule the CAS bugs below keep."""
-    if prepared.processed_event_id is None:
-        row: StoredExecution | None = yield GetExecution(prepared.execution_id)
-        return row
-    row, marked = yield GetForEvent(prepared.execution_id, prepared.processed_event_id)
-    if marked:
-        raise already_processed(prepared, None if row is None else row.version)
-    return row
+def _refuse_marked(store: DictStore, prepared: PreparedCommit, row: StoredExecution | None) -> None:
+    """Refuse (``AlreadyProcessed``) a commit whose dedupe mark is already stored: the part of
+    the commit rule the CAS bugs below keep."""
+    event_id = prepared.processed_event_id
+    if row is not None and event_id is not None and store._marked(prepared.execution_id, event_id):
+        raise already_processed(prepared, row.version)
 
 
-class SkippedCas(MemoryPlan):
+class SkippedCas(DictStore):
     """Writes whatever it is given: no compare-and-set at all (no fence, no dedupe check)."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield GetExecution(prepared.execution_id)
-        yield from self._write_step(prepared, trace_max, row)
+    def _cas(self, prepared: PreparedCommit, row: StoredExecution | None) -> bool:
+        return True
 
 
-class LeakyLoser(MemoryPlan):
+class LeakyLoser(DictStore):
     """Detects the conflict but writes the loser's outbox entries before raising."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield GetExecution(prepared.execution_id)
+    def _cas(self, prepared: PreparedCommit, row: StoredExecution | None) -> bool:
         found = None if row is None else row.version
         try:
-            yield from _unmarked_row(prepared)
+            _refuse_marked(self, prepared, row)
         except AlreadyProcessed:
             refused = True
         else:
@@ -101,69 +80,70 @@ class LeakyLoser(MemoryPlan):
             )
         if refused:
             for emit in prepared.emits:  # the bug: side writes before the verdict is raised
-                yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
-            yield from _unmarked_row(prepared)  # AlreadyProcessed when that is the verdict
+                self._add_emit(emit)
+            _refuse_marked(self, prepared, row)  # AlreadyProcessed when that is the verdict
             raise conflict(prepared, found)
-        yield from self._write_step(prepared, trace_max, row)
+        return True
 
 
-class NoReceipts(MemoryPlan):
+class NoReceipts(DictStore):
     """Writes receipts but never reads them: a re-sent stored commit is a ``StoreConflict``."""
 
-    def _commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
-        row = yield from _unmarked_row(prepared)
+    def _cas(self, prepared: PreparedCommit, row: StoredExecution | None) -> bool:
+        _refuse_marked(self, prepared, row)
         found = None if row is None else row.version
         if cas_decision(prepared.expected_version, found) == "conflict" or (
             row is not None and not base_holds(prepared, row.receipt(row.version))
         ):
             raise conflict(prepared, found)
-        yield from self._write_step(prepared, trace_max, row)
+        return True
 
 
-class UnguardedDeleteTimer(MemoryPlan):
+class UnguardedDeleteTimer(DictStore):
     """``delete_timer`` removes the timer whatever ``fire_at`` it holds now."""
 
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         execution_id, path, _ = check_timer_ref(execution_id, path, fire_at)
-        yield DropTimer(execution_id, path)
+        with self.data.lock:
+            self._drop_timer(execution_id, path, None)
 
 
-class OffByOneRing(MemoryPlan):
+class OffByOneRing(DictStore):
     """Keeps ``trace_max + 1`` steps."""
 
-    def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> Plan[None]:
-        yield from super()._append_step(execution_id, body, trace_max + 1 if trace_max else None)
+    def _append_step(self, execution_id: str, body: str, trace_max: int | None) -> None:
+        super()._append_step(execution_id, body, trace_max + 1 if trace_max else None)
 
 
-def _everything(query: ListingQuery | None = None) -> ScanExecutions:
+def _everything(store: DictStore, query: ListingQuery | None = None) -> list[ExecutionSummary]:
     """Every execution ``query`` matches (every execution without one), from the start."""
     if query is None:
         query = listing_query(
             status=None, definition_id=None, roots_only=False, limit=1, cursor=None
         )
-    return ScanExecutions(dataclasses.replace(query, after=None, limit=EVERYTHING))
+    return store._scan(dataclasses.replace(query, after=None, limit=EVERYTHING))
 
 
-class SkippingCursor(MemoryPlan):
+class SkippingCursor(DictStore):
     """Its cursor resumes one row too late, so every page boundary loses a row."""
 
-    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
-        page = yield from super()._page(query)
+    def _page(self, query: ListingQuery) -> ExecutionPage:
+        page = super()._page(query)
         if page.next_cursor is None:
             return page
-        ids = [row.id for row in (yield _everything(query))]
+        ids = [row.id for row in _everything(self, query)]
         after = ids.index(page.items[-1].id) + 1
         if after >= len(ids) - 1:
             return ExecutionPage(items=page.items, next_cursor=None)
         return ExecutionPage(items=page.items, next_cursor=encode_cursor(ids[after]))
 
 
-class OffsetCursor(MemoryPlan):
+class OffsetCursor(DictStore):
     """Pages by position (``OFFSET``): rows created or purged between pages shift the rest."""
 
-    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+    def _page(self, query: ListingQuery) -> ExecutionPage:
         offset = int(query.after[1:]) if query.after else 0
-        rows = yield _everything(query)
+        rows = _everything(self, query)
         end = offset + query.limit
         more = len(rows) > end
         return ExecutionPage(
@@ -177,105 +157,102 @@ def _like(pattern: str, value: str) -> bool:
     return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL) is not None
 
 
-class LikeDefinitionFilter(MemoryPlan):
+class LikeDefinitionFilter(DictStore):
     """Filters ``definition_id`` with ``LIKE`` instead of equality."""
 
-    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
+    def _page(self, query: ListingQuery) -> ExecutionPage:
         pattern = query.definition_id
-        unfiltered = dataclasses.replace(query, definition_id=None, limit=EVERYTHING)
-        rows = yield ScanExecutions(unfiltered)
+        rows = self._scan(dataclasses.replace(query, definition_id=None, limit=EVERYTHING))
         if pattern is not None:
             rows = [row for row in rows if _like(pattern, row.definition_id)]
         return page_from_probe(query, rows[: query.limit + 1])
 
 
-class PurgeLeavesTimers(MemoryPlan):
+class PurgeLeavesTimers(DictStore):
     """``purge`` forgets the timers table."""
 
-    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
-        row = yield GetExecution(execution_id)
-        if row is not None and not force and row.summary.status not in FINISHED:
-            raise ExecutionActive(execution_id, row.summary.status.value)
-        for table in OWNED_TABLES:
-            if table != "timers":  # the bug
-                yield DeleteOwned(table, execution_id)
-        return row is not None
+    def _purge_rows(self, execution_id: str) -> None:
+        timers = dict(self.data.timers.get(execution_id, {}))
+        super()._purge_rows(execution_id)
+        for path, fire_at in timers.items():  # the bug: the timers stay
+            self._put_timer(execution_id, path, fire_at)
 
 
-class PrefixPurge(MemoryPlan):
+class KeptTraceCounter(DictStore):
+    """``purge`` leaves the trace counter, so a re-created execution's trace continues the
+    purged one's indices."""
+
+    def _purge_rows(self, execution_id: str) -> None:
+        counter = self.data.last_trace_index.get(execution_id)
+        super()._purge_rows(execution_id)
+        if counter is not None:  # the bug: the counter stays
+            self.data.last_trace_index[execution_id] = counter
+
+
+class PrefixPurge(DictStore):
     """``purge`` deletes every execution whose id starts with the given one (``LIKE 'id%'``)."""
 
-    def _purge(self, execution_id: str, force: bool) -> Plan[bool]:
-        existed = yield from super()._purge(execution_id, force)
-        rows = yield _everything()
-        for row in rows:
-            if row.id.startswith(execution_id) and row.id != execution_id:
-                for table in OWNED_TABLES:
-                    yield DeleteOwned(table, row.id)
-        return existed
+    def _purge_rows(self, execution_id: str) -> None:
+        super()._purge_rows(execution_id)
+        for row in _everything(self):
+            if row.id.startswith(execution_id):
+                super()._purge_rows(row.id)
 
 
-class PruneAtTheBoundary(MemoryPlan):
+class PruneAtTheBoundary(DictStore):
     """``prune_processed`` also drops marks recorded exactly at ``older_than`` (``<=``)."""
 
-    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+    def prune_processed(self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH) -> int:
         after = math.nextafter(older_than, math.inf)
-        dropped = yield from super().prune_processed(after, batch_size)
-        return dropped
+        return super().prune_processed(after, batch_size=batch_size)
 
 
-class PruneOneBatch(MemoryPlan):
+class PruneOneBatch(DictStore):
     """``prune_processed`` stops after its first batch."""
 
-    def prune_processed(self, older_than: float, batch_size: int) -> Plan[int]:
+    def prune_processed(self, older_than: float, *, batch_size: int = DEFAULT_PRUNE_BATCH) -> int:
         older_than, batch_size = check_prune(older_than, batch_size)
-
-        def batch() -> Plan[int]:
-            keys = yield OldMarks(older_than, batch_size)
-            count: int = yield DropMarks(tuple(keys))
-            return count
-
-        dropped: int = yield Transaction(batch())
-        return dropped
+        with self.data.lock:
+            return self._prune_batch(older_than, batch_size)[1]
 
 
-class GlobMarks(MemoryPlan):
+class GlobMarks(DictStore):
     """``is_processed`` / ``load_for_event`` match the event id as a glob pattern."""
 
-    def is_processed(self, execution_id: str, event_id: str) -> Plan[bool]:
-        execution_id, event_id = check_event_ref(execution_id, event_id)
-        rows = yield OldMarks(float("inf"), EVERYTHING)
-        return any(
-            mark_id == execution_id and fnmatch.fnmatchcase(mark_event, event_id)
-            for mark_id, mark_event in rows
-        )
-
-    def _load_for_event(self, execution_id: str, event_id: str) -> Plan[Any]:
-        exe = yield from self.load(execution_id)
-        if exe is None:
-            return (None, False)
-        seen = yield from self.is_processed(execution_id, event_id)
-        return (exe, seen)
+    def _marked(self, execution_id: str, event_id: str) -> bool:
+        marks = self.data.processed.get(execution_id, {})
+        return any(fnmatch.fnmatchcase(mark, event_id) for mark in marks)
 
 
-class GlobTimerDelete(MemoryPlan):
+class GlobTimerDelete(DictStore):
     """``delete_timer`` matches the path as a glob pattern."""
 
-    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> Plan[None]:
+    def delete_timer(self, execution_id: str, path: str, fire_at: float) -> None:
         execution_id, path, fire_at = check_timer_ref(execution_id, path, fire_at)
-        due: list[DueTimer] = yield ScanDueTimers(float("inf"), None)
-        for timer_id, timer_path, at in due:
-            if timer_id == execution_id and at == fire_at and fnmatch.fnmatchcase(timer_path, path):
-                yield DropTimer(timer_id, timer_path, at)
+        with self.data.lock:
+            due: list[DueTimer] = self._due(math.inf, None)
+            for timer_id, timer_path, at in due:
+                matches = fnmatch.fnmatchcase(timer_path, path)
+                if timer_id == execution_id and at == fire_at and matches:
+                    self._drop_timer(timer_id, timer_path, at)
 
 
-class NoUpdatedAt(MemoryPlan):
+class NoUpdatedAt(DictStore):
     """Lists summaries without ``updated_at``."""
 
-    def _page(self, query: ListingQuery) -> Plan[ExecutionPage]:
-        page = yield from super()._page(query)
+    def _page(self, query: ListingQuery) -> ExecutionPage:
+        page = super()._page(query)
         items = [item.model_copy(update={"updated_at": None}) for item in page.items]
         return ExecutionPage(items=items, next_cursor=page.next_cursor)
+
+
+class UnsortedTimers(DictStore):
+    """Its due-timer sweep returns insertion order (and applies ``limit`` first)."""
+
+    def _due(self, now: float, limit: int | None) -> list[DueTimer]:
+        timers = self.data.timers.items()
+        due = [(e, p, at) for e, paths in timers for p, at in paths.items() if at <= now]
+        return due[:limit]
 
 
 class TornSync(DictStore):
@@ -314,11 +291,11 @@ class TornAsync(AsyncDictStore):
 
 @dataclass(frozen=True)
 class Bug:
-    """How to break the memory store: its plan, its classes, or its harness's claims."""
+    """How to break the memory store: its sync class (the async store wraps it unless ``aio``
+    is given), or its harness's claims."""
 
-    plan: type[MemoryPlan] = MemoryPlan
     sync: type[DictStore] = DictStore
-    aio: type[AsyncDictStore] = AsyncDictStore
+    aio: type[AsyncDictStore] | None = None
     capabilities: Capabilities = CAPABILITIES
     url: str | None = None
 
@@ -336,8 +313,8 @@ BROKEN: dict[str, Bug] = {
     "skipping_cursor": Bug(SkippingCursor),
     "offset_cursor": Bug(OffsetCursor),
     "like_definition_filter": Bug(LikeDefinitionFilter),
-    "torn_commit": Bug(sync=TornSync, aio=TornAsync),
-    "unsorted_timers": Bug(),  # set below: the tables' sweep ignores the timer index
+    "torn_commit": Bug(TornSync, TornAsync),
+    "unsorted_timers": Bug(UnsortedTimers),
     "purge_leaves_timers": Bug(PurgeLeavesTimers),
     "prefix_purge": Bug(PrefixPurge),
     "prune_at_the_boundary": Bug(PruneAtTheBoundary),
@@ -345,38 +322,11 @@ BROKEN: dict[str, Bug] = {
     "glob_marks": Bug(GlobMarks),
     "glob_timer_delete": Bug(GlobTimerDelete),
     "no_updated_at": Bug(NoUpdatedAt),
-    "kept_trace_counter": Bug(),  # set below: purge leaves the trace counter
+    "kept_trace_counter": Bug(KeptTraceCounter),
     "claims_persistence": Bug(capabilities=CLAIMS_EVERYTHING, url=None),
     "claims_persistence_falsely": Bug(capabilities=CLAIMS_EVERYTHING, url="memory://kit-claims"),
 }
-BROKEN.update({name: Bug(plan) for name, plan in CLAIM_PLANS.items()})
-
-
-class UnsortedTables(MemoryData):
-    """Tables whose due-timer sweep returns insertion order (and applies ``limit`` first)."""
-
-    def _apply(self, request: Any) -> Any:
-        if isinstance(request, ScanDueTimers):
-            due = [(e, p, f) for (e, p), f in self.timers.items() if f <= request.now]
-            return due[: request.limit]
-        return super()._apply(request)
-
-
-class KeptTraceCounter(MemoryData):
-    """Tables whose purge leaves the trace counter, so a re-created execution's trace
-    continues the purged one's indices."""
-
-    def _apply(self, request: Any) -> Any:
-        if isinstance(request, DeleteOwned) and request.table == "trace":
-            self.trace.pop(request.execution_id, None)
-            return None
-        return super()._apply(request)
-
-
-TABLES: dict[str, type[MemoryData]] = {
-    "unsorted_timers": UnsortedTables,
-    "kept_trace_counter": KeptTraceCounter,
-}
+BROKEN.update({name: Bug(store) for name, store in CLAIM_STORES.items()})
 
 
 class BrokenHarness(StoreHarness):
@@ -386,7 +336,7 @@ class BrokenHarness(StoreHarness):
 
     def __init__(self, bug: str) -> None:
         self.bug = BROKEN[bug]
-        self.data = TABLES.get(bug, MemoryData)()
+        self.data = MemoryData()
 
     @classmethod
     def named(cls, name: str) -> StoreHarness:
@@ -406,14 +356,12 @@ class BrokenHarness(StoreHarness):
         return harness
 
     def open_sync(self) -> DictStore:
-        store = self.bug.sync(self.data)
-        store._plan = self.bug.plan()
-        return store
+        return self.bug.sync(self.data)
 
     async def open_async(self) -> AsyncDictStore:
-        store = self.bug.aio(self.data)
-        store._plan = self.bug.plan()
-        return store
+        if self.bug.aio is not None:
+            return self.bug.aio(self.data)
+        return AsyncDictStore.over(self.bug.sync(self.data))
 
     def url(self) -> str | None:
         return self.bug.url
@@ -480,7 +428,7 @@ class LandsButRestores(AsyncDictStore):
         trace: Any = None,
     ) -> None:
         with committing(exe, emits, processed_event_id, timers, spawns, trace) as prepared:
-            await self._run(self._plan.commit(prepared, self.trace_max))
+            self.store._commit(prepared)
             await anyio.lowlevel.checkpoint()  # the bug: a cancellation point after the write
 
 
@@ -543,7 +491,7 @@ class LenientSync(DictStore):
         prepared = _lenient_commit(exe, (emits, processed_event_id, timers, spawns, trace))
         old, exe.version = exe.version, prepared.new_version
         try:
-            self._run(self._plan.commit(prepared, self.trace_max))
+            self._commit(prepared)
         except BaseException:
             exe.version = old
             raise
@@ -564,7 +512,7 @@ class LenientAsync(AsyncDictStore):
         prepared = _lenient_commit(exe, (emits, processed_event_id, timers, spawns, trace))
         old, exe.version = exe.version, prepared.new_version
         try:
-            await self._run(self._plan.commit(prepared, self.trace_max))
+            self.store._commit(prepared)
         except BaseException:
             exe.version = old
             raise
@@ -617,8 +565,8 @@ BROKEN.update(
     {
         "lands_but_restores": Bug(aio=LandsButRestores),
         "leaks_lock_on_cancel": Bug(aio=LeaksLockOnCancel),
-        "lenient_payload": Bug(sync=LenientSync, aio=LenientAsync),
-        "raw_driver_errors": Bug(sync=RawErrorsSync, aio=RawErrorsAsync),
+        "lenient_payload": Bug(LenientSync, LenientAsync),
+        "raw_driver_errors": Bug(RawErrorsSync, RawErrorsAsync),
     }
 )
 HARDENING_BUGS = (
@@ -634,46 +582,46 @@ HARDENING_BUGS = (
 # Each bug below is caught by test_kit_strength_records.py.
 
 
-class ImportRenumbersTrace(MemoryPlan):
+class ImportRenumbersTrace(DictStore):
     """``import_execution`` numbers the imported trace steps from 0 (their indices are lost)."""
 
-    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+    def _import(self, prepared: PreparedImport) -> None:
         trace = tuple((index, body) for index, (_, body) in enumerate(prepared.trace))
-        yield from super().import_execution(dataclasses.replace(prepared, trace=trace))
+        super()._import(dataclasses.replace(prepared, trace=trace))
 
 
-class ImportReversesRelays(MemoryPlan):
+class ImportReversesRelays(DictStore):
     """``import_execution`` appends the record's outbox entries in reverse order."""
 
-    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+    def _import(self, prepared: PreparedImport) -> None:
         emits = tuple(reversed(prepared.emits))
-        yield from super().import_execution(dataclasses.replace(prepared, emits=emits))
+        super()._import(dataclasses.replace(prepared, emits=emits))
 
 
-class ImportRelaysFirst(MemoryPlan):
+class ImportRelaysFirst(DictStore):
     """``import_execution`` appends the relays before it checks that the execution is new, so a
     refused import leaves them behind."""
 
-    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+    def _import(self, prepared: PreparedImport) -> None:
         for emit in prepared.emits:  # the bug: a side write before the existence check
-            yield AddRelay(OutboxRow(emit.target_id, emit.event_json))
-        yield from super().import_execution(dataclasses.replace(prepared, emits=()))
+            self._add_emit(emit)
+        super()._import(dataclasses.replace(prepared, emits=()))
 
 
-class ImportOverwrites(MemoryPlan):
+class ImportOverwrites(DictStore):
     """``import_execution`` replaces a stored execution (an upsert) instead of refusing."""
 
-    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+    def _import(self, prepared: PreparedImport) -> None:
         if prepared.execution is not None:
-            yield from self.purge(prepared.execution_id, True)
-        yield from super().import_execution(prepared)
+            self._purge_rows(prepared.execution_id)
+        super()._import(prepared)
 
 
-class ExportWithoutTimes(MemoryPlan):
+class ExportWithoutTimes(DictStore):
     """``export_execution`` leaves out the clock: no ``updated_at``, every mark at 0.0."""
 
-    def export_execution(self, execution_id: str) -> Plan[ExecutionRecord | None]:
-        record = yield from super().export_execution(execution_id)
+    def export_execution(self, execution_id: str) -> ExecutionRecord | None:
+        record = super().export_execution(execution_id)
         if record is None:
             return None
         marks = tuple((event_id, 0.0) for event_id, _ in record.processed)
@@ -703,24 +651,24 @@ def _declared_emits(emits: tuple[PreparedEmit, ...]) -> tuple[PreparedEmit, ...]
     )
 
 
-class DropsUnknownFields(MemoryPlan):
+class DropsUnknownFields(DictStore):
     """An older release's encoder: writes only the declared fields of executions and events."""
 
-    def commit(self, prepared: PreparedCommit, trace_max: int | None) -> Plan[None]:
+    def _commit(self, prepared: PreparedCommit) -> None:
         stripped = prepared._replace(
             document=_declared_only(prepared.document),
             emits=_declared_emits(prepared.emits),
         )
-        yield from super().commit(stripped, trace_max)
+        super()._commit(stripped)
 
-    def import_execution(self, prepared: PreparedImport) -> Plan[None]:
+    def _import(self, prepared: PreparedImport) -> None:
         execution = prepared.execution
         if execution is not None:
             execution = dataclasses.replace(execution, document=_declared_only(execution.document))
         stripped = dataclasses.replace(
             prepared, execution=execution, emits=_declared_emits(prepared.emits)
         )
-        yield from super().import_execution(stripped)
+        super()._import(stripped)
 
 
 BROKEN.update(

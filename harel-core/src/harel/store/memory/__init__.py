@@ -1,10 +1,10 @@
-"""The in-memory reference store, laid out as every backend is (and so the template).
+"""The in-memory reference store: the most obvious implementation of the contract.
 
-``DictStore`` (:mod:`.sync`) and ``AsyncDictStore`` (:mod:`.aio`) are core's ``PlanStore`` /
-``AsyncPlanStore`` driving one sans-IO plan (:mod:`._plan`) against plain dict tables
-(:mod:`._tables`) with sorted indexes (:mod:`._index`: timers by due time, ids, marks by age,
-each execution's rows), so sweeps, listing, purge and prune read only what they return;
-:mod:`._plugin` registers the ``memory://`` backend without importing either store, and
+``DictStore`` (:mod:`.sync`) is plain methods over the plain dicts of one
+:class:`~harel.store.memory._tables.MemoryData` under its lock, with sorted lists indexing
+ids, due timers, mark ages, relay seqs and ready work, so sweeps, listing, purge and prune read
+only what they return.  ``AsyncDictStore`` (:mod:`.aio`) runs the same methods without ever
+suspending.  :mod:`._plugin` registers ``memory://`` without importing either store, and
 :mod:`.testing` is the conformance kit's harness.  Values are held as the shared codec's JSON
 text, so a store never aliases the caller's objects and has exactly the type fidelity of the
 durable backends.

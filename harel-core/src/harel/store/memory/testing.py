@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harel.conformance.harness import StoreHarness
 from harel.store.contract import Capabilities
 from harel.store.memory._capabilities import CAPABILITIES
-from harel.store.memory._index import Owned
 from harel.store.memory._options import dataset_name
 from harel.store.memory._tables import MemoryData
 from harel.store.memory.aio import AsyncDictStore
@@ -16,43 +15,30 @@ from harel.store.memory.sync import DictStore
 
 
 def footprint(data: MemoryData, execution_id: str) -> list[str]:
-    """Every record (and index entry) ``data`` holds for ``execution_id``, one label each (read
-    under the lock)."""
+    """Every row and index entry ``data`` holds for ``execution_id``, one label each (read
+    under the lock), so a purge that forgets a table or an index shows."""
+    eid = execution_id
     with data.lock:
-        labels = ["execution"] if execution_id in data.executions else []
-        labels += [f"processed:{ev}" for (eid, ev) in data.processed if eid == execution_id]
-        labels += [f"timer:{path}" for (eid, path) in data.timers if eid == execution_id]
-        labels += [f"outbox:{s}" for s, row in data.outbox.items() if row.target_id == execution_id]
-        labels += [f"spawn:{s}" for s, row in data.spawns.items() if row.parent_id == execution_id]
-        labels += [f"trace:{index}" for index in data.trace.get(execution_id, {})]
-        if execution_id in data.trace:
-            labels.append("trace-ring")
-        if execution_id in data.last_trace_index:
-            labels.append("trace-counter")
-        if execution_id in data.work:
-            labels.append("work")
-        labels += _index_labels(data, execution_id)
-    return labels
-
-
-def _index_labels(data: MemoryData, execution_id: str) -> list[str]:
-    """Index entries left for ``execution_id`` (so a purge that forgets an index shows)."""
-    owned: dict[str, Owned[Any]] = {
-        "marks": data.marks_of,
-        "timers": data.timers_of,
-        "outbox": data.outbox_of,
-        "spawns": data.spawns_of,
-    }
-    labels = [f"index:{name}" for name, index in owned.items() if execution_id in index.by_id]
-    labels += [f"index:id:{eid}" for eid in data.ids.keys if eid == execution_id]
-    labels += [f"index:due:{path}" for _, eid, path in data.due.keys if eid == execution_id]
-    labels += [f"index:age:{event}" for _, eid, event in data.ages.keys if eid == execution_id]
-    labels += [
-        f"index:ready:{priority}"
-        for priority, index in data.ready.items()
-        for _, key in index.keys
-        if key == execution_id
-    ]
+        labels = ["execution"] if eid in data.executions else []
+        labels += [f"processed:{event}" for event in data.processed.get(eid, {})]
+        labels += [f"timer:{path}" for path in data.timers.get(eid, {})]
+        labels += [f"outbox:{s}" for s, row in data.outbox.items() if row.target_id == eid]
+        labels += [f"spawn:{s}" for s, row in data.spawns.items() if row.parent_id == eid]
+        labels += [f"trace:{index}" for index in data.trace.get(eid, {})]
+        labels += ["trace-ring"] if eid in data.trace else []
+        labels += ["trace-counter"] if eid in data.last_trace_index else []
+        labels += ["work"] if eid in data.work else []
+        labels += ["index:outbox"] if eid in data.outbox_of else []
+        labels += ["index:spawns"] if eid in data.spawns_of else []
+        labels += [f"index:id:{eid}" for key in data.ids if key == eid]
+        labels += [f"index:due:{path}" for _, key, path in data.due if key == eid]
+        labels += [f"index:age:{event}" for _, key, event in data.ages if key == eid]
+        labels += [
+            f"index:ready:{priority}"
+            for priority, index in data.ready.items()
+            for _, key in index
+            if key == eid
+        ]
     return labels
 
 
