@@ -93,12 +93,12 @@ def test_an_existing_store_is_listed(
 
 
 def test_a_missing_named_memory_dataset_is_not_created() -> None:
-    from harel.store.memory import _options
+    from harel.store.memory import _spec
 
     name = f"nope{uuid.uuid4().hex[:8]}"
     with pytest.raises(StoreNotFound, match="there is no memory store"):
         open_store(f"memory://{name}", create=False)
-    assert name not in _options._NAMED
+    assert name not in _spec._NAMED
     open_store(f"memory://{name}").close()  # a writer creates it
     open_store(f"memory://{name}", create=False).close()
 

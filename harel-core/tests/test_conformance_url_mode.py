@@ -21,7 +21,7 @@ BROKEN_STORE = '''
 """A memory store without a version check on update (the planted bug)."""
 
 from harel.registry import StoreBackend, register
-from harel.store.memory._capabilities import CAPABILITIES
+from harel.store.memory._spec import CAPABILITIES
 from harel.store.memory.aio import AsyncDictStore
 from harel.store.memory.sync import DictStore
 from harel.store.memory.testing import MemoryHarness

@@ -118,7 +118,7 @@ def test_import_harel_does_not_discover_and_listing_imports_no_driver() -> None:
         import harel
         import harel.registry as r
         from harel.registry._core import REGISTRY
-        print(REGISTRY.discovered, "harel.store.memory._plugin" in sys.modules)
+        print(REGISTRY.discovered, "harel.store.memory._spec" in sys.modules)
         names = sorted(b.name for b in r.available_backends() if b.status == "ok")
         print("memory" in names and "sqlite" in names)
         print(any(m.startswith(("harel_store_sqlite.sync", "aiosqlite")) for m in sys.modules))
@@ -134,7 +134,7 @@ def test_installed_first_party_backends_are_discovered(ghost: FirstParty) -> Non
     rows = {row.name: row for row in registry.available_backends()}
     memory, sqlite = rows["memory"], rows["sqlite"]
     assert (memory.status, memory.distribution, memory.schemes) == ("ok", "harel-core", ("memory",))
-    assert memory.entry_point == "memory = harel.store.memory._plugin"
+    assert memory.entry_point == "memory = harel.store.memory._spec:SPEC"
     assert memory.capabilities == DictStore.capabilities
     assert (sqlite.status, sqlite.distribution, sqlite.schemes) == (
         "ok",
@@ -404,7 +404,7 @@ def test_public_names() -> None:
 @pytest.mark.parametrize(
     ("plugin", "forbidden"),
     [
-        ("harel.store.memory._plugin", ("harel.store.memory.sync", "harel.store.memory.aio")),
+        ("harel.store.memory._spec", ("harel.store.memory.sync", "harel.store.memory.aio")),
         ("harel_store_sqlite._spec", ("sqlite3", "aiosqlite", "harel_store_sqlite.sync")),
     ],
 )

@@ -187,7 +187,7 @@ def test_run_conformance_reports_failures(tmp_path: Path) -> None:
 PLUGIN_MODULE = """
 {imports}
 from harel.registry import StoreBackend, hookimpl
-from harel.store.memory._capabilities import CAPABILITIES
+from harel.store.memory._spec import CAPABILITIES
 
 
 @hookimpl
@@ -222,7 +222,7 @@ def test_plugin_import_check_names_what_a_plugin_loads(
     imports its store modules or the engine; a clean one passes."""
     from harel.conformance.suite._processes import plugin_problems
     from harel.registry import StoreBackend
-    from harel.store.memory._capabilities import CAPABILITIES
+    from harel.store.memory._spec import CAPABILITIES
 
     (tmp_path / "fake_plugin.py").write_text(PLUGIN_MODULE.format(imports=imports))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))

@@ -13,8 +13,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from harel.store.common.threaded import SyncHops
 from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
-from harel.store.memory._capabilities import CAPABILITIES
-from harel.store.memory._options import data_for_url
+from harel.store.memory._spec import CAPABILITIES, SPEC
 from harel.store.memory._tables import MemoryData
 from harel.store.memory.sync import DictStore
 
@@ -51,7 +50,7 @@ class AsyncDictStore(SyncHops[DictStore]):
     @classmethod
     async def from_url(cls, url: str = "memory://", **knobs: Any) -> Self:
         """``memory://`` is a fresh store; ``memory://NAME`` shares NAME's data in this process."""
-        return cls(data_for_url(url), **knobs)
+        return cls(**SPEC.open_args(url, knobs).arguments)
 
     @property
     def data(self) -> MemoryData:

@@ -75,8 +75,7 @@ from harel.store.contract import (
     TimerOp,
 )
 from harel.store.errors import ExecutionActive, ExecutionAlreadyExists, ExecutionNotFound
-from harel.store.memory._capabilities import CAPABILITIES
-from harel.store.memory._options import data_for_url
+from harel.store.memory._spec import CAPABILITIES, SPEC
 from harel.store.memory._tables import (
     MemoryData,
     OutboxRow,
@@ -117,7 +116,7 @@ class DictStore:
     @classmethod
     def from_url(cls, url: str = "memory://", **knobs: Any) -> Self:
         """``memory://`` is a fresh store; ``memory://NAME`` shares NAME's data in this process."""
-        return cls(data_for_url(url), **knobs)
+        return cls(**SPEC.open_args(url, knobs).arguments)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(executions={len(self.data.executions)})"

@@ -7,8 +7,7 @@ from typing import ClassVar
 
 from harel.conformance.harness import StoreHarness
 from harel.store.contract import Capabilities
-from harel.store.memory._capabilities import CAPABILITIES
-from harel.store.memory._options import dataset_name
+from harel.store.memory._spec import CAPABILITIES, dataset_name
 from harel.store.memory._tables import MemoryData
 from harel.store.memory.aio import AsyncDictStore
 from harel.store.memory.sync import DictStore
