@@ -36,6 +36,7 @@ RUNTIME = {
     "harel-store-mongo",
     "harel-store-dynamodb",
     "harel-example-jsondir",
+    "harel-tutorial-store",
 }
 """Every distribution a user installs to run stores (harel-testing is the only test one)."""
 TEST_ONLY = {
