@@ -42,8 +42,9 @@ from typing import Any
 from common import execution, interleaved, rate
 from harel.conformance.harness import StoreHarness
 from harel.model import Execution
-from harel.store.common import MAX_DOCUMENT_BYTES, encode_execution, receipt_slot
-from harel.store.common.commit import bump_and_prepare, stored_as
+from harel.store.common.codec import encode_execution
+from harel.store.common.commit import bump_and_prepare, receipt_slot, stored_as
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
 from harel.store.common.payload_scan import execution_ok
 from harel.store.common.sql import SQLITE, statements_for
 from harel.store.common.sql.harness import RAW_UPDATE

@@ -1,7 +1,7 @@
 """Async store against its sync store, same backend, one run: issues 6 and 10's 0.8x target.
 
 For each backend whose async store is the thread adapter
-(:class:`harel.store.common.ThreadedAsyncStore`: SQLite in ``synchronous=NORMAL`` and ``FULL``,
+(:class:`harel.store.author.ThreadedAsyncStore`: SQLite in ``synchronous=NORMAL`` and ``FULL``,
 libSQL, rqlite on its local test node), one dataset, one sync and one async store over it, and
 these loops taking turns round after round (the median of the rounds is reported):
 
@@ -37,7 +37,7 @@ from typing import Any
 
 from common import FULL, QUICK, Target, execution, open_twins, side_writes, targets
 from harel.model import Execution
-from harel.store.common import ThreadedRunner
+from harel.store.common.threaded import ThreadedRunner
 
 TARGET = 0.8
 BACKENDS = ("sqlite", "libsql", "rqlite")

@@ -15,7 +15,7 @@ import pytest
 import throughput
 from common import FAR_FUTURE, Mode, Target, execution, open_harness, targets
 from harel.conformance.harness import RawSide, StoreHarness
-from harel.store.common import encode_execution
+from harel.store.common.codec import encode_execution
 from plain import PlainRaw, plain_raw
 from report import Results, _throughput
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from common import Mode, Target, arate, execution, interleaved, open_twins, rate, side_writes
 from harel.conformance.harness import RawSide, RawSideCommit, StoreHarness
-from harel.store.common import encode_event, encode_execution, encode_trace_step
+from harel.store.common.codec import encode_event, encode_execution
+from harel.store.common.trace import encode_trace_step
 from plain import PlainRaw, plain_raw
 
 STATE_VS_PLAIN = 0.8

@@ -7,26 +7,19 @@ from datetime import UTC, datetime
 
 import pytest
 from harel.model import Event, Execution, ExecutionSummary, Status
-from harel.store.common import (
-    cas_decision,
-    collapse_timer_ops,
-    committing,
-    connect_with_retry,
-    decode_cursor,
-    decode_execution,
-    decode_trace_step,
-    dumps,
-    encode_cursor,
-    encode_execution,
-    encode_trace_step,
-    listing_query,
-    loads,
-    page_from_probe,
+from harel.store.common.codec import decode_execution, dumps, encode_execution, loads
+from harel.store.common.commit import cas_decision, collapse_timer_ops, committing
+from harel.store.common.listing import decode_cursor, encode_cursor, listing_query, page_from_probe
+from harel.store.common.retry import connect_with_retry
+from harel.store.common.trace import decode_trace_step, encode_trace_step, trace_keep_from
+from harel.store.common.urls import (
+    knob_bool,
+    knob_choice,
+    knob_float,
+    knob_int,
     parse_store_url,
     redact_url,
-    trace_keep_from,
 )
-from harel.store.common.urls import knob_bool, knob_choice, knob_float, knob_int
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     InvalidCursor,

@@ -14,18 +14,13 @@ from typing import Any
 
 import pytest
 from harel.model import ChildState, Event, Execution, Status
-from harel.store.common import (
-    MAX_INT,
-    MAX_NESTING_DEPTH,
-    MIN_INT,
-    committing,
-    decode_execution,
-    dumps,
-    encode_trace_step,
-)
 from harel.store.common import commit as commit_module
 from harel.store.common import payloads as payloads_module
+from harel.store.common.codec import decode_execution, dumps
+from harel.store.common.commit import committing
+from harel.store.common.limits import MAX_INT, MAX_NESTING_DEPTH, MIN_INT
 from harel.store.common.payload_scan import execution_ok, field_ok, key_ok, record_ok
+from harel.store.common.trace import encode_trace_step
 from harel.store.contract import TimerOp
 from harel.store.errors import InvalidPayload
 from hypothesis import given, settings

@@ -6,7 +6,8 @@ import sys
 import types
 
 import pytest
-from harel.store.common import lazy_exports, retry_arguments
+from harel.store.common.lazy import lazy_exports
+from harel.store.common.retry import retry_arguments
 from harel.store.errors import StoreUnavailable
 
 

@@ -11,12 +11,27 @@ from typing import Any
 
 import pytest
 from harel.model import ChildState, Event, Execution, Status
-from harel.store.common import (
+from harel.store.common.codec import (
+    check_max_bytes,
+    decode_event,
+    decode_execution,
+    dumps,
+    encode_execution,
+    loads,
+)
+from harel.store.common.commit import collapse_timer_ops, committing
+from harel.store.common.limits import (
     MAX_DOCUMENT_BYTES,
     MAX_ID_BYTES,
     MAX_INT,
     MAX_NESTING_DEPTH,
     MIN_INT,
+)
+from harel.store.common.listing import encode_cursor, listing_query
+from harel.store.common.payloads import CHECKED_FIELDS
+from harel.store.common.sweeps import sweep_limit
+from harel.store.common.trace import decode_trace_step, encode_trace_step
+from harel.store.common.validate import (
     check_count,
     check_event_ref,
     check_flag,
@@ -27,21 +42,7 @@ from harel.store.common import (
     check_prune,
     check_seq,
     check_timer_ref,
-    collapse_timer_ops,
-    committing,
-    decode_event,
-    decode_execution,
-    decode_trace_step,
-    dumps,
-    encode_cursor,
-    encode_execution,
-    encode_trace_step,
-    listing_query,
-    loads,
-    sweep_limit,
 )
-from harel.store.common.codec import check_max_bytes
-from harel.store.common.payloads import CHECKED_FIELDS
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     InvalidArgument,

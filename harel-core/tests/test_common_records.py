@@ -10,14 +10,9 @@ from typing import Any
 
 import pytest
 from harel.model import KEEP_UNKNOWN_FIELDS, Event, Execution
-from harel.store.common import (
-    AsyncPlanStore,
-    prepare_import,
-    record_digest,
-    schema_verdict,
-    trim_record_trace,
-)
-from harel.store.common.plan_store import Op
+from harel.store.common.plan_store import AsyncPlanStore, Op
+from harel.store.common.records import prepare_import, record_digest, trim_record_trace
+from harel.store.common.schema_version import schema_verdict
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry
 from harel.store.errors import (
     InvalidArgument,

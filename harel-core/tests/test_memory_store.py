@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution, ExecutionSummary, Status
 from harel.store import TimerOp
-from harel.store.common import committing, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
 from harel.store.contract import ExecutionRecord, OutboxEntry
 from harel.store.errors import (
     AlreadyProcessed,

@@ -26,7 +26,7 @@ from harel.migrate import (
 from harel.migrate.rehearsal import populate, rehearse
 from harel.model import Event, Execution
 from harel.registry import open_store
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionRecord, ExecutionStore, TimerOp
 from harel.store.errors import PayloadTooLarge
 from harel.store.memory import DictStore

@@ -18,7 +18,7 @@ from harel.migrate import source_ids, verify
 from harel.migrate._testing import HELD, HOLD_AFTER
 from harel.migrate.rehearsal import populate, rehearse
 from harel.registry import harness_for_url, open_store
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionStore
 
 PAIRS = [

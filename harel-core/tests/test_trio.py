@@ -13,17 +13,12 @@ import anyio
 import anyio.lowlevel
 import pytest
 from harel.model import Execution
-from harel.store.common import (
-    MAX_DOCUMENT_BYTES,
-    AsyncPlanStore,
-    Offload,
-    PlanStore,
-    PreparedCommit,
-    current_library,
-    decode_execution,
-    drive,
-)
-from harel.store.common.plan_store import Op
+from harel.store.common.codec import decode_execution
+from harel.store.common.commit import PreparedCommit
+from harel.store.common.drive import drive
+from harel.store.common.limits import MAX_DOCUMENT_BYTES
+from harel.store.common.offload import Offload, current_library
+from harel.store.common.plan_store import AsyncPlanStore, Op, PlanStore
 from harel.store.common.threaded import ThreadedAsyncStore, ThreadedRunner
 from harel.store.errors import StoreError, UnsupportedEventLoop
 from harel.store.memory import CAPABILITIES, AsyncDictStore, DictStore

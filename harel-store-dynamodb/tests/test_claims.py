@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import committing, drive, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.drive import drive
 from harel.store.contract import TimerOp
 from harel_store_dynamodb import _open
 from harel_store_dynamodb._plan import Operations

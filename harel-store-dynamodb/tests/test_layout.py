@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import release_of
+from harel.store.common.schema_version import release_of
 from harel.store.errors import SchemaVersionError
 from harel_store_dynamodb import _open
 from harel_store_dynamodb._schema import META_KEY, SCHEMA_VERSION, exe_key

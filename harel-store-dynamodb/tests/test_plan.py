@@ -23,7 +23,9 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from harel.model import Event, Execution
-from harel.store.common import committing, prepare_enqueue, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.enqueue import prepare_enqueue
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,

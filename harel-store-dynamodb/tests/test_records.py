@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionRecord, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, StoreUnavailable
 from harel_store_dynamodb import DynamoDBStore

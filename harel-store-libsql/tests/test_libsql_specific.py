@@ -31,7 +31,7 @@ from harel.registry import (
     store_settings_from_env,
 )
 from harel.store import TimerOp
-from harel.store.common import MAX_INT
+from harel.store.common.limits import MAX_INT
 from harel.store.common.sql import SCHEMA_VERSION, Statement
 from harel.store.common.sql.testing import full_commit_args
 from harel.store.errors import (

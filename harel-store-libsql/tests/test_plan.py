@@ -16,7 +16,8 @@ from typing import Any
 import libsql  # type: ignore[import-untyped]
 import pytest
 from harel.model import Event
-from harel.store.common import drive, prepare_enqueue
+from harel.store.common.drive import drive
+from harel.store.common.enqueue import prepare_enqueue
 from harel.store.common.sql import SQLITE, Rendered, Statement, statements_for
 from harel.store.errors import InvalidPayload
 from harel_store_libsql._driver import bindable, execute

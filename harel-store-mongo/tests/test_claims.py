@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import committing
+from harel.store.common.commit import committing
 from harel.store.contract import TimerOp
 from harel_store_mongo import MongoStore
 from harel_store_mongo._calls import issue

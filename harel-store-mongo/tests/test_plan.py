@@ -14,14 +14,11 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import (
-    collapse_timer_ops,
-    committing,
-    listing_query,
-    prepare_enqueue,
-    prepare_import,
-    relay_due,
-)
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import collapse_timer_ops, committing
+from harel.store.common.enqueue import prepare_enqueue
+from harel.store.common.listing import listing_query
+from harel.store.common.records import prepare_import
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreCorrupted
 from harel_store_mongo import MongoStore

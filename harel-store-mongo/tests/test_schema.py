@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import encode_event, encode_execution, relay_due, release_of
+from harel.store.common.claims import relay_due
+from harel.store.common.codec import encode_event, encode_execution
+from harel.store.common.schema_version import release_of
 from harel.store.contract import Claim
 from harel.store.errors import AlreadyProcessed, SchemaVersionError
 from harel_store_mongo import MongoStore

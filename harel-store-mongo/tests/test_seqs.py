@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution
-from harel.store.common import committing
+from harel.store.common.commit import committing
 from harel.store.contract import TimerOp
 from harel.store.errors import StoreCorrupted
 from harel_store_mongo import MongoStore, _claims, _plan, _records

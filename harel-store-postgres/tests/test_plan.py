@@ -11,14 +11,11 @@ import psycopg
 import psycopg_pool
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import (
-    committing,
-    import_touches,
-    listing_query,
-    prepare_enqueue,
-    prepare_import,
-    relay_due,
-)
+from harel.store.common.claims import import_touches, relay_due
+from harel.store.common.commit import committing
+from harel.store.common.enqueue import prepare_enqueue
+from harel.store.common.listing import listing_query
+from harel.store.common.records import prepare_import
 from harel.store.common.sql.requests import Result, Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from harel.conformance.proxy import CountingProxy
 from harel.model import Event, Execution, Status
-from harel.store.common import listing_query
+from harel.store.common.listing import listing_query
 from harel.store.common.sql.requests import Statement
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (

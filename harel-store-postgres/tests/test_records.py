@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from harel.model import Event, Execution, Status
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,

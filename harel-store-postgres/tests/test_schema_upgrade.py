@@ -11,7 +11,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from harel.store.common import record_digest, relay_due, release_of
+from harel.store.common.claims import relay_due
+from harel.store.common.records import record_digest
+from harel.store.common.schema_version import release_of
 from harel.store.contract import TimerOp
 from harel.store.errors import AlreadyProcessed, SchemaVersionError, StoreConflict
 from harel_store_postgres import PostgresStore

@@ -16,7 +16,7 @@ from harel.conformance.suite.claims import claim_content
 from harel.model import Event, Execution
 from harel.store.common import commit as commit_module
 from harel.store.common import plan_store as plan_store_module
-from harel.store.common import relay_due
+from harel.store.common.claims import relay_due
 from harel.store.contract import Claim, TimerOp
 from harel.store.errors import AlreadyProcessed, LeaseLost
 from harel.store.memory import DictStore

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 from harel.model import Event, Execution, Status
-from harel.store.common import record_digest, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionRecord, OutboxEntry, TimerOp
 from harel.store.errors import (
     ExecutionAlreadyExists,

@@ -12,13 +12,10 @@ from typing import Any
 import pytest
 import redis.exceptions as rex
 from harel.model import Event, Execution, Status
-from harel.store.common import (
-    committing,
-    encode_cursor,
-    listing_query,
-    prepare_enqueue,
-    relay_due,
-)
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.enqueue import prepare_enqueue
+from harel.store.common.listing import encode_cursor, listing_query
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     AlreadyProcessed,

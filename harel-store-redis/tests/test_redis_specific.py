@@ -23,7 +23,7 @@ import redis
 from harel.conformance.proxy import CountingProxy, FaultProxy
 from harel.conformance.suite._base import SyncAsAsync, run_inline
 from harel.model import Event, Execution, Status
-from harel.store.common import in_settled_write
+from harel.store.common.plan_store import in_settled_write
 from harel.store.contract import TimerOp
 from harel.store.errors import (
     AlreadyProcessed,
@@ -615,7 +615,7 @@ async def test_async_an_unreachable_server_is_plainly_unavailable(
 
 
 def committing_prepared(exe: Execution, emits: Any, **effects: Any) -> Any:
-    from harel.store.common import committing
+    from harel.store.common.commit import committing
 
     return committing(exe, emits, **effects)
 

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode
 import pytest
 import redis
 from harel.model import Event, Execution
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import TimerOp
 from harel.store.errors import StoreConfigError
 from harel_store_redis import RedisStore

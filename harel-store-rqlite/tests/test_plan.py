@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution
 from harel.store import TimerOp
-from harel.store.common import committing, prepare_enqueue, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.enqueue import prepare_enqueue
 from harel.store.common.sql import RQLITE, Batch, Result, Statement
 from harel.store.errors import (
     AlreadyProcessed,

@@ -29,7 +29,8 @@ from harel.conformance.suite import SyncAsAsync
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
 from harel.store import TimerOp
-from harel.store.common import encode_execution, release_of
+from harel.store.common.codec import encode_execution
+from harel.store.common.schema_version import release_of
 from harel.store.common.sql import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
     VERSION_3_INDEXES,

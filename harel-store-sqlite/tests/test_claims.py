@@ -18,7 +18,7 @@ import pytest
 from harel.conformance.suite.claims import claim_content
 from harel.model import Event, Execution
 from harel.store import TimerOp
-from harel.store.common import drive
+from harel.store.common.drive import drive
 from harel.store.common.sql import RQLITE, SQLITE, Dialect, Result, SqlContract, SqlOp, SqlPlan
 from harel.store.common.sql.requests import Statement
 from harel.store.common.sql.testing import execute

@@ -12,7 +12,11 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution, Status
 from harel.store import TimerOp
-from harel.store.common import committing, drive, listing_query, prepare_enqueue, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.drive import drive
+from harel.store.common.enqueue import prepare_enqueue
+from harel.store.common.listing import listing_query
 from harel.store.common.sql import (
     RQLITE,
     SCHEMA_VERSION,

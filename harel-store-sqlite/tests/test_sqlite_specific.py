@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution, Status
 from harel.store import TimerOp
-from harel.store.common import encode_cursor, listing_query
+from harel.store.common.listing import encode_cursor, listing_query
 from harel.store.common.sql import SCHEMA_VERSION, Statement
 from harel.store.common.sql.testing import (
     TABLES,

@@ -8,14 +8,11 @@ from typing import Any
 
 import pytest
 from harel import Event, Execution, Status, StoreConflict, TimerOp
-from harel.store.common import (
-    ListingQuery,
-    committing,
-    drive,
-    listing_query,
-    prepare_enqueue,
-    relay_due,
-)
+from harel.store.common.claims import relay_due
+from harel.store.common.commit import committing
+from harel.store.common.drive import drive
+from harel.store.common.enqueue import prepare_enqueue
+from harel.store.common.listing import ListingQuery, listing_query
 from harel.store.errors import AlreadyProcessed, ExecutionActive, LeaseLost, StoreCorrupted
 from harel_example_jsondir import _schema
 from harel_example_jsondir._plan import PLAN, Plan, Read, Request, Write

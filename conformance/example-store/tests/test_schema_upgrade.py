@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from harel import Event, Execution
-from harel.store.common import encode_event, encode_execution, relay_due
+from harel.store.common.claims import relay_due
+from harel.store.common.codec import encode_event, encode_execution
 from harel.store.errors import SchemaVersionError
 from harel_example_jsondir import JsonDirStore, _schema
 

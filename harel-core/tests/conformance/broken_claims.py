@@ -10,8 +10,13 @@ import dataclasses
 import math
 from typing import Any
 
-from harel.store.common import WorkRow, import_touches, lease_lost, work_touches
-from harel.store.common.claims import check_release
+from harel.store.common.claims import (
+    WorkRow,
+    check_release,
+    import_touches,
+    lease_lost,
+    work_touches,
+)
 from harel.store.common.commit import PreparedCommit
 from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.records import PreparedImport

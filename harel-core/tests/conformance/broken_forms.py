@@ -15,7 +15,8 @@ import pytest
 from broken_stores import BrokenHarness, Bug, _everything
 from harel.conformance.harness import StoreHarness
 from harel.model import Execution, ExecutionPage
-from harel.store.common import ListingQuery, PreparedCommit, page_from_probe
+from harel.store.common.commit import PreparedCommit
+from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.validate import check_event_ref, check_id
 from harel.store.memory import DictStore, MemoryData
 

@@ -25,20 +25,17 @@ import pytest
 from broken_claims import CLAIM_STORES
 from harel.conformance.harness import StoreHarness
 from harel.model import ChildState, Event, Execution, ExecutionPage, ExecutionSummary
-from harel.store.common import (
-    ListingQuery,
+from harel.store.common.commit import (
     PreparedCommit,
     PreparedEmit,
-    PreparedImport,
     already_processed,
     base_holds,
     cas_decision,
     committing,
     conflict,
-    encode_cursor,
-    listing_query,
-    page_from_probe,
 )
+from harel.store.common.listing import ListingQuery, encode_cursor, listing_query, page_from_probe
+from harel.store.common.records import PreparedImport
 from harel.store.common.validate import check_prune, check_timer_ref
 from harel.store.contract import DEFAULT_PRUNE_BATCH, Capabilities, DueTimer, ExecutionRecord
 from harel.store.errors import AlreadyProcessed

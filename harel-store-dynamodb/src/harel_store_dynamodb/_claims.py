@@ -2,12 +2,12 @@
 
 * claim: one GSI1 ``Query`` per priority tier and shard (``W<p>.<n>``, ``g1s <= key(now)``,
   ``Limit`` = the claim's limit, plus the ties of a shard's last entry), merged in
-  :func:`~harel.store.common.claim_order`; then, per row while the unit budget lasts, a
+  :func:`~harel.store.author.claim_order`; then, per row while the unit budget lasts, a
   conditional ``UpdateItem`` leases it (the row must still sit in the tier and ready time the
   index showed: of racing claimers exactly one wins a row), the group's units are read
   (its timers: one consistent ``Query`` of its partition; the outbox entries targeted at it:
   one ``Query`` per ``O`` shard; the spawn intents it wrote: one ``Query`` of its ``S``
-  shard), and :func:`~harel.store.common.take_units` builds the claim.  An early row (nothing
+  shard), and :func:`~harel.store.author.take_units` builds the claim.  An early row (nothing
   due) is repaired (re-dated or deleted) under the ``wv`` its lease returned; a commit that
   touched it meanwhile makes the claim read its units again.
 * renew: one conditional ``UpdateItem`` (holder, unexpired).
@@ -63,7 +63,7 @@ from harel_store_dynamodb._work import (
 
 RELAY_SETTLE = 2.0
 """Seconds a relay unit may take to show in GSI1 (eventually consistent on AWS): a row found
-empty whose relay date (:func:`~harel.store.common.relay_due`) is less than this old by this
+empty whose relay date (:func:`~harel.store.author.relay_due`) is less than this old by this
 process's clock is put back as it was instead of dropped, so a unit written just before is
 never orphaned (the next claim looks again)."""
 

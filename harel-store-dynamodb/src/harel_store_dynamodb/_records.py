@@ -212,7 +212,7 @@ def _transaction(
     work: WorkHints | None = None,
 ) -> tuple[list[Action], frozenset[int], list[Item], dict[int, str | None]]:
     """The import's transaction, its relay action indexes, the items written before it, and
-    its work-row actions by index (the touches of :func:`harel.store.common.import_touches`,
+    its work-row actions by index (the touches of :func:`harel.store.author.import_touches`,
     built from the rows ``work`` last saw)."""
     commit = _as_commit(prepared)
     shard = shard_of(prepared.execution_id, shards)

@@ -2,7 +2,7 @@
 
 The meta item (``pk=meta, sk=schema``) records ``schema`` (the layout version) and
 ``written_by`` (the release that wrote it).  :func:`settle_layout` asks
-:func:`harel.store.common.schema_verdict` what to do and does it:
+:func:`harel.store.author.schema_verdict` what to do and does it:
 
 * ``create`` — put the meta item under ``attribute_not_exists`` (a racing opener's item wins;
   it is read back and judged again);

@@ -10,7 +10,7 @@ sorted by the order-preserving key of ``ready_at``: a claim reads "ready rows of
 ``p``" as one ``Query`` per tier and shard.
 
 DynamoDB cannot compute ``min(ready_at, due)`` in an update, so a commit's touches are
-``Put`` actions of the row as :func:`harel.store.common.touch` makes it from the row this
+``Put`` actions of the row as :func:`harel.store.author.touch` makes it from the row this
 store last saw (a per-store hint, :class:`WorkHints`; unknown: assumed absent), each guarded by
 ``wv`` being what was seen (``attribute_not_exists`` for an absent row).  A refused guard
 returns the stored row (``ALL_OLD``) and the commit is rebuilt from it.  Since every write of

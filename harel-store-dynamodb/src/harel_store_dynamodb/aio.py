@@ -1,7 +1,7 @@
 """``AsyncDynamoDBStore``: the asyncio store over an aioboto3 (aiobotocore) DynamoDB client.
 
-Every contract method is :class:`harel.store.common.AsyncPlanStore`'s, running the same plans
-as the sync store through :func:`harel.store.common.adrive`.  Cancellation: a started write
+Every contract method is :class:`harel.store.author.AsyncPlanStore`'s, running the same plans
+as the sync store through :func:`harel.store.author.adrive`.  Cancellation: a started write
 runs to its end before ``CancelledError`` is re-raised (``AsyncPlanStore._settle``: a
 ``TransactWriteItems`` cannot be taken back once sent), so a cancelled ``commit`` either did not
 start or finished, and ``exe.version`` says which; the wait is bounded by the client's

@@ -1,7 +1,7 @@
 """``DynamoDBStore``: the synchronous store over a boto3 DynamoDB client.
 
-Every contract method is :class:`harel.store.common.PlanStore`'s, running one plan of
-:class:`~harel_store_dynamodb._plan.Operations` through :func:`harel.store.common.drive`.
+Every contract method is :class:`harel.store.author.PlanStore`'s, running one plan of
+:class:`~harel_store_dynamodb._plan.Operations` through :func:`harel.store.author.drive`.
 The store owns its client unless one is injected (then closing the store leaves it open).
 boto3 clients are thread-safe, so threads may share one store.
 """

@@ -1,7 +1,7 @@
 """``AsyncLibsqlStore``: the asyncio twin of :class:`~harel_store_libsql.sync.LibsqlStore`.
 
 The ``libsql`` driver is synchronous only.  This store is a
-:class:`~harel.store.common.ThreadedAsyncStore`: one ``LibsqlStore`` owned by one worker
+:class:`~harel.store.author.ThreadedAsyncStore`: one ``LibsqlStore`` owned by one worker
 thread, every contract method running the sync method *whole* in that thread (a whole commit —
 plan and every statement — is one thread hop).  Operations of one store are serialised in
 submission order and never share the connection between overlapping transactions; a

@@ -1,6 +1,6 @@
 """What ``MongoStore`` and ``AsyncMongoStore`` share besides their driver: the client they
 wrap, the settings and the plan (every contract method comes from
-:class:`harel.store.common.PlanStore` / ``AsyncPlanStore``).  Imports no driver."""
+:class:`harel.store.author.PlanStore` / ``AsyncPlanStore``).  Imports no driver."""
 
 from __future__ import annotations
 

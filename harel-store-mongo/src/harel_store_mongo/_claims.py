@@ -27,7 +27,7 @@ A state-only commit touches nothing and sends nothing extra; a re-sent commit re
 receipt writes no document again (its touches are re-applied: idempotent, they only lower).
 
 **A claim**: one ``find`` per priority tier on index ``work_ready`` (``ready_at <= now``, at most
-``limit`` rows, by ``(ready_at, _id)``), merged in :func:`~harel.store.common.claim_order`; then
+``limit`` rows, by ``(ready_at, _id)``), merged in :func:`~harel.store.author.claim_order`; then
 per row while the unit budget lasts one ``aggregate`` reading the group's units and one write:
 the lease, a ``find_one_and_update`` filtered on the row as read (its ``ready_at``, which is
 ``<= now``, and its ``owner``: atomic on the row, so of racing claimers exactly one leases it

@@ -1,6 +1,6 @@
 """The IO-free plan of the MongoDB store: the requests each operation sends and how replies
 become values.  ``sync.py`` (PyMongo) and ``aio.py`` (PyMongo async / motor) only execute these
-plans through :func:`harel.store.common.drive` / :func:`~harel.store.common.adrive`, under the
+plans through :func:`harel.store.author.drive` / :func:`~harel.store.author.adrive`, under the
 contract's method names (:class:`~harel_store_mongo._contract.MongoPlan`).
 
 Round trips (each request is one server call; a cursor holding more than one batch adds a

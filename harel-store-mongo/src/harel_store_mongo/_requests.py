@@ -686,7 +686,7 @@ def work_id(key: str | None) -> str:
 
 
 def touch_request(changes: Sequence[WorkTouch]) -> Request:
-    """Apply :func:`harel.store.common.touch` to rows (one request): an upsert per row, an
+    """Apply :func:`harel.store.author.touch` to rows (one request): an upsert per row, an
     unordered ``bulk_write`` of them for several rows (``args[0]``: ``(filter, pipeline)``
     pairs, which the drivers turn into upserting ``UpdateOne`` operations)."""
     updates = tuple(_touch(change) for change in changes)

@@ -1,7 +1,7 @@
 """``AsyncMongoStore``: the asyncio twin of :class:`~harel_store_mongo.sync.MongoStore`.
 
-Every contract method is :class:`harel.store.common.AsyncPlanStore`'s; it runs the same plans
-through :func:`harel.store.common.adrive` over PyMongo's own async API
+Every contract method is :class:`harel.store.author.AsyncPlanStore`'s; it runs the same plans
+through :func:`harel.store.author.adrive` over PyMongo's own async API
 (``pymongo.AsyncMongoClient``, opened by :meth:`AsyncMongoStore.from_url`) or over an injected
 motor ``AsyncIOMotorClient`` (motor reached end of life in May 2026; it keeps working here for
 users who still run it, and mongomock-motor is the tests' stand-in).

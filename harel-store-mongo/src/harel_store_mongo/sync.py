@@ -1,7 +1,7 @@
 """``MongoStore``: the synchronous MongoDB store over PyMongo.
 
-Every contract method is :class:`harel.store.common.PlanStore`'s, running one plan of
-:class:`~harel_store_mongo._contract.MongoPlan` through :func:`harel.store.common.drive`; each
+Every contract method is :class:`harel.store.author.PlanStore`'s, running one plan of
+:class:`~harel_store_mongo._contract.MongoPlan` through :func:`harel.store.author.drive`; each
 request is one call on the client's collections, so the store is as thread-safe as
 ``MongoClient`` (fully).
 """

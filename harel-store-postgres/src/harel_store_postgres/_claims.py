@@ -77,7 +77,7 @@ def claim_statement(owner: str, now: float, expires: float, limit: int) -> State
 
 def claims_from(result: Result, owner: str, now: float, expires: float) -> list[Claim]:
     """The claims ``harel_claim`` returned, in claim order, decoded (a relay record that does
-    not decode becomes a placeholder unit: :func:`~harel.store.common.outbox_or_damaged`)."""
+    not decode becomes a placeholder unit: :func:`~harel.store.author.outbox_or_damaged`)."""
     return [_claim(row, owner, now, expires) for row in result.rows]
 
 
@@ -116,7 +116,7 @@ def renew_statement(owner: str, key: str | None, now: float, expires: float) -> 
 
 def release_statement(owner: str, key: str | None, retry_at: float | None, now: float) -> Statement:
     """The one call of ``harel_release`` (``now``: this process's clock, which dates the relay
-    units left: :func:`~harel.store.common.relay_due`)."""
+    units left: :func:`~harel.store.author.relay_due`)."""
     return Statement(_RELEASE, (owner, stored_key(key), retry_at, relay_due(now)))
 
 

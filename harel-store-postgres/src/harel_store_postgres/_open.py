@@ -1,6 +1,6 @@
 """Opening a schema: create the layout, upgrade an older one in place, or refuse a newer one.
 
-The verdict is :func:`harel.store.common.schema_verdict`'s.  A schema at the current version
+The verdict is :func:`harel.store.author.schema_verdict`'s.  A schema at the current version
 costs two probes and writes nothing; so does a refused one (a newer layout, one older than any
 upgrade, or a foreign one: an ``executions`` table without the version table), before anything
 is written.  Creating or upgrading runs in one transaction that

@@ -456,7 +456,7 @@ commit."""
 
 
 def touch_work_sql(table: str, key: str, priority: str, due: str, own: str) -> str:
-    """The touch rule (:func:`harel.store.common.touch`) of one work row as one ``INSERT ...
+    """The touch rule (:func:`harel.store.author.touch`) of one work row as one ``INSERT ...
     ON CONFLICT`` on ``table``, over the SQL expressions of the touch's key, priority, due
     time and own flag: an absent row is inserted free at ``due``; a free row's ``ready_at``
     drops to ``due`` when that is earlier; a leased row keeps its lease's expiry; the
@@ -689,7 +689,7 @@ UPGRADE_TO_4: tuple[str, ...] = (
 """,
     ),
     # release: held by p_owner (expired or not), the row is re-dated from what is left
-    # (harel.store.common.next_ready): relay units at p_relay_at (relay_due of the caller's
+    # (harel.store.author.next_ready): relay units at p_relay_at (relay_due of the caller's
     # clock), timers at fire_at, none before p_retry_at (when given); a group with no unit
     # left loses its row.
     _lease_function(

@@ -1,10 +1,10 @@
 """``AsyncPostgresStore``: the asyncio twin of :class:`~harel_store_postgres.sync.PostgresStore`.
 
-The contract methods are :class:`harel.store.common.AsyncPlanStore`'s, over the same plan and
+The contract methods are :class:`harel.store.author.AsyncPlanStore`'s, over the same plan and
 layout; this module only owns the connections: a :class:`psycopg_pool.AsyncConnectionPool` of
 autocommit connections, shared by any number of tasks.
 
-Cancellation is :class:`~harel.store.common.AsyncPlanStore`'s: a write runs as its own task
+Cancellation is :class:`~harel.store.author.AsyncPlanStore`'s: a write runs as its own task
 that the caller's cancellation does not interrupt, and the caller waits (ignoring further
 cancellations) until its outcome is known before re-raising :class:`asyncio.CancelledError`.
 A cancelled ``commit`` therefore leaves ``exe.version`` telling the truth — bumped when the

@@ -1,6 +1,6 @@
 """``PostgresStore``: the synchronous PostgreSQL store (psycopg 3, ``psycopg_pool``).
 
-The contract methods are :class:`harel.store.common.PlanStore`'s, over
+The contract methods are :class:`harel.store.author.PlanStore`'s, over
 :class:`~harel_store_postgres._plan.PostgresPlan`; this module only owns the connections.
 The store holds a :class:`psycopg_pool.ConnectionPool` of autocommit connections: each
 statement checks a connection out, runs, and returns it.  Every contract method is one

@@ -7,7 +7,7 @@ imports touch them in their own script (:func:`~harel_store_redis._touches.touch
 ``purge`` drops the id's row.  A claim is :data:`~harel_store_redis._scripts.CLAIM`: the
 bounded reads of the five tiers, the merge in claim order, each group's units found through
 ``P own`` and the leases written, all in one call; Python turns its reply into ``Claim``
-objects with :func:`~harel.store.common.take_units` (the same cut the script made).
+objects with :func:`~harel.store.author.take_units` (the same cut the script made).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ written) when its ``processed_event_id`` is already recorded (reply
 ``expected_version``, or when it carries a fence (``PreparedCommit.base``) and the stored
 receipt of ``expected_version`` is another token (reply ``CONFLICT``).  A refusal replies with
 the stored version and the receipt of the version the commit writes, so core's
-:func:`~harel.store.common.refuse_lost` answers in the contract's order without another call:
+:func:`~harel.store.author.refuse_lost` answers in the contract's order without another call:
 a re-sent commit that is already stored succeeds, then ``AlreadyProcessed``, then
 ``StoreConflict``.
 

@@ -1,6 +1,6 @@
 """The IO-free plan of the Redis store: the requests each operation sends and how replies
 become values, gathered in :class:`RedisPlan` (the ``ContractPlan`` that
-:class:`harel.store.common.PlanStore` / ``AsyncPlanStore`` drive; ``sync.py`` and ``aio.py``
+:class:`harel.store.author.PlanStore` / ``AsyncPlanStore`` drive; ``sync.py`` and ``aio.py``
 only execute its requests).  Commits are in :mod:`harel_store_redis._commit`, export/import
 in :mod:`harel_store_redis._records`, the request machinery in
 :mod:`harel_store_redis._requests`.

@@ -5,7 +5,7 @@ summary row).
 Export reads the execution's hash, summary row, trace ring and every member of ``P own``
 under its owner prefix (marks, timers, targeted outbox entries, spawn intents) in ONE
 read-only script, so the record comes from one consistent state.  Import writes a
-:class:`~harel.store.common.PreparedImport` in ONE script that checks the execution's absence
+:class:`~harel.store.author.PreparedImport` in ONE script that checks the execution's absence
 before its first write.
 """
 

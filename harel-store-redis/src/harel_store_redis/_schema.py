@@ -84,7 +84,7 @@ _RECEIPT_FIELDS = tuple(b"k%d" % slot for slot in range(RECEIPT_WINDOW))
 
 def receipt_field(version: int) -> bytes:
     """The execution hash's field that holds the receipt (commit token) of ``version``: one
-    of ``k0`` .. ``k7``, a ring of :data:`~harel.store.common.RECEIPT_WINDOW` slots."""
+    of ``k0`` .. ``k7``, a ring of :data:`~harel.store.author.RECEIPT_WINDOW` slots."""
     return _RECEIPT_FIELDS[receipt_slot(version)]
 
 

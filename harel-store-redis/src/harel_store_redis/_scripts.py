@@ -164,7 +164,7 @@ end
 """
 """What the claim scripts and the writes that touch work rows share (see
 :mod:`harel_store_redis._schema`): read, write, drop and touch a work row (the
-:func:`harel.store.common.touch` rule), and a group's timers."""
+:func:`harel.store.author.touch` rule), and a group's timers."""
 
 COMMIT = LuaScript(
     "commit",
@@ -688,7 +688,7 @@ return out
 )
 """One claim in one script: up to ``limit`` ready rows of each priority (``ZRANGEBYSCORE``),
 merged in claim order (rank, then member bytes, as
-:func:`~harel.store.common.claim_order`), each group's units read through ``P own`` until the
+:func:`~harel.store.author.claim_order`), each group's units read through ``P own`` until the
 unit budget is spent; an early row is re-dated to its earliest timer (or dropped), a claimed
 one leased (``ready_at`` = the expiry, ``owner``).  Scores and the rank are compared as
 doubles (exact), never printed by Lua: every time written is a text from ``ARGV`` or the

@@ -35,7 +35,7 @@ can appear later), whatever order the shards were read in.  A claim:
    their rows marked leased, and rows of groups found held marked as held by the holder (so
    no scan keeps returning them);
 4. in Python: each group's outbox entries merged by seq and cut by the budget (spawns,
-   outbox, timers, as :func:`~harel.store.common.take_units`); a group left with nothing is
+   outbox, timers, as :func:`~harel.store.author.take_units`); a group left with nothing is
    released again.
 
 ``renew`` is the home row's; ``release``, ``purge`` and ``export`` visit the home shard, then

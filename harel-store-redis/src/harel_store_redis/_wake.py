@@ -8,7 +8,7 @@ under :class:`harel.store.common.wakeups.Wakeups`' rules.
 
 :func:`confirm_plan` and :func:`receive_plan` are the waiters' message loops, written once:
 each yields :class:`NextMessage` requests (``pubsub.get_message(timeout=...)``, awaited or not)
-and the two stores drive them with :func:`harel.store.common.drive` / ``adrive``.
+and the two stores drive them with :func:`harel.store.author.drive` / ``adrive``.
 
 A channel is not a key: ``PUBLISH`` from a script declares no key, so it does not break the
 one-slot rule of a hash-tagged prefix on a Redis Cluster (the message reaches subscribers on

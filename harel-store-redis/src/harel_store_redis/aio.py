@@ -1,7 +1,7 @@
 """``AsyncRedisStore``: the asyncio twin of :class:`~harel_store_redis.sync.RedisStore`.
 
-Its contract methods (written once in :class:`harel.store.common.AsyncPlanStore`) run the same
-plan over ``redis.asyncio`` through :func:`harel.store.common.adrive`.
+Its contract methods (written once in :class:`harel.store.author.AsyncPlanStore`) run the same
+plan over ``redis.asyncio`` through :func:`harel.store.author.adrive`.
 
 Cancellation: a read awaits each request through ``asyncio.shield``, so a cancelled read still
 reads its reply (no connection is left with an unread reply, none is torn down), then raises

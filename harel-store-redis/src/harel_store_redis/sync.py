@@ -1,6 +1,6 @@
 """``RedisStore``: the synchronous Redis store over redis-py.
 
-Every contract method (written once in :class:`harel.store.common.PlanStore`) runs one
+Every contract method (written once in :class:`harel.store.author.PlanStore`) runs one
 operation of :class:`~harel_store_redis._plan.RedisPlan` through :meth:`RedisStore._run`; each
 request is one ``execute_command`` on the client's connection pool, so the store is safe to
 share between threads.  A store that built its own client (:meth:`RedisStore.from_url`) sends

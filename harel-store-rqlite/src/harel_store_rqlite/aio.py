@@ -1,6 +1,6 @@
 """``AsyncRqliteStore``: the asyncio twin of :class:`~harel_store_rqlite.sync.RqliteStore`.
 
-It is a :class:`~harel.store.common.ThreadedAsyncStore`: one ``RqliteStore`` owned by one
+It is a :class:`~harel.store.author.ThreadedAsyncStore`: one ``RqliteStore`` owned by one
 worker thread, and every contract method runs the sync method *whole* in that thread (a whole
 commit — plan, its one HTTP request and the reply's decoding — is one thread hop).  So the async
 store sends exactly what the sync store sends (one request per commit), and a store's

@@ -5,7 +5,7 @@ schema check/creation/upgrade, commit with its CAS → conflict → side writes,
 guard, purge's refusal of an active execution, prune's batches) is a generator of
 :class:`~harel.store.common.sql.SqlPlan`, shared with libSQL and rqlite; the SQLite dialect
 (``?`` placeholders, ``BEGIN IMMEDIATE`` transactions, ``ON CONFLICT`` upserts) is data.
-``sync.py`` drives these generators with :func:`harel.store.common.drive`.  No driver import.
+``sync.py`` drives these generators with :func:`harel.store.author.drive`.  No driver import.
 """
 
 from __future__ import annotations

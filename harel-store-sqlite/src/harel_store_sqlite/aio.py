@@ -1,6 +1,6 @@
 """``AsyncSqliteStore``: the asyncio twin of :class:`~harel_store_sqlite.sync.SqliteStore`.
 
-It is a :class:`~harel.store.common.ThreadedAsyncStore`: one ``SqliteStore`` owned by one
+It is a :class:`~harel.store.author.ThreadedAsyncStore`: one ``SqliteStore`` owned by one
 worker thread, and every contract method runs the sync method *whole* in that thread (a whole
 commit — plan and every statement — is one thread hop).  Operations of one store are therefore
 serialised like the sync store's, never interleave their transactions, and a cancelled call

@@ -6,7 +6,7 @@ wrong type raises ``TypeError``/``ValueError`` before anything is read), then yi
 :class:`Read` of one file, a :class:`Write` of several files at once, a :class:`Pause` between
 two batches — receives each request's result, and returns the operation's value or raises its
 typed error.  Nothing here touches the disk: ``sync.py`` runs a plan under the directory lock
-with :func:`harel.store.common.drive`, handing each request to the file layer (``_files``).
+with :func:`harel.store.author.drive`, handing each request to the file layer (``_files``).
 
 The rules of the store live here once: the layout check and upgrade at open, the CAS (with the
 commit's dedupe check and fence), what a commit, a purge, a prune or an import writes, the

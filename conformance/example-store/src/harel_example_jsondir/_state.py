@@ -86,7 +86,7 @@ class StoreState:
     """Relay entries moved aside by a sweep that could not decode them, by seq."""
     receipts: dict[str, list[str | None]] = field(default_factory=dict)
     """Per execution, the ring of the tokens that wrote its last ``RECEIPT_WINDOW`` versions
-    (slot :func:`~harel.store.common.receipt_slot` of the version; ``None``: not written)."""
+    (slot :func:`~harel.store.author.receipt_slot` of the version; ``None``: not written)."""
     work: dict[str | None, WorkRow] = field(default_factory=dict)
     """The work rows of the claims, by group (an execution id; ``None``: the untargeted
     outbox entries), stored as ``[key, priority, ready_at, owner]``."""
@@ -318,14 +318,14 @@ class StoreState:
     # -- claims: the work rows ---------------------------------------------------------------
 
     def touch_work(self, changes: Iterable[WorkTouch]) -> None:
-        """Apply core's :func:`~harel.store.common.touch` rule for each change (a commit's or
+        """Apply core's :func:`~harel.store.author.touch` rule for each change (a commit's or
         an import's, in the same ``state.json`` write)."""
         for change in changes:
             self.work[change.key] = touch(self.work.get(change.key), change)
 
     def ready_work(self, now: float, limit: int) -> list[WorkRow]:
         """Up to ``limit`` ready rows (``ready_at <= now``) of each priority, oldest first in
-        their tier, merged in claim order (:func:`~harel.store.common.claim_order`)."""
+        their tier, merged in claim order (:func:`~harel.store.author.claim_order`)."""
         found: list[WorkRow] = []
         for priority in PRIORITIES:
             tier = [r for r in self.work.values() if r.priority == priority and r.ready_at <= now]
@@ -349,7 +349,7 @@ class StoreState:
         now: float,
         retry_at: float | None,
     ) -> None:
-        """Free ``row``, re-dated from what is left (:func:`~harel.store.common.next_ready`),
+        """Free ``row``, re-dated from what is left (:func:`~harel.store.author.next_ready`),
         or drop it when nothing is left."""
         ready = next_ready(fire_ats, has_relay, now, retry_at)
         if ready is None:

@@ -1,7 +1,7 @@
 """``AsyncJsonDirStore``: the async twin — each operation runs whole in the store's worker thread.
 
 The file system has no async driver, so there is no second implementation: the store is core's
-sync-to-async adapter (:class:`~harel.store.common.ThreadedAsyncStore`) over a
+sync-to-async adapter (:class:`~harel.store.author.ThreadedAsyncStore`) over a
 :class:`JsonDirStore` that one worker thread owns.  Every contract coroutine hands the whole
 sync operation (its plan, lock to unlock) to that thread — one thread hop per operation, the
 event loop never blocks on the disk or the lock, and operations of one store run one at a

@@ -1,7 +1,7 @@
 """``JsonDirStore``: the synchronous jsondir store (executions as JSON files in a directory).
 
 Lifecycle and one drive loop: every contract method comes from
-:class:`~harel.store.common.PlanStore` and runs one operation of
+:class:`~harel.store.author.PlanStore` and runs one operation of
 :class:`~harel_example_jsondir._plan.JsonDirPlan` whole under the directory lock (:meth:`_run`).
 """
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from harel.cli import EXIT_NOTHING_HAPPENED, CommandError
 from harel.migrate import MigrationReport, TerminalLine, VerifyReport, migrate, verify
-from harel.store.common import redact_url
+from harel.store.common.urls import redact_url
 from harel.store.contract import ExecutionStore
 
 EXIT_REFUSED = EXIT_NOTHING_HAPPENED

@@ -27,7 +27,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from harel.model import Event, Execution
-from harel.store.common import adrive, drive
+from harel.store.common.drive import adrive, drive
 from harel.store.contract import StoreConflict, TimerOp
 
 URL_VAR = "HAREL_KIT_STORE_URL"
@@ -122,7 +122,7 @@ def race_plan(execution_id: str, tag: str, commits: int) -> CallPlan:
     """Commit ``commits`` steps, retrying lost CAS rounds; the versions won and the losses.
 
     A :class:`StoreConflict` raised by a commit is thrown back into the plan (that is what
-    :func:`~harel.store.common.drive` does) and answered by a reload.
+    :func:`~harel.store.author.drive` does) and answered by a reload.
     """
     won: list[int] = []
     conflicts = 0

@@ -3,7 +3,7 @@ next event for it needs no read before its commit (one round trip per event).
 
 A kept copy is only ever a starting point: the commit's version CAS and its fence (the
 receipt of the version this very object stored, :attr:`PreparedCommit.base
-<harel.store.common.PreparedCommit>`) refuse it when another writer stepped, or when the
+<harel.store.author.PreparedCommit>`) refuse it when another writer stepped, or when the
 execution was purged and re-created, and the runner then reloads.  A copy is *taken* out for
 a step (so two concurrent deliveries never share one object) and put back only after a
 successful commit; what the runner hands to its caller is always an independent copy

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from harel.store.common import dumps, record_content, record_digest, trim_record_trace
+from harel.store.common.codec import dumps
+from harel.store.common.records import record_content, record_digest, trim_record_trace
 from harel.store.contract import ExecutionRecord
 
 SETS = ("execution", "processed", "timers", "outbox", "spawns", "trace")

@@ -9,7 +9,7 @@ from harel.migrate._progress import Progress, ProgressCallback
 from harel.migrate._report import MigrationReport
 from harel.migrate._testing import hold_point
 from harel.migrate._verify import verify
-from harel.store.common import prepare_import
+from harel.store.common.records import prepare_import
 from harel.store.contract import ExecutionRecord, ExecutionStore
 from harel.store.errors import ExecutionAlreadyExists
 

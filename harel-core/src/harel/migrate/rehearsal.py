@@ -23,7 +23,7 @@ from harel.migrate._checks import require_records
 from harel.migrate._copy import migrate
 from harel.migrate._ids import listed_ids
 from harel.model import Event, Status
-from harel.store.common import trim_record_trace
+from harel.store.common.records import trim_record_trace
 from harel.store.contract import ExecutionRecord, ExecutionStore
 
 START = 1_700_000_000.0

@@ -15,11 +15,11 @@ Semantics every store must honour (the conformance kit pins each one):
     ``StoreCorrupted`` …): nothing of the step was written, and nothing of it becomes visible
     later.
 * Commit tokens and receipts: every commit carries a token (:attr:`PreparedCommit.token
-  <harel.store.common.PreparedCommit>`), kept for the same ``Execution`` object while it is
+  <harel.store.author.PreparedCommit>`), kept for the same ``Execution`` object while it is
   re-sent at the same ``expected`` version with the same arguments, and fresh otherwise (so
   byte-identical commits from two loaded copies still race: one wins).  A store keeps the
   *receipt* — the token that wrote version ``v`` — for at least the last
-  :data:`~harel.store.common.RECEIPT_WINDOW` versions of each execution.  A commit whose CAS
+  :data:`~harel.store.author.RECEIPT_WINDOW` versions of each execution.  A commit whose CAS
   misses but whose token is the receipt of the version it writes was already stored: it answers
   success (``exe.version`` bumped) and writes nothing again.  So re-sending the same commit after
   ``CommitOutcomeUnknown`` settles it, even when other writers committed in between (up to the
@@ -31,7 +31,7 @@ Semantics every store must honour (the conformance kit pins each one):
   effect-once needs no read before the write: a runner may step from the copy it stored.
 * The fence of a stored copy: a commit of an ``Execution`` object whose own last successful
   commit stored version ``v`` (and that is committed again from ``v``) carries that commit's
-  token (:attr:`PreparedCommit.base <harel.store.common.PreparedCommit>`); the store applies it
+  token (:attr:`PreparedCommit.base <harel.store.author.PreparedCommit>`); the store applies it
   only while the stored version is ``v`` *and* the receipt of ``v`` is still that token.  A
   copy of an execution that was purged and re-created (or imported) up to the same version is
   refused with ``StoreConflict`` (``found == expected``).  Copies from ``load`` carry no fence:

@@ -11,7 +11,7 @@ from typing import Any
 
 from harel.conformance.suite._base import SyncAsAsync, event, new_exe, step
 from harel.model import Execution, Status
-from harel.store.common import record_digest
+from harel.store.common.records import record_digest
 from harel.store.contract import (
     AsyncExecutionStore,
     ExecutionRecord,

@@ -19,7 +19,7 @@ from harel.conformance.suite._base import (
     stored,
 )
 from harel.model import Event
-from harel.store.common import decode_execution, encode_execution, loads
+from harel.store.common.codec import decode_execution, encode_execution, loads
 from harel.store.contract import StoreConflict, TimerOp
 from harel.store.errors import InvalidPayload
 

@@ -23,7 +23,7 @@ from harel.conformance.suite._base import (
 )
 from harel.conformance.suite._processes import require_url, run_remote
 from harel.model import Status
-from harel.store.common import adrive
+from harel.store.common.drive import adrive
 from harel.store.contract import AsyncExecutionStore, StoreConflict, TimerOp
 
 PERSISTED_IDS = ["kit-p1", "kit-p2", "kit-p3", "kit-never"]

@@ -35,8 +35,7 @@ from harel.conformance.suite._records import (
     relay_ids,
 )
 from harel.model import Event, Status
-from harel.store.common import record_digest
-from harel.store.common.records import trim_record_trace
+from harel.store.common.records import record_digest, trim_record_trace
 from harel.store.contract import AsyncExecutionStore
 from harel.store.errors import ExecutionAlreadyExists, StoreConflict
 

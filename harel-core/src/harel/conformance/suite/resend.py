@@ -23,7 +23,7 @@ from harel.conformance.suite._base import (
     stored,
 )
 from harel.model import Execution
-from harel.store.common import RECEIPT_WINDOW
+from harel.store.common.commit import RECEIPT_WINDOW
 from harel.store.contract import StoreConflict, TimerOp
 
 

@@ -2,7 +2,7 @@
 
 Every async store runs under asyncio and under trio.  Where its driver runs on both (the
 :class:`~harel.store.common.ThreadedRunner` stores: sqlite, libsql, rqlite, jsondir, any
-third-party :class:`~harel.store.common.ThreadedAsyncStore`; the memory store) nothing changes
+third-party :class:`~harel.store.author.ThreadedAsyncStore`; the memory store) nothing changes
 but the way results come back to the caller's loop.  Where the driver is asyncio-only
 (``psycopg`` async, ``redis.asyncio``, PyMongo's async client, aioboto3), the async store
 opened under trio holds its backend's *sync* store instead and runs each contract call whole

@@ -14,14 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from harel.model import ExecutionSummary, Status
-from harel.store.common import (
-    PRIORITIES,
-    RECEIPT_WINDOW,
-    PreparedCommit,
-    PreparedExecution,
-    WorkRow,
-    receipt_slot,
-)
+from harel.store.common.claims import PRIORITIES, WorkRow
+from harel.store.common.commit import RECEIPT_WINDOW, PreparedCommit, receipt_slot
+from harel.store.common.records import PreparedExecution
 
 K = TypeVar("K")
 
@@ -32,7 +27,7 @@ NO_RECEIPTS: tuple[str | None, ...] = (None,) * RECEIPT_WINDOW
 @dataclass(frozen=True, slots=True)
 class StoredExecution:
     """One executions row: the CAS token, the document, its summary and the receipt ring
-    (slot :func:`~harel.store.common.receipt_slot` of a version holds the token of the commit
+    (slot :func:`~harel.store.author.receipt_slot` of a version holds the token of the commit
     that wrote it, for the last ``RECEIPT_WINDOW`` versions)."""
 
     version: int

@@ -4,8 +4,8 @@ Each method of :class:`SqlPlan` returns a generator that yields
 :class:`~harel.store.common.sql.requests.Statement` (or, for single-request dialects,
 :class:`~harel.store.common.sql.requests.Batch`) requests, is sent each request's
 :class:`~harel.store.common.sql.requests.Result`, and returns the operation's value or raises
-its typed error.  A backend's drivers run them with :func:`harel.store.common.drive` /
-:func:`~harel.store.common.adrive`; the control flow (open → schema check → create or upgrade;
+its typed error.  A backend's drivers run them with :func:`harel.store.author.drive` /
+:func:`~harel.store.author.adrive`; the control flow (open → schema check → create or upgrade;
 begin → CAS → conflict or side writes → commit; the append-trace guard; purge's refusal of an
 active execution; prune's batches) exists only here.
 
@@ -241,7 +241,7 @@ class SqlPlan:
         It is the narrow CAS (:attr:`SqlStatements.update_state_at`: no index rewritten while
         status, definition and parent stay as stored), fenced for a copy this process stored;
         for a stored copy whose summary columns are the stored ones
-        (:attr:`~harel.store.common.PreparedCommit.summary_stored`), the document-only CAS
+        (:attr:`~harel.store.author.PreparedCommit.summary_stored`), the document-only CAS
         (:attr:`SqlStatements.update_document_fenced_at`).  ``trace_max`` is refused here
         when invalid, before anything runs.
         """
@@ -269,7 +269,7 @@ class SqlPlan:
         """Write ``prepared`` atomically: the CAS (which also records the commit's token in
         the receipt column of its new version), then every side write.  The CAS itself
         carries the commit's conditions: the stored version is ``expected_version``; for a
-        fenced update (:attr:`~harel.store.common.PreparedCommit.base`) the receipt of that
+        fenced update (:attr:`~harel.store.author.PreparedCommit.base`) the receipt of that
         version is the fence; for a commit with a ``processed_event_id`` no mark of it is
         stored.  When it changes no row nothing is written and the found version, receipt
         ring and mark are read (:func:`settle_lost_cas`): a commit whose token wrote the
@@ -716,7 +716,7 @@ def settle_lost_cas(prepared: PreparedCommit, row: Sequence[Any] | None) -> None
     whose token is the receipt of its new version: nothing is written again); else raise
     :class:`~harel.store.errors.AlreadyProcessed` when the execution holds the mark of
     ``prepared.processed_event_id``, else :class:`StoreConflict` with the found version
-    (:func:`~harel.store.common.refuse_lost`'s order)."""
+    (:func:`~harel.store.author.refuse_lost`'s order)."""
     if row is None:
         error = refuse_lost(prepared, None, None, False)
     else:

@@ -35,7 +35,7 @@ Layout version 5 (versions 1 to 4, written by earlier releases, are upgraded in 
   its priority).
 * ``harel_schema`` — exactly one row: ``(singleton, version, written_by)``, the layout version
   and the release that wrote it (``"harel-store-sqlite 0.1.0"``), checked at every open with
-  :func:`harel.store.common.schema_verdict`.  These three columns come first in every layout,
+  :func:`harel.store.author.schema_verdict`.  These three columns come first in every layout,
   so any release can read them (``SELECT *``) and name the release a newer file needs.
 
 Every statement here is idempotent (``IF NOT EXISTS``) except the upgrades' ``ALTER TABLE``s,
@@ -53,7 +53,7 @@ SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""
 
 RECEIPT_COLUMNS: tuple[str, ...] = tuple(f"r{slot}" for slot in range(RECEIPT_WINDOW))
-"""The receipt ring's columns, by slot (:func:`~harel.store.common.receipt_slot`): a fixed
+"""The receipt ring's columns, by slot (:func:`~harel.store.author.receipt_slot`): a fixed
 set, the only column names a statement ever picks at run time."""
 
 SCHEMA_TABLE = "harel_schema"
@@ -232,7 +232,7 @@ def schema_action(
 
     ``"create"`` for an empty database, ``"upgrade"`` for a version listed in
     :data:`UPGRADES`, ``"ready"`` for the current one.  Raises :class:`SchemaVersionError`
-    (from :func:`~harel.store.common.schema_verdict`: both versions, the writing release and
+    (from :func:`~harel.store.author.schema_verdict`: both versions, the writing release and
     the ``pip install`` line of ``distribution``) for a database written by a newer release,
     and for foreign tables named like ours; ``where`` names the database in the message.
     """

@@ -131,7 +131,7 @@ class SqlStatements:
         """:attr:`update_state_at` with both conditions."""
         self.update_document_fenced_at = self._cas(_update_document, fenced=True)
         """The fenced CAS of a copy whose summary columns are the stored ones
-        (:attr:`~harel.store.common.PreparedCommit.summary_stored`), by receipt slot: it sets
+        (:attr:`~harel.store.author.PreparedCommit.summary_stored`), by receipt slot: it sets
         only the document, ``version``, ``updated_at`` and ``r{slot}``, and checks only the
         version and the fence (while the fence holds, the row is the one that commit wrote, so
         its summary columns need neither rewriting nor checking).  Interactive dialects only,

@@ -1,7 +1,7 @@
 """The synchronous store of a SQL-family backend whose driver holds one connection.
 
 Such a store is a connection, a lock and a :class:`~harel.store.common.sql.SqlPlan`: every
-contract method runs one plan operation with :func:`~harel.store.common.drive`, holding the
+contract method runs one plan operation with :func:`~harel.store.author.drive`, holding the
 connection exclusively, and leaves no transaction open whatever happens.  :class:`SqlStore`
 writes that once (the contract methods, the drive loop, ``close``); a backend subclass opens
 its connection (setting ``_conn``, ``_plan``, ``trace_max``) and says how one request runs on

@@ -26,8 +26,9 @@ import pytest
 
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
-from harel.store.common import record_digest, release_of
 from harel.store.common.claims import relay_due
+from harel.store.common.records import record_digest
+from harel.store.common.schema_version import release_of
 from harel.store.common.sql.schema import SCHEMA_VERSION
 from harel.store.common.sql.testing import (
     RECEIPT_COLUMNS,
