@@ -237,3 +237,13 @@ def test_a_backend_parser_reads_urls_the_standard_form_cannot() -> None:
     spec = BackendSpec(**{**_fields(), "parser": hosts, "knobs": (Knob("low", int, 1),)})
     arguments, _ = spec.open_args("toy://a:1,b:2?low=3", {})
     assert (arguments["host"], arguments["low"]) == ("a:1,b:2", 3)
+
+
+def test_memory_alias_reads_the_two_slash_spelling_as_the_memory_file() -> None:
+    from harel.store.spec import memory_alias
+
+    normalize = memory_alias("toy")
+    assert normalize("toy://:memory:?pool=2") == "toy:///:memory:?pool=2"
+    assert normalize("TOY://:MEMORY:") == "toy:///:memory:"
+    assert normalize("toy:///file.db") == "toy:///file.db"
+    assert normalize(None) is None  # type: ignore[arg-type]  # the parser refuses it, not this

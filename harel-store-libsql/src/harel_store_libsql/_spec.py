@@ -16,6 +16,7 @@ from harel.store.author import (
     BackendSpec,
     Knob,
     StoreURL,
+    memory_alias,
     parse_store_url,
     redact_url,
     trace_max_knob,
@@ -30,7 +31,6 @@ REMOTE_SCHEMES = ("libsql", "https", "http")
 """How a server URL may be spelled as a ``database`` or a ``sync_url`` (``libsql`` = HTTPS)."""
 FORMS = ("libsql+file:///relative.db", "libsql+file:////absolute/path.db", "libsql://host")
 TLS = Knob("tls", bool, True, doc="libsql:// URLs only: false speaks plain HTTP (a local sqld)")
-_MEMORY_ALIAS = f"{FILE_SCHEME}://{MEMORY}"
 Mode = Literal["file", "server", "replica"]
 
 
@@ -83,12 +83,6 @@ def _location(parsed: StoreURL) -> dict[str, Any]:
     return {"database": f"{'https' if tls else 'http'}://{host}{port}"}
 
 
-def _alias(url: str) -> str:
-    """``libsql+file://:memory:`` spelt as ``libsql+file:///:memory:``."""
-    head, sep, query = url.partition("?") if isinstance(url, str) else (url, "", "")
-    return f"{FILE_SCHEME}:///{MEMORY}{sep}{query}" if head.lower() == _MEMORY_ALIAS else url
-
-
 def _retry(parsed: StoreURL, knobs: dict[str, Any]) -> tuple[int, float]:
     """5 retries for a server or a replica (a ``sync_url``), none for a file."""
     remote = parsed.scheme == SERVER_SCHEME or knobs["sync_url"] is not None
@@ -113,7 +107,7 @@ SPEC = BackendSpec(
     ),
     distribution=DISTRIBUTION,
     location=_location,
-    normalize=_alias,
+    normalize=memory_alias(FILE_SCHEME),  # libsql+file://:memory: too
     knobs=(
         trace_max_knob(),
         Knob(

@@ -12,20 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harel.store.author import BackendSpec, Knob, LegacyEnv, StoreURL, trace_max_knob
+from harel.store.author import BackendSpec, Knob, LegacyEnv, StoreURL, memory_alias, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreURL
 
 MEMORY = ":memory:"
 DISTRIBUTION = "harel-store-sqlite"
 FORMS = ("sqlite:///relative.db", "sqlite:////absolute/path.db", "sqlite:///:memory:")
-
-
-def _alias(url: str) -> str:
-    """``sqlite://:memory:`` spelt as ``sqlite:///:memory:``."""
-    if isinstance(url, str) and url.split("?", 1)[0].lower() == "sqlite://:memory:":
-        return "sqlite:///:memory:" + url[len("sqlite://:memory:") :]
-    return url
 
 
 def _location(parsed: StoreURL) -> dict[str, Any]:
@@ -53,7 +46,7 @@ SPEC = BackendSpec(
     ),
     distribution=DISTRIBUTION,
     location=_location,
-    normalize=_alias,
+    normalize=memory_alias("sqlite"),  # sqlite://:memory: too
     knobs=(
         trace_max_knob(),
         Knob("busy_timeout_ms", int, 5000, minimum=0, doc="wait for another writer's lock"),

@@ -160,6 +160,20 @@ def trace_max_knob(default: int | None = DEFAULT_TRACE_MAX) -> Knob:
     return Knob("trace_max", int, default, minimum=0, optional=True, doc="trace steps kept")
 
 
+def memory_alias(scheme: str) -> Callable[[str], str]:
+    """A ``normalize`` for :class:`BackendSpec`: ``scheme://:memory:`` (the spelling users
+    write) read as ``scheme:///:memory:`` (the file ``:memory:``), query kept; anything else,
+    non-text included, passes unchanged."""
+    alias = f"{scheme}://:memory:"
+
+    def normalize(url: str) -> str:
+        if isinstance(url, str) and url.split("?", 1)[0].lower() == alias:
+            return f"{scheme}:///:memory:{url[len(alias) :]}"
+        return url
+
+    return normalize
+
+
 @dataclass(frozen=True)
 class LegacyEnv:
     """A backend's legacy environment variables as data.

@@ -12,9 +12,10 @@ guarantee.
 Groups:
 
 * **Declaring the backend** — :class:`BackendSpec`, :class:`Knob`, :func:`trace_max_knob`,
-  :class:`LegacyEnv`, :class:`FromUrl`, :class:`AsyncFromUrl`, :class:`StoreURL`,
-  :func:`parse_store_url`, :func:`lazy_exports`, :func:`needs_harel_testing` (a harness's lazy
-  import of ``harel-testing``, the test-only distribution holding servers and stand-ins).
+  :class:`LegacyEnv`, :func:`memory_alias`, :class:`FromUrl`, :class:`AsyncFromUrl`,
+  :class:`StoreURL`, :func:`parse_store_url`, :func:`lazy_exports`, :func:`needs_harel_testing`
+  (a harness's lazy import of ``harel-testing``, the test-only distribution holding servers
+  and stand-ins).
 * **The store classes** — :class:`PlanStore` / :class:`AsyncPlanStore` (every contract method
   over one plan object), :class:`ThreadedAsyncStore` / :class:`SyncHops` (the async twin of a
   sync-only driver), :func:`drive` / :func:`adrive` (the plan loop), :func:`current_library`,
@@ -128,6 +129,7 @@ from harel.store.spec import (
     FromUrl,
     Knob,
     LegacyEnv,
+    memory_alias,
     trace_max_knob,
 )
 
@@ -189,6 +191,7 @@ __all__ = [
     "lazy_exports",
     "lease_lost",
     "loads",
+    "memory_alias",
     "needs_harel_testing",
     "next_ready",
     "next_trace_index",

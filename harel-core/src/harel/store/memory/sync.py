@@ -189,8 +189,11 @@ class DictStore:
         """Whether the step is written over ``row``: ``False`` for a re-send of a stored
         commit (it succeeded once); the contract's refusal is raised otherwise."""
         event_id = prepared.processed_event_id
-        marked = row is not None and event_id is not None
-        marked = marked and event_id in self.data.processed.get(prepared.execution_id, {})
+        marked = (
+            row is not None
+            and event_id is not None
+            and self._marked(prepared.execution_id, event_id)
+        )
         found = None if row is None else row.version
         if (
             marked
