@@ -8,16 +8,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from harel.conformance import backend_test_url_or_skip, usable_backend_names
-from harel.conformance.harness import StoreHarness
 from harel.migrate import source_ids, verify
 from harel.migrate._testing import HELD, HOLD_AFTER
 from harel.migrate.rehearsal import populate, rehearse
-from harel.registry import harness_for_url, open_store
+from harel.registry import open_store
 from harel.store.common.records import record_digest
 from harel.store.contract import ExecutionStore
 
@@ -36,34 +34,14 @@ GUARD_SECONDS = 300
 """A hung child is killed after this long (a safety net; no assertion depends on time)."""
 
 
-@pytest.fixture
-def open_backend(tmp_path: Path) -> Iterator[Callable[[str], ExecutionStore]]:
-    """``open_backend(name)``: a sync store over a fresh, empty dataset of that backend."""
-    harnesses: list[StoreHarness] = []
-    stores: list[ExecutionStore] = []
-
-    def make(name: str) -> ExecutionStore:
-        if name not in usable_backend_names():
-            pytest.skip(f"store backend {name!r} is not installed")
-        where = tmp_path / f"{name}-{len(harnesses)}"
-        harness = harness_for_url(backend_test_url_or_skip(name, where / "data"), where / "kit")
-        harnesses.append(harness)
-        stores.append(harness.open_sync())
-        return stores[-1]
-
-    yield make
-    for store in stores:
-        store.close()
-    for harness in harnesses:
-        harness.destroy()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("source", "destination"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
 def test_the_runner_finishes_on_the_destination_as_on_the_source(
-    open_backend: Callable[[str], ExecutionStore], source: str, destination: str
+    open_backend: Callable[[str], tuple[ExecutionStore, str | None]],
+    source: str,
+    destination: str,
 ) -> None:
-    result = rehearse(open_backend(source), open_backend(destination))
+    result = rehearse(open_backend(source)[0], open_backend(destination)[0])
     assert result.problems == []
     assert result.records > 5
 

@@ -13,7 +13,7 @@ from harel.store.common.claims import relay_due
 from harel.store.common.commit import committing
 from harel.store.common.drive import drive
 from harel.store.contract import TimerOp
-from harel_store_dynamodb import _open
+from harel_store_dynamodb import _table
 from harel_store_dynamodb._plan import Operations
 from harel_store_dynamodb._requests import Call, ConditionFailed, Pause, TransactionCancelled
 from harel_store_dynamodb._schema import META_KEY, SCHEMA_VERSION
@@ -160,7 +160,7 @@ def test_layout_3_is_upgraded_with_work_rows_for_existing_work(
     )
     store.close()
     as_layout_3(admin, harness.table)
-    _open._CHECKED.clear()  # a new process of this release opens the table
+    _table._CHECKED.clear()  # a new process of this release opens the table
     upgraded = harness.open_sync()
     try:
         meta = admin.get_item(TableName=harness.table, Key=META_KEY, ConsistentRead=True)

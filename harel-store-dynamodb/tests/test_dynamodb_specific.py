@@ -487,9 +487,9 @@ def test_foreign_tables_are_refused(harness: DynamoDBHarness) -> None:
     store.close()
     admin.put_item(TableName=harness.table, Item={**META_KEY, "schema": {"N": "99"}})
     other = DynamoDBHarness(**{**_target_of(harness), "table": harness.table})
-    from harel_store_dynamodb import _open
+    from harel_store_dynamodb import _table
 
-    _open._CHECKED.clear()  # a new process would check the table again
+    _table._CHECKED.clear()  # a new process would check the table again
     with pytest.raises(SchemaVersionError):
         other.open_sync()
     admin.close()

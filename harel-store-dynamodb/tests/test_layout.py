@@ -15,7 +15,7 @@ import pytest
 from harel.model import Event, Execution
 from harel.store.common.schema_version import release_of
 from harel.store.errors import SchemaVersionError
-from harel_store_dynamodb import _open
+from harel_store_dynamodb import _table
 from harel_store_dynamodb._schema import META_KEY, SCHEMA_VERSION, exe_key
 from harel_store_dynamodb.sync import DynamoDBStore, open_client
 from harel_store_dynamodb.testing import DynamoDBHarness
@@ -30,7 +30,7 @@ def admin(harness: DynamoDBHarness) -> Iterator[Any]:
 
 def reopen(harness: DynamoDBHarness) -> DynamoDBStore:
     """A store as a new process opens it (the per-process layout check forgotten)."""
-    _open._CHECKED.clear()
+    _table._CHECKED.clear()
     return harness.open_sync()
 
 
@@ -102,7 +102,7 @@ def test_several_processes_upgrading_at_once_all_open(harness: DynamoDBHarness, 
         store.commit(Execution(id=execution_id, definition_id="d"), [])
     store.close()
     as_layout_1(admin, harness.table, ids)
-    _open._CHECKED.clear()
+    _table._CHECKED.clear()
     barrier = threading.Barrier(3)
 
     def open_one(_: int) -> str:

@@ -11,7 +11,7 @@ import pytest
 from harel.model import Event, Execution
 from harel.store.contract import TimerOp
 from harel.store.errors import StoreConfigError
-from harel_store_dynamodb import _open
+from harel_store_dynamodb import _table
 from harel_store_dynamodb._schema import (
     DEFAULT_INDEX_SHARDS,
     INDEX_KINDS,
@@ -109,7 +109,7 @@ def test_the_shard_count_is_recorded_with_the_layout(
     adopted.close()
     for fresh_process in (False, True):
         if fresh_process:
-            _open._CHECKED.clear()
+            _table._CHECKED.clear()
         with pytest.raises(StoreConfigError, match="index_shards=3"):
             DynamoDBStore(sharded.table, **{**knobs, "index_shards": 5})
     assert SPEC.open_args("dynamodb://t-1?index_shards=8", {}).arguments["index_shards"] == 8
@@ -158,7 +158,7 @@ def test_layout_2_is_upgraded_in_place_to_sharded_partitions(harness: DynamoDBHa
     try:
         as_layout_2(admin, harness.table)
         assert indexed(harness) == set(INDEX_KINDS)
-        _open._CHECKED.clear()  # a new process of this release opens the table
+        _table._CHECKED.clear()  # a new process of this release opens the table
         upgraded = DynamoDBStore(harness.table, **{**harness.store_knobs(), "index_shards": 2})
         meta = admin.get_item(TableName=harness.table, Key=META_KEY, ConsistentRead=True)["Item"]
         assert meta["schema"] == {"N": str(SCHEMA_VERSION)} and meta["index_shards"] == {"N": "2"}
@@ -176,7 +176,7 @@ def test_layout_2_is_upgraded_in_place_to_sharded_partitions(harness: DynamoDBHa
         upgraded.commit(Execution(id="new-1", definition_id="d"), [])
         assert "new-1" in [row.id for row in upgraded.list_executions(limit=100).items]
         upgraded.close()
-        _open._CHECKED.clear()
+        _table._CHECKED.clear()
         again = harness.open_sync()  # opening again is a no-op; the recorded count is kept
         assert again._plan.shards == 2 != DEFAULT_INDEX_SHARDS
         again.close()

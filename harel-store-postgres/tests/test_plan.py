@@ -35,7 +35,7 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
-from harel_store_postgres import _listing, _open, _schema
+from harel_store_postgres import _listing, _schema
 from harel_store_postgres._conn import Renderer, pool_kwargs
 from harel_store_postgres._errors import connect_error, map_error, map_sent_error
 from harel_store_postgres._legacy import url_from_env
@@ -400,7 +400,7 @@ def _version_row(version: int, written_by: str | None = None) -> Result:
 
 def test_open_schema_ready_costs_two_probes() -> None:
     driver = Scripted(Result([(True,)], 1), _version_row(_schema.SCHEMA_VERSION, "x 1"))
-    driver.run(_open.open_schema("s", "here"))
+    driver.run(_schema.open_schema("s", "here"))
     assert len(driver.sent) == 2
 
 
@@ -410,7 +410,7 @@ def test_open_schema_creates_under_the_advisory_lock() -> None:
     results = [*absent, Result(), Result(), *absent] + [Result()] * (len(_schema.DDL) + 2)
     # probes (absent), BEGIN, lock, probes again (absent), the DDL, the version row, COMMIT
     driver = Scripted(*results)
-    driver.run(_open.open_schema("s", "here"))
+    driver.run(_schema.open_schema("s", "here"))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[1] == _schema.FOREIGN_PROBE
     assert sqls[2] == _schema.BEGIN and "pg_advisory_xact_lock" in sqls[3]
@@ -422,7 +422,7 @@ def test_open_schema_creates_under_the_advisory_lock() -> None:
 def test_open_schema_refuses_a_foreign_executions_table() -> None:
     driver = Scripted(Result([(False,)], 1), Result([(True,)], 1))
     with pytest.raises(SchemaVersionError, match="no harel_schema version table"):
-        driver.run(_open.open_schema("s", "here"))
+        driver.run(_schema.open_schema("s", "here"))
     assert len(driver.sent) == 2  # nothing written
 
 
@@ -432,7 +432,7 @@ def test_open_schema_upgrades_version_1_under_the_lock() -> None:
     driver = Scripted(
         present, old, Result(), Result(), present, old, *[Result()] * (len(steps) + 3)
     )
-    driver.run(_open.open_schema("s", "here", now=1000.0))
+    driver.run(_schema.open_schema("s", "here", now=1000.0))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[2:4] == [_schema.BEGIN, _schema.LOCK]
     assert sqls[6 : 6 + len(steps)] == list(steps)
@@ -468,7 +468,7 @@ def test_open_schema_upgrades_version_4_without_the_backfill() -> None:
     driver = Scripted(
         present, old, Result(), Result(), present, old, *[Result()] * (len(steps) + 2)
     )
-    driver.run(_open.open_schema("s", "here", now=1000.0))
+    driver.run(_schema.open_schema("s", "here", now=1000.0))
     sqls = [statement.sql for statement in driver.sent]
     assert sqls[6:-2] == list(steps) and _schema.BACKFILL_TO_4 not in sqls
     assert sqls[-2:] == [_schema.RECORD_VERSION, _schema.COMMIT]
@@ -494,7 +494,7 @@ def test_open_schema_upgraded_meanwhile_writes_nothing() -> None:
     present = Result([(True,)], 1)
     current = _version_row(_schema.SCHEMA_VERSION)
     driver = Scripted(present, _version_row(1), Result(), Result(), present, current, Result())
-    driver.run(_open.open_schema("s", "here"))
+    driver.run(_schema.open_schema("s", "here"))
     assert [statement.sql for statement in driver.sent][-1] == _schema.COMMIT
     assert _schema.RECORD_VERSION not in [statement.sql for statement in driver.sent]
 
@@ -503,7 +503,7 @@ def test_open_schema_refuses_a_newer_layout_before_writing() -> None:
     newer = _schema.SCHEMA_VERSION + 1
     driver = Scripted(Result([(True,)], 1), _version_row(newer, "harel-store-postgres 9.1"))
     with pytest.raises(SchemaVersionError) as info:
-        driver.run(_open.open_schema("s", "here"))
+        driver.run(_schema.open_schema("s", "here"))
     message = str(info.value)
     assert f"version {newer}" in message and f"version {_schema.SCHEMA_VERSION}" in message
     assert "pip install 'harel-store-postgres>=9.1'" in message
@@ -513,7 +513,7 @@ def test_open_schema_refuses_a_newer_layout_before_writing() -> None:
 def test_open_schema_refuses_a_damaged_version_row() -> None:
     driver = Scripted(Result([(True,)], 1), Result([({"version": "two"},)], 1))
     with pytest.raises(StoreCorrupted):
-        driver.run(_open.open_schema("s", "here"))
+        driver.run(_schema.open_schema("s", "here"))
 
 
 def test_renderer_quotes_any_schema_name() -> None:

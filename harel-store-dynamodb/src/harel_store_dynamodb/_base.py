@@ -13,10 +13,10 @@ from harel.store.contract import Capabilities
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._errors import map_error
-from harel_store_dynamodb._open import CheckKey
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Call
 from harel_store_dynamodb._spec import CAPABILITIES, DEFAULT_TABLE, DynamoOptions
+from harel_store_dynamodb._table import CheckKey
 
 
 def legacy_create_args(

@@ -60,7 +60,6 @@ from harel_store_dynamodb._items import (
     step_item,
     step_key,
 )
-from harel_store_dynamodb._open import CheckKey, open_table
 from harel_store_dynamodb._records import export_execution, import_execution
 from harel_store_dynamodb._requests import (
     Call,
@@ -104,6 +103,7 @@ from harel_store_dynamodb._support import (
     query_all,
     send_retrying_busy,
 )
+from harel_store_dynamodb._table import CheckKey, open_table
 from harel_store_dynamodb._values import Expr, Item, as_str, float_key, n, opt_str, s
 from harel_store_dynamodb._work import WorkHints
 
@@ -132,7 +132,7 @@ class Operations:
         requested_shards: int | None = None,
         poll: float = 1.0,
     ) -> Plan:
-        """Check the table once per ``key`` per process (see :func:`._open.open_table`) and
+        """Check the table once per ``key`` per process (see :func:`._table.open_table`) and
         adopt its index shard count."""
         self.shards = yield from open_table(self.table, create_table, key, requested_shards, poll)
 

@@ -33,7 +33,7 @@ from typing import Any
 from harel.store.errors import SchemaVersionError
 
 SCHEMA_VERSION = 4
-"""Bump (with an upgrade step in :mod:`._upgrade`) whenever the layout above changes.
+"""Bump (with an upgrade step in :mod:`._table`) whenever the layout above changes.
 
 * 1 — the execution item carries the token of the commit that wrote it in ``ct``;
 * 2 — commit *receipts*: the token of the commit that wrote version ``v`` lives in

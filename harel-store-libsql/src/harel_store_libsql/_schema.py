@@ -8,11 +8,11 @@ PRAGMAs run on a new connection to a local file.
 
 from __future__ import annotations
 
-from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES
 
 from harel_store_libsql._spec import LibsqlOptions
 
-__all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas", "schema_action"]
+__all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas"]
 
 
 def pragmas(options: LibsqlOptions) -> list[str]:

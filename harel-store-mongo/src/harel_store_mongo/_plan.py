@@ -66,6 +66,7 @@ from harel.store.author import (
     PreparedCommit,
     PreparedEmit,
     PreparedEnqueue,
+    Stored,
     WorkTouch,
     base_holds,
     cas_decision,
@@ -81,6 +82,7 @@ from harel.store.author import (
     decode_payload,
     decode_trace_step,
     encode_trace_step,
+    open_flow,
     page_from_probe,
     refuse_lost,
     relay_due,
@@ -116,8 +118,9 @@ from harel_store_mongo._schema import (
     SCHEMA_VERSION,
     WORK,
     WORK_ROWS_SINCE,
+    MongoLayout,
     receipt_field,
-    schema_decision,
+    stored_schema,
 )
 from harel_store_mongo._seq import SeqSource
 
@@ -179,40 +182,61 @@ def stored_version(doc: Any) -> int | None:
 
 
 def open_plan(where: str, written_by: str) -> Plan[None]:
-    """Read the layout version and create, use or upgrade the layout (see
-    :mod:`harel_store_mongo._schema`); a newer layout is refused before anything is written.
-
-    Reading a ready layout is one round trip.  Creating and upgrading create the indexes first
-    and write the schema record last, so the record never names indexes that do not exist;
-    upgrading also backfills the work rows of the stored work (:func:`backfill_plan`) before
-    it records the version.
-    """
+    """Check the server, then read the layout version and create, use or upgrade the layout
+    (the shared open flow fed with :class:`MongoOpen`); a newer layout is refused before
+    anything is written."""
     check_server((yield rq.build_info()), where)
-    found = yield rq.read_schema()
-    verdict = schema_decision(found, where)
-    if verdict == "ready":
-        return
-    if verdict == "create" and (yield rq.any_document(EXECUTIONS)) is not None:
-        raise SchemaVersionError(
-            f"{where}: collection {EXECUTIONS!r} holds documents but the database has no "
-            f"harel schema record (collection {META!r}): it was written by another application "
-            "or by the reference implementation, which this store cannot read (see "
-            "docs/porting.md); use another ?db= or move the data with an export script"
-        )
-    for collection in (EXECUTIONS, MARKS, WORK):
-        check_index_names((yield rq.list_indexes(collection)), collection, where)
-        yield rq.create_indexes(collection)
-    if verdict == "create":
-        try:
-            found = yield rq.claim_schema(SCHEMA_VERSION, written_by)
-        except DuplicateKey:  # another store created it at the same moment
-            found = yield rq.read_schema()
-        verdict = schema_decision(found if found is not None else {}, where)
-        if verdict != "upgrade":  # ours, or a racing opener's of this layout
-            return
-    if found["version"] < WORK_ROWS_SINCE:  # every layout before 4 lacks the work rows
-        yield from backfill_plan(time.time())
-    yield rq.upgrade_schema(found["version"], SCHEMA_VERSION, written_by)
+    yield from open_flow(MongoOpen(where, written_by))
+
+
+class MongoOpen(MongoLayout):
+    """MongoDB's steps of the shared open flow: no lock (a ready layout costs one read);
+    creating refuses foreign documents; creating and upgrading create the indexes first, an
+    upgrade then backfills the work rows (:func:`backfill_plan`), and the schema record comes
+    last, conditional: a new database's is inserted when absent (a racing opener's wins and is
+    judged), an upgrade's written while the record still holds the version found."""
+
+    def __init__(self, where: str, written_by: str) -> None:
+        super().__init__(where)
+        self.written_by = written_by
+
+    def probe(self) -> Plan[Stored]:
+        return stored_schema((yield rq.read_schema()), self.where)
+
+    def create(self) -> Plan[None]:
+        if (yield rq.any_document(EXECUTIONS)) is not None:
+            raise SchemaVersionError(
+                f"{self.where}: collection {EXECUTIONS!r} holds documents but the database has "
+                f"no harel schema record (collection {META!r}): it was written by another "
+                "application or by the reference implementation, which this store cannot read "
+                "(see docs/porting.md); use another ?db= or move the data with an export script"
+            )
+        yield from self._indexes()
+
+    def upgrade(self, version: int) -> Plan[None]:
+        yield from self._indexes()
+        if version < WORK_ROWS_SINCE:
+            yield from backfill_plan(time.time())
+
+    def _indexes(self) -> Plan[None]:
+        for collection in (EXECUTIONS, MARKS, WORK):
+            check_index_names((yield rq.list_indexes(collection)), collection, self.where)
+            yield rq.create_indexes(collection)
+
+    def record(self, found: Stored) -> Plan[None]:
+        version = found.version
+        if version is None:
+            try:
+                claimed = yield rq.claim_schema(SCHEMA_VERSION, self.written_by)
+            except DuplicateKey:  # another store created it at the same moment
+                claimed = yield rq.read_schema()
+            stored = stored_schema(claimed if claimed is not None else {}, self.where)
+            if self.verdict(stored) != "upgrade":  # ours, or a racing opener's of this layout
+                return
+            version = int(stored.version or 0)
+            if version < WORK_ROWS_SINCE:  # every layout before 4 lacks the work rows
+                yield from backfill_plan(time.time())
+        yield rq.upgrade_schema(version, SCHEMA_VERSION, self.written_by)
 
 
 def exists_plan() -> Plan[bool]:

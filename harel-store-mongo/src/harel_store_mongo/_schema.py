@@ -86,7 +86,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel.store.author import RECEIPT_WINDOW, SchemaVerdict, receipt_slot, schema_verdict
+from harel.store.author import RECEIPT_WINDOW, OpenSteps, SchemaVerdict, Stored, receipt_slot
 from harel.store.errors import SchemaVersionError
 
 SCHEMA_VERSION = 5
@@ -192,15 +192,23 @@ def index_named(name: str) -> IndexSpec:
     raise KeyError(name)
 
 
-def schema_decision(found: Any, where: str) -> SchemaVerdict:
-    """What opening needs, given the ``meta`` schema document (``None``: an empty database).
+class MongoLayout(OpenSteps):
+    """The layout versions of the shared open flow (the steps are
+    :class:`harel_store_mongo._plan.MongoOpen`'s): :data:`SCHEMA_VERSION`, :data:`UPGRADES`."""
 
-    ``"create"``, ``"ready"`` or ``"upgrade"``; a layout this release cannot read (newer, or
-    older than :data:`UPGRADES`) raises :class:`SchemaVersionError` naming both versions, the
-    release that wrote it and the ``pip install`` line, and so does an unreadable record.
-    """
+    current = SCHEMA_VERSION
+    upgrades = UPGRADES
+    distribution = DISTRIBUTION
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+
+def stored_schema(found: Any, where: str) -> Stored:
+    """The ``meta`` schema document as the open flow reads it (``None``: an empty database);
+    an unreadable record raises :class:`SchemaVersionError`."""
     if found is None:
-        return "create"
+        return Stored()
     version = found.get("version") if isinstance(found, dict) else None
     if isinstance(version, bool) or not isinstance(version, int):
         raise SchemaVersionError(
@@ -208,11 +216,14 @@ def schema_decision(found: Any, where: str) -> SchemaVerdict:
             "is another application using this database? Use another ?db="
         )
     written_by = found.get("written_by")
-    return schema_verdict(
-        version,
-        current=SCHEMA_VERSION,
-        upgrades=UPGRADES,
-        where=where,
-        distribution=DISTRIBUTION,
-        written_by=written_by if isinstance(written_by, str) else None,
-    )
+    return Stored(version, written_by if isinstance(written_by, str) else None)
+
+
+def schema_decision(found: Any, where: str) -> SchemaVerdict:
+    """What opening needs, given the ``meta`` schema document (``None``: an empty database).
+
+    ``"create"``, ``"ready"`` or ``"upgrade"``; a layout this release cannot read (newer, or
+    older than :data:`UPGRADES`) raises :class:`SchemaVersionError` naming both versions, the
+    release that wrote it and the ``pip install`` line, and so does an unreadable record.
+    """
+    return MongoLayout(where).verdict(stored_schema(found, where))

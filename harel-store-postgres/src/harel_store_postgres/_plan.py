@@ -19,7 +19,8 @@ skips the PL/pgSQL call.  Both store the commit token as the receipt of the vers
 fence (``PreparedCommit.base``) in the CAS's WHERE; ``harel_commit`` also refuses an event id
 whose dedupe mark is held there, so ``AlreadyProcessed`` costs the commit's one round trip.
 Export is one statement, import one call of ``harel_import``
-(:mod:`harel_store_postgres._records`); opening a store is :mod:`harel_store_postgres._open`.
+(:mod:`harel_store_postgres._records`); opening a store is
+:func:`harel_store_postgres._schema.open_schema`.
 """
 
 from __future__ import annotations

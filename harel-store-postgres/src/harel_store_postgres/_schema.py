@@ -5,6 +5,9 @@ name quoted by ``psycopg.sql.Identifier``; values always travel as bound paramet
 Function bodies name tables unqualified: each function pins ``search_path`` to its schema, so
 the quoted name never appears inside a dollar-quoted body.
 
+Opening a schema is :func:`open_schema` (the shared open flow with :class:`PostgresOpen`'s
+steps): create the layout, upgrade an older one in place, or refuse a newer one.
+
 Layout version 5, in the configured schema:
 
 * ``executions`` — one row per execution: ``data`` (the codec's JSON, as ``text``: ``jsonb``
@@ -52,8 +55,21 @@ version 1's hash indexes) for a claim's group in ``seq`` order, ``purge`` and ex
 from __future__ import annotations
 
 # ruff: noqa: S608 - version 4's texts are composed of fixed fragments; values are slots only
-from harel.store.author import RECEIPT_WINDOW, release_of
+import time
 
+from harel.store.author import (
+    RECEIPT_WINDOW,
+    OpenSteps,
+    Step,
+    Stored,
+    open_flow,
+    relay_due,
+    release_of,
+)
+from harel.store.author.sql import Statement
+from harel.store.errors import SchemaVersionError, StoreCorrupted
+
+from harel_store_postgres._rows import first_row
 from harel_store_postgres._spec import DISTRIBUTION
 
 SCHEMA_VERSION = 5
@@ -830,3 +846,69 @@ TABLES = (
     "harel_schema",
 )
 """The tables of the layout (for tests and tools)."""
+
+
+class PostgresOpen(OpenSteps):
+    """PostgreSQL's steps of the shared open flow.  A current (or refused: newer, too old,
+    foreign) schema costs two probes and writes nothing.  Creating or upgrading runs in one
+    transaction holding the schema's advisory lock: openers arriving together wait there, the
+    first does the work, the others probe again and write nothing.  An upgrade from before
+    version 4 ends with :data:`BACKFILL_TO_4` (the work rows of what the older layout holds;
+    ``now`` dates them, default this process's clock), then the version row."""
+
+    current = SCHEMA_VERSION
+    upgrades = UPGRADES
+    distribution = DISTRIBUTION
+
+    def __init__(self, schema: str, where: str, now: float | None = None) -> None:
+        self.schema, self.where, self.now = schema, where, now
+
+    def probe(self) -> Step[Stored]:
+        if not first_row((yield Statement(EXISTS_PROBE, (self.schema,))))[0]:
+            if first_row((yield Statement(FOREIGN_PROBE, (self.schema,))))[0]:
+                raise SchemaVersionError(
+                    f"schema {self.schema!r} has an executions table but no harel_schema "
+                    "version table: it was written by another application or by the reference "
+                    "implementation, which this store cannot read (see docs/porting.md); use "
+                    "another ?schema="
+                )
+            return Stored()
+        row = (yield Statement(VERSION_PROBE)).first
+        if row is None:
+            return Stored()
+        document = row[0]
+        if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+            raise StoreCorrupted(
+                f"the harel_schema row of {self.schema!r} is damaged: {document!r}"
+            )
+        writer = document.get("written_by")
+        return Stored(int(document["version"]), writer if isinstance(writer, str) else None)
+
+    def lock(self) -> Step[bool]:
+        yield Statement(BEGIN)
+        yield Statement(LOCK, (ADVISORY_LOCK_CLASS, self.schema))
+        return True
+
+    def create(self) -> Step[None]:
+        for ddl in DDL:
+            yield Statement(ddl)
+
+    def upgrade(self, version: int) -> Step[None]:
+        for ddl in UPGRADES[version]:
+            yield Statement(ddl)
+        if version < BACKFILLED_BELOW:
+            at = relay_due(time.time() if self.now is None else self.now)
+            yield Statement(BACKFILL_TO_4, (at, at))
+
+    def record(self, found: Stored) -> Step[None]:
+        yield Statement(RECORD_VERSION, (SCHEMA_VERSION, written_by()))
+
+    def unlock(self) -> Step[None]:
+        yield Statement(COMMIT)
+
+
+def open_schema(schema: str, where: str, now: float | None = None) -> Step[None]:
+    """Make sure ``schema`` holds the current layout (see the module docstring); an upgrade
+    also writes the work rows of what the older layout holds (``now``: the upgrade time,
+    default this process's clock)."""
+    yield from open_flow(PostgresOpen(schema, where, now))

@@ -33,15 +33,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.author import (
     MAX_DOCUMENT_BYTES,
     ListingQuery,
+    OpenSteps,
     PreparedCommit,
     PreparedEnqueue,
     PreparedImport,
+    SchemaVerdict,
+    Stored,
     check_event_ref,
     check_flag,
     check_id,
@@ -52,6 +55,7 @@ from harel.store.author import (
     decode_execution,
     encode_trace_step,
     loads,
+    open_flow,
     page_from_probe,
     relay_due,
     show,
@@ -103,9 +107,12 @@ from harel_store_redis._requests import (
     run_script,
     text_reply,
 )
+from harel_store_redis._reshard import to_sharded_plan
 from harel_store_redis._schema import (
+    DISTRIBUTION,
     SCHEMA_VERSION,
     SHARDED_VERSION,
+    UPGRADES,
     Keys,
     layout_verdict,
     written_by,
@@ -143,7 +150,6 @@ from harel_store_redis._shards import (
     renew_sharded,
 )
 from harel_store_redis._spec import MAX_SHARDS
-from harel_store_redis._upgrade import to_sharded_plan
 
 log = logging.getLogger("harel_store_redis")
 
@@ -226,21 +232,51 @@ def open_plan(
                 keys, where, cluster=cluster, shards=shards, floor=floor, limit=limit
             )
         )
-    reply = yield from run_script(
-        LAYOUT, keys.global_keys, (str(SCHEMA_VERSION).encode(), written_by())
-    )
-    version, writer, created = reply[:3]
-    count = reply[3] if len(reply) > 3 else None
-    verdict = layout_verdict(version, writer, bool(created), where)
-    if verdict == "sharded":
+    steps = RedisOpen(keys, where)
+    verdict = yield from open_flow(steps)
+    count = steps.reply[3] if len(steps.reply) > 3 else None
+    if steps.sharded:
         return stored_shards(count, where)
-    if verdict == "upgrade":
-        yield from upgrade_single_slot_plan(keys, where, version)
-    elif count is not None:  # layout 4 on its way to the sharded layout: finish that first
+    if verdict != "upgrade" and count is not None:  # layout 4 on its way to the sharded one
         stored = stored_shards(count, where)
         yield from to_sharded_plan(keys, stored, floor, where, limit)
         return stored
     return None
+
+
+class RedisOpen(OpenSteps):
+    """The single-slot layout's steps of the shared open flow.  No lock: the probe is the
+    :data:`~harel_store_redis._scripts.LAYOUT` script, which also creates the layout of an
+    empty namespace in the same atomic call (so ``create`` has nothing left to do), and an
+    upgrade is one atomic script (:func:`upgrade_single_slot_plan`) several openers may run
+    at once.  The verdict is :func:`~harel_store_redis._schema.layout_verdict`'s on the
+    script's ``reply``; ``sharded``: it found the sharded layout (ready, with its count)."""
+
+    current = SCHEMA_VERSION
+    upgrades = UPGRADES
+    distribution = DISTRIBUTION
+
+    def __init__(self, keys: Keys, where: str) -> None:
+        self.keys, self.where = keys, where
+        self.reply: list[Any] = []
+        self.sharded = False
+
+    def probe(self) -> Plan[Stored]:
+        layout = (str(SCHEMA_VERSION).encode(), written_by())
+        self.reply = yield from run_script(LAYOUT, self.keys.global_keys, layout)
+        return Stored()
+
+    def verdict(self, found: Stored) -> SchemaVerdict:
+        version, writer, created = self.reply[:3]
+        verdict = layout_verdict(version, writer, bool(created), self.where)
+        self.sharded = verdict == "sharded"
+        return "ready" if self.sharded else cast(SchemaVerdict, verdict)
+
+    def create(self) -> Plan[None]:
+        yield from ()
+
+    def upgrade(self, version: int) -> Plan[None]:
+        yield from upgrade_single_slot_plan(self.keys, self.where, self.reply[0])
 
 
 def upgrade_single_slot_plan(keys: Keys, where: str, version: bytes) -> Plan[None]:

@@ -51,7 +51,7 @@ seven rival commits is still recognised; version 4 adds the claims' work rows (`
 ``P ready:<p>``) and indexes the untargeted outbox entries in ``P own``; version 5 is the
 sharded layout (:mod:`harel_store_redis._shards`): these keys once per shard under
 ``P{<tag>}``, ``P layout`` recording the shard count (``?shards=N``; the in-place upgrade from
-version 1-4: :mod:`harel_store_redis._upgrade`).  Opening a version 1,
+version 1-4: :mod:`harel_store_redis._reshard`).  Opening a version 1,
 2 or 3 namespace upgrades it in place with one atomic script
 (:data:`~harel_store_redis._scripts.UPGRADE`), which several processes may run at once: the
 first upgrades, the others find it done.  The upgrade rewrites no execution (a layout 2 hash

@@ -8,9 +8,9 @@ single-request commit guards its side writes with.
 
 from __future__ import annotations
 
-from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES
 
-__all__ = ["DDL", "SCHEMA_VERSION", "TABLES", "UPGRADES", "schema_action"]
+__all__ = ["DDL", "SCHEMA_VERSION", "TABLES", "UPGRADES"]
 
 TABLES: tuple[str, ...] = tuple(
     text.split("(", 1)[0].split()[-1] for text in DDL if text.startswith("CREATE TABLE")

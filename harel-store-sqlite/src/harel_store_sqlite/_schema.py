@@ -9,11 +9,11 @@ the PRAGMAs run on every new connection.
 
 from __future__ import annotations
 
-from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES
 
 from harel_store_sqlite._spec import SqliteOptions
 
-__all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas", "schema_action"]
+__all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas"]
 
 
 def pragmas(options: SqliteOptions) -> list[str]:

@@ -39,6 +39,8 @@ from harel.store.author import (
     PreparedCommit,
     PreparedEnqueue,
     PreparedImport,
+    SchemaVerdict,
+    Stored,
     WorkRow,
     base_holds,
     cas_decision,
@@ -55,6 +57,7 @@ from harel.store.author import (
     decode_trace_step,
     encode_trace_step,
     lease_lost,
+    open_flow,
     page_from_probe,
     refuse_lost,
     release_of,
@@ -188,6 +191,49 @@ def _owned_entries(
     )
 
 
+class JsonDirOpen(_schema.JsonDirLayout):
+    """The jsondir's steps of the shared open flow.  No lock of its own: the driver holds the
+    directory's file lock around every operation.  ``create`` and ``upgrade`` build the new
+    ``state.json`` object; ``record`` writes it (one journaled write)."""
+
+    def __init__(self, now: float) -> None:
+        super().__init__(_schema.STATE)
+        self.now = now
+        self.text: str | None = None
+        self.data: dict[str, Any] = {}
+        self.state = StoreState()
+
+    def probe(self) -> Plan[Stored]:
+        self.text = yield Read(_schema.STATE)
+        if self.text is None:
+            return Stored()
+        try:
+            self.data = _schema.check_object(json.loads(self.text), _schema.STATE)
+        except ValueError as exc:
+            raise StoreCorrupted(f"{_schema.STATE} is not JSON ({exc}); restore it") from exc
+        written_by = self.data.get("written_by")
+        return Stored(self.data["format"], written_by if isinstance(written_by, str) else None)
+
+    def verdict(self, found: Stored) -> SchemaVerdict:
+        verdict = super().verdict(found)
+        if verdict == "ready":
+            StoreState.parse(self.text)
+        return verdict
+
+    def create(self) -> Plan[None]:
+        yield from ()
+        self.state = StoreState(written_by=release_of(_schema.DISTRIBUTION))
+
+    def upgrade(self, version: int) -> Plan[None]:
+        yield from ()
+        upgraded = _schema.upgrade_state(self.data, release_of(_schema.DISTRIBUTION))
+        self.state = StoreState.parse(json.dumps(upgraded))
+        self.state.backfill_work(self.now)
+
+    def record(self, found: Stored) -> Plan[None]:
+        yield Write(((_schema.STATE, self.state.dump()),))
+
+
 # -- the contract's operations ----------------------------------------------------------------
 
 
@@ -199,28 +245,9 @@ class JsonDirPlan:
     def open_directory(self, now: float) -> Plan[None]:
         """Check the layout: create it in an empty directory, upgrade an older format in one
         journaled write (work rows backfilled, relays as written at ``now``), refuse a newer one
-        before writing anything (``SchemaVersionError``)."""
-        text = yield Read(_schema.STATE)
-        data: dict[str, Any] | None = None
-        if text is not None:
-            try:
-                data = _schema.check_object(json.loads(text), _schema.STATE)
-            except ValueError as exc:
-                raise StoreCorrupted(f"{_schema.STATE} is not JSON ({exc}); restore it") from exc
-        found = None if data is None else data["format"]
-        written_by = None if data is None else data.get("written_by")
-        verdict = _schema.verdict(found, _schema.STATE, written_by)
-        if verdict == "ready":
-            StoreState.parse(text)  # a damaged state is reported at open
-            return
-        if verdict == "create":
-            state = StoreState(written_by=release_of(_schema.DISTRIBUTION))
-        else:
-            assert data is not None
-            upgraded = _schema.upgrade_state(data, release_of(_schema.DISTRIBUTION))
-            state = StoreState.parse(json.dumps(upgraded))
-            state.backfill_work(now)
-        yield Write(((_schema.STATE, state.dump()),))
+        before writing anything (``SchemaVersionError``): the shared open flow fed with
+        :class:`JsonDirOpen`."""
+        yield from open_flow(JsonDirOpen(now))
 
     def load(self, execution_id: str) -> Plan[Execution | None]:
         """A fresh copy of the stored execution, or ``None``."""

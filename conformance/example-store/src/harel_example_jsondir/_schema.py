@@ -29,12 +29,11 @@ other path, so a forged journal can never write outside the directory.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from typing import Any
 
-from harel.store.author import schema_verdict
+from harel.store.author import OpenSteps, Stored
 from harel.store.errors import SchemaVersionError, StoreCorrupted
 
 DISTRIBUTION = "harel-example-jsondir"
@@ -50,9 +49,19 @@ UPGRADES = frozenset({2, 3, 4})
 """Formats that opening a directory upgrades in place (:func:`upgrade_state`).  Format 1
 (base32 file names) is refused with a message."""
 
-_VERDICT = functools.partial(
-    schema_verdict, current=FORMAT, upgrades=UPGRADES, distribution=DISTRIBUTION
-)
+
+class JsonDirLayout(OpenSteps):
+    """The formats of the shared open flow (the steps are
+    :class:`harel_example_jsondir._plan.JsonDirOpen`'s): :data:`FORMAT`, :data:`UPGRADES`;
+    ``where`` names the file judged."""
+
+    current = FORMAT
+    upgrades = UPGRADES
+    distribution = DISTRIBUTION
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
 
 SAME_FILES = frozenset({2, 3, 4, FORMAT})
 """Formats whose trace files and journal read as this one's (they did not change in 3 to 5)."""
@@ -123,15 +132,9 @@ def check_format(
             f"{what} has layout format {found}, which opening the directory upgrades to "
             f"{FORMAT}: open it again (JsonDirStore(directory)) before using it"
         )
-    verdict(found, what, checked.get("written_by"))  # raises: neither current nor upgradable
+    writer = checked.get("written_by")  # the verdict raises: neither current nor upgradable
+    JsonDirLayout(what).verdict(Stored(found, writer if isinstance(writer, str) else None))
     raise SchemaVersionError(f"{what} has layout format {found}; this release reads {FORMAT}")
-
-
-def verdict(found: int | None, what: str, written_by: Any) -> str:
-    """What opening a directory whose ``state.json`` holds format ``found`` needs (``"create"``,
-    ``"ready"``, ``"upgrade"``), or ``SchemaVersionError`` naming the release to install."""
-    writer = written_by if isinstance(written_by, str) else None
-    return _VERDICT(found, where=what, written_by=writer)
 
 
 def upgrade_state(data: dict[str, Any], written_by: str) -> dict[str, Any]:

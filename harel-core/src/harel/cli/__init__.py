@@ -31,6 +31,7 @@ COMMAND_MODULES: list[str] = [
     "harel.cli.engine_cmds",
     "harel.cli.purge",
     "harel.cli.migrate_cmd",
+    "harel.cli.monitor_cmd",
 ]
 """Modules that contribute subcommands (append yours: a one-line edit)."""
 

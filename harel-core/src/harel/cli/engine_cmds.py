@@ -25,6 +25,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -388,6 +389,47 @@ def _notice(text: str) -> None:
     print(f"harel: nothing happened: {text}", file=sys.stderr)
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """What :func:`deliver` did: ``outcome`` is ``"applied"`` (the step ran), ``"duplicate"``
+    (the event id was already processed: nothing changed), ``"finished"`` (a finished
+    execution: not sent) or ``"enqueued"`` (handed to the workers as outbox entry ``seq``)."""
+
+    execution: Execution
+    outcome: str
+    seq: int | None = None
+
+
+def deliver(
+    store: ExecutionStore,
+    definitions: Mapping[str, Definition],
+    config: EngineConfig,
+    execution_id: str,
+    event: Event,
+    *,
+    where: str,
+    enqueue: bool = False,
+) -> Delivery:
+    """Deliver ``event`` to ``execution_id`` the way ``harel send`` does (``harel monitor``'s
+    send form too): ExecutionNotFound when it is not stored, CommandError when its machine is
+    not in ``definitions`` (``where`` names them) or does not know the kind; a finished
+    execution is left alone; ``enqueue`` writes one outbox entry instead of running the step."""
+    from harel.store.errors import ExecutionNotFound
+
+    exe = store.load(execution_id)
+    if exe is None:
+        raise ExecutionNotFound(execution_id)
+    _check_declared(_definition_of(exe, definitions, where), event.kind)
+    if exe.status in FINISHED:
+        return Delivery(exe, "finished")
+    runner = _runner(store, definitions, config)
+    if enqueue:
+        return Delivery(exe, "enqueued", runner.enqueue(exe.id, event, priority=exe.priority))
+    before = _versions(store, exe)
+    exe = runner.process(execution_id, event)
+    return Delivery(exe, "duplicate" if _versions(store, exe) == before else "applied")
+
+
 def cmd_send(args: argparse.Namespace) -> int:
     """Deliver one event durably (a retry with the same ``--event-id`` is a no-op); with
     ``--enqueue`` write it for the workers in one write instead (at the target's priority).
@@ -395,38 +437,33 @@ def cmd_send(args: argparse.Namespace) -> int:
     Says when nothing happened: undeclared kind (refused, exit 2), finished execution (not
     sent, exit 1), event id already processed (exit 0, a safe retry).
     """
-    from harel.store.errors import ExecutionNotFound
-
     config = _config()
     data = _json_object(args.data, f"event {args.kind!r}")
     event = Event(kind=args.kind, data=data, **({"id": args.event_id} if args.event_id else {}))
     definitions = _definitions(args, config)
-    where = str(args.definitions or config.definitions_dir)
+    where = repr(str(args.definitions or config.definitions_dir))
     with _store(args.store) as store:
-        exe = store.load(args.execution_id)
-        if exe is None:
-            raise ExecutionNotFound(args.execution_id)
-        _check_declared(_definition_of(exe, definitions, repr(where)), event.kind)
-        if exe.status in FINISHED:
-            print(f"{exe.id}: {_state(exe)}")
-            _notice(
-                f"execution {exe.id!r} is {exe.status.value}; a finished execution takes no "
-                f"more events, so {event.kind!r} was not sent"
-            )
-            return EXIT_NOTHING_HAPPENED
-        if args.enqueue:
-            seq = _runner(store, definitions, config).enqueue(exe.id, event, priority=exe.priority)
-            print(f"{exe.id}: enqueued {event.kind!r} (event {event.id}, outbox entry {seq})")
-            print("a running `harel worker` on this store delivers it", file=sys.stderr)
-            return 0
-        before = _versions(store, exe)
-        exe = _runner(store, definitions, config).process(args.execution_id, event)
-        print(f"{exe.id}: {_state(exe)} (event {event.id})")
-        if _versions(store, exe) == before:
-            _notice(
-                f"event id {event.id!r} was already processed by {exe.id!r}; re-sending the "
-                "same event is a safe no-op, a new event needs a new --event-id"
-            )
+        done = deliver(
+            store, definitions, config, args.execution_id, event, where=where, enqueue=args.enqueue
+        )
+    exe = done.execution
+    if done.outcome == "finished":
+        print(f"{exe.id}: {_state(exe)}")
+        _notice(
+            f"execution {exe.id!r} is {exe.status.value}; a finished execution takes no "
+            f"more events, so {event.kind!r} was not sent"
+        )
+        return EXIT_NOTHING_HAPPENED
+    if done.outcome == "enqueued":
+        print(f"{exe.id}: enqueued {event.kind!r} (event {event.id}, outbox entry {done.seq})")
+        print("a running `harel worker` on this store delivers it", file=sys.stderr)
+        return 0
+    print(f"{exe.id}: {_state(exe)} (event {event.id})")
+    if done.outcome == "duplicate":
+        _notice(
+            f"event id {event.id!r} was already processed by {exe.id!r}; re-sending the "
+            "same event is a safe no-op, a new event needs a new --event-id"
+        )
     return 0
 
 

@@ -35,7 +35,10 @@ Groups:
   :func:`claim_order`, :func:`take_units`, :func:`lease_lost`, :func:`next_ready`,
   :func:`touch`, :func:`work_touches`, :func:`import_touches`, :func:`relay_due`,
   :func:`outbox_or_damaged`, :func:`spawn_or_damaged`.
-* **Schema versions** — :func:`schema_verdict`, :data:`SchemaVerdict`, :func:`release_of`.
+* **Schema versions** — :func:`schema_verdict`, :data:`SchemaVerdict`, :func:`release_of`,
+  :func:`open_flow` (the one open flow: probe, verdict, lock, create or upgrade, record) fed
+  with a backend's :class:`OpenSteps` (each step a :data:`Step`), :class:`Stored`,
+  :class:`OpenRaced`.
 * **Connecting, retrying, redacting** — :func:`connect_with_retry`,
   :func:`aconnect_with_retry`, :func:`retry_arguments`, :func:`retry_knobs`,
   :data:`RETRY_KNOBS`, :func:`busy_waits`, :func:`redact_url`, :func:`redact_text`,
@@ -85,6 +88,7 @@ from harel.store.common.lazy import lazy_exports, needs_harel_testing
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
 from harel.store.common.offload import current_library
+from harel.store.common.open_flow import OpenRaced, OpenSteps, Step, Stored, open_flow
 from harel.store.common.plan_store import AsyncPlanStore, PlanStore, in_settled_write
 from harel.store.common.records import PreparedExecution, PreparedImport, prepare_import
 from harel.store.common.retry import (
@@ -147,6 +151,8 @@ __all__ = [
     "Knob",
     "LegacyEnv",
     "ListingQuery",
+    "OpenRaced",
+    "OpenSteps",
     "PlanStore",
     "PreparedCommit",
     "PreparedEmit",
@@ -155,7 +161,9 @@ __all__ = [
     "PreparedImport",
     "PreparedSpawn",
     "SchemaVerdict",
+    "Step",
     "StoreURL",
+    "Stored",
     "SyncHops",
     "ThreadedAsyncStore",
     "Wakeups",
@@ -195,6 +203,7 @@ __all__ = [
     "needs_harel_testing",
     "next_ready",
     "next_trace_index",
+    "open_flow",
     "outbox_or_damaged",
     "page_from_probe",
     "parse_store_url",

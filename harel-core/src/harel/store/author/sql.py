@@ -22,7 +22,6 @@ from harel.store.common.sql import (
     SqlPlan,
     SqlStore,
     Statement,
-    schema_action,
     write_result,
 )
 from harel.store.common.sql.errors import (
@@ -59,6 +58,5 @@ __all__ = [
     "engine_error",
     "primary_code",
     "raw_side_statements",
-    "schema_action",
     "write_result",
 ]

@@ -12,7 +12,7 @@ and the drive loop); :mod:`harel.store.common.sql.errors` maps SQLite's own fail
 from harel.store.common.sql.dialect import RQLITE, SQLITE, Dialect, Rendered, render
 from harel.store.common.sql.plan import SqlOp, SqlPlan
 from harel.store.common.sql.requests import Batch, Result, Statement, write_result
-from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES, schema_action
+from harel.store.common.sql.schema import DDL, SCHEMA_VERSION, UPGRADES
 from harel.store.common.sql.statements import SqlStatements, statements_for
 from harel.store.common.sql.store import SqlContract, SqlStore
 
@@ -33,7 +33,6 @@ __all__ = [
     "SqlStore",
     "Statement",
     "render",
-    "schema_action",
     "statements_for",
     "write_result",
 ]

@@ -48,12 +48,12 @@ from harel.store.common.commit import (
 from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.limits import MAX_DOCUMENT_BYTES, MAX_INT
 from harel.store.common.listing import ListingQuery, page_from_probe
+from harel.store.common.open_flow import open_flow
 from harel.store.common.records import PreparedImport
-from harel.store.common.schema_version import release_of
 from harel.store.common.sql.dialect import Dialect, Rendered
 from harel.store.common.sql.errors import RequestOutcomeUnknown
 from harel.store.common.sql.requests import Batch, Result, Statement
-from harel.store.common.sql.schema import SCHEMA_TABLE, SCHEMA_VERSION, SchemaAction, schema_action
+from harel.store.common.sql.schema import SqlOpen
 from harel.store.common.sql.statements import FINISHED_SLOTS, SqlStatements, statements_for
 from harel.store.common.sweeps import sweep_limit
 from harel.store.common.trace import decode_trace_step, encode_trace_step, trace_keep_from
@@ -176,59 +176,20 @@ class SqlPlan:
     # -- open -----------------------------------------------------------------------------------
 
     def open_schema(self, now: float) -> SqlOp[None]:
-        """Check the schema version; create it in an empty database or upgrade an older one.
+        """Check the schema version; create it in an empty database or upgrade an older one
+        (:class:`~harel.store.common.sql.schema.SqlOpen`'s steps of the shared open flow).
 
         Safe with concurrent openers: an interactive dialect re-checks inside ``BEGIN
         IMMEDIATE`` (the second opener finds the work done); a single-request dialect re-checks
         after a failed batch.  ``now`` dates the marks of an upgraded database.
         """
-        action, version = yield from self._schema_state()
-        if action == "ready":
-            return
-        if not self.dialect.single_request:
-            yield from self._transaction(self._migrate(now))
-            return
-        try:
-            yield Batch(self._schema_statements(action, version, now))
-        except Exception:
-            if (yield from self._schema_state())[0] != "ready":
-                raise
+        yield from open_flow(SqlOpen(self, now))
 
     def holds_store(self) -> SqlOp[bool]:
         """Whether the database holds a harel layout (either marker table, so a foreign or
         older layout counts too: opening then reports or upgrades it): one read of the
         catalogue that creates nothing (``open_store(url, create=False)``)."""
         return bool((yield self.sql.tables_probe.bind()).rows)
-
-    def _migrate(self, now: float) -> SqlOp[None]:
-        action, version = yield from self._schema_state()
-        if action != "ready":
-            yield from _each(self._schema_statements(action, version, now))
-
-    def _schema_state(self) -> SqlOp[tuple[SchemaAction, int | None]]:
-        tables = {str(row[0]) for row in (yield self.sql.tables_probe.bind()).rows}
-        version, written_by = None, None
-        if SCHEMA_TABLE in tables:
-            row = (yield self.sql.version_probe.bind()).first  # (singleton, version[, by])
-            if row is not None:
-                version = int(row[1])
-                written_by = str(row[2]) if len(row) > 2 and row[2] is not None else None
-        action = schema_action(
-            tables, version, self.where, distribution=self.distribution, written_by=written_by
-        )
-        return action, version
-
-    def _schema_statements(
-        self, action: SchemaAction, version: int | None, now: float
-    ) -> tuple[Statement, ...]:
-        written_by = release_of(self.distribution)
-        if action == "upgrade" and version is not None:
-            values = {"now": now, "written_by": written_by, "relay": relay_due(now)}
-            return tuple(s.bind_map(values) for s in self.sql.upgrades[version])
-        return (
-            *(s.bind() for s in self.sql.ddl),
-            self.sql.record_version.bind(version=SCHEMA_VERSION, written_by=written_by),
-        )
 
     # -- commit ---------------------------------------------------------------------------------
 

@@ -45,9 +45,18 @@ dialects: one batch, which a concurrent opener's duplicate fails as a whole).
 
 from __future__ import annotations
 
+import contextlib
+from typing import TYPE_CHECKING
+
+from harel.store.common.claims import relay_due
 from harel.store.common.commit import RECEIPT_WINDOW
-from harel.store.common.schema_version import SchemaVerdict, schema_verdict
+from harel.store.common.open_flow import OpenSteps, Step, Stored
+from harel.store.common.schema_version import release_of
+from harel.store.common.sql.requests import Batch, Statement
 from harel.store.errors import SchemaVersionError
+
+if TYPE_CHECKING:
+    from harel.store.common.sql.plan import SqlPlan
 
 SCHEMA_VERSION = 5
 """The layout version this release reads and writes."""
@@ -216,43 +225,78 @@ UPGRADES: dict[int, tuple[str, ...]] = {
 the upgrading release, ``:relay`` to :func:`~harel.store.common.claims.relay_due` of
 ``:now``."""
 
-SchemaAction = SchemaVerdict
 
+class SqlOpen(OpenSteps):
+    """The SQL family's steps of :func:`~harel.store.author.open_flow`.
 
-def schema_action(
-    tables: set[str],
-    version: int | None,
-    where: str,
-    *,
-    distribution: str,
-    written_by: str | None = None,
-) -> SchemaAction:
-    """Decide what opening a database needs, from :data:`TABLES_PROBE` and the stored
-    ``harel_schema`` row (``version``, ``written_by``).
-
-    ``"create"`` for an empty database, ``"upgrade"`` for a version listed in
-    :data:`UPGRADES`, ``"ready"`` for the current one.  Raises :class:`SchemaVersionError`
-    (from :func:`~harel.store.author.schema_verdict`: both versions, the writing release and
-    the ``pip install`` line of ``distribution``) for a database written by a newer release,
-    and for foreign tables named like ours; ``where`` names the database in the message.
+    The probe is :data:`TABLES_PROBE` and the ``harel_schema`` row: a ``harel_schema`` table
+    without its row, or an ``executions`` table without ``harel_schema`` (a foreign database),
+    raises :class:`SchemaVersionError` before anything is written.  An interactive dialect
+    locks with ``BEGIN IMMEDIATE`` (a second opener waits, probes again and finds the work
+    done) and rolls back on failure; a single-request dialect sends the create or upgrade as
+    one ``Batch`` and, when that fails, probes again (a concurrent opener's batch won).
+    ``now`` dates the marks of an upgraded database.
     """
-    if SCHEMA_TABLE in tables:
-        if version is None:
+
+    current = SCHEMA_VERSION
+    upgrades = UPGRADES
+
+    def __init__(self, plan: SqlPlan, now: float) -> None:
+        self.sql, self.now = plan.sql, now
+        self.where, self.distribution = plan.where, plan.distribution
+        dialect = plan.dialect
+        self.single = dialect.single_request
+        self.begin, self.commit = Statement(dialect.begin or ""), Statement(dialect.commit)
+        self.rollback = Statement(dialect.rollback)
+
+    def probe(self) -> Step[Stored]:
+        tables = {str(row[0]) for row in (yield self.sql.tables_probe.bind()).rows}
+        if SCHEMA_TABLE not in tables:
+            if "executions" in tables:
+                raise SchemaVersionError(
+                    f"{self.where} has an 'executions' table but no harel_schema row (a foreign "
+                    "database, or one written by an unversioned release); point the store at a "
+                    "new database"
+                )
+            return Stored()
+        row = (yield self.sql.version_probe.bind()).first
+        if row is None:
             raise SchemaVersionError(
-                f"{where} has a harel_schema table without its row (an interrupted or foreign "
-                "database); point the store at a new database"
+                f"{self.where} has a harel_schema table without its row (an interrupted or "
+                "foreign database); point the store at a new database"
             )
-        return schema_verdict(
-            version,
-            current=SCHEMA_VERSION,
-            upgrades=UPGRADES,
-            where=where,
-            distribution=distribution,
-            written_by=written_by,
-        )
-    if "executions" in tables:
-        raise SchemaVersionError(
-            f"{where} has an 'executions' table but no harel_schema row (a foreign database, or "
-            "one written by an unversioned release); point the store at a new database"
-        )
-    return "create"
+        written_by = str(row[2]) if len(row) > 2 and row[2] is not None else None
+        return Stored(int(row[1]), written_by)
+
+    def lock(self) -> Step[bool]:
+        if not self.single:
+            yield self.begin
+        return not self.single
+
+    def create(self) -> Step[None]:
+        written_by = release_of(self.distribution)
+        record = self.sql.record_version.bind(version=SCHEMA_VERSION, written_by=written_by)
+        yield from self._send((*(s.bind() for s in self.sql.ddl), record))
+
+    def upgrade(self, version: int) -> Step[None]:
+        now = self.now
+        values = {"now": now, "written_by": release_of(self.distribution), "relay": relay_due(now)}
+        yield from self._send(tuple(s.bind_map(values) for s in self.sql.upgrades[version]))
+
+    def _send(self, statements: tuple[Statement, ...]) -> Step[None]:
+        if self.single:
+            yield Batch(statements)
+        else:
+            for statement in statements:  # noqa: UP028 - results are sent back: not a tuple's
+                yield statement
+
+    def unlock(self) -> Step[None]:
+        if not self.single:
+            yield self.commit
+
+    def recover(self, error: Exception) -> Step[bool]:
+        if self.single:
+            return self.verdict((yield from self.probe())) == "ready"
+        with contextlib.suppress(Exception):
+            yield self.rollback
+        return False

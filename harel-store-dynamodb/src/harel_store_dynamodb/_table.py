@@ -1,8 +1,12 @@
-"""The layout version check on open, and the in-place upgrades from layouts 1 and 2.
+"""Opening a table: find (or create and wait for) it, check its key layout, then settle its
+layout version with the shared open flow (:class:`DynamoOpen`'s steps), upgrading layouts 1 to
+3 in place.
 
 The meta item (``pk=meta, sk=schema``) records ``schema`` (the layout version) and
-``written_by`` (the release that wrote it).  :func:`settle_layout` asks
-:func:`harel.store.author.schema_verdict` what to do and does it:
+``written_by`` (the release that wrote it).  The flow asks
+:func:`harel.store.author.schema_verdict` what to do, and the steps do it without a lock (every
+write to the meta item is conditional; one that loses to another opener probes again, up to
+:data:`ROUNDS` times):
 
 * ``create`` — put the meta item under ``attribute_not_exists`` (a racing opener's item wins;
   it is read back and judged again);
@@ -31,13 +35,24 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
+from typing import Any
 
-from harel.store.author import WorkTouch, relay_due, release_of, schema_verdict
-from harel.store.errors import SchemaVersionError, StoreConfigError
+from harel.store.author import (
+    OpenRaced,
+    OpenSteps,
+    SchemaVerdict,
+    Stored,
+    WorkTouch,
+    open_flow,
+    relay_due,
+    release_of,
+)
+from harel.store.errors import SchemaVersionError, StoreConfigError, StoreUnavailable
 
 from harel_store_dynamodb._items import read_outbox_entry, read_relay_entries
-from harel_store_dynamodb._requests import Call, ConditionFailed
+from harel_store_dynamodb._requests import Call, ConditionFailed, Pause, TableInUse, TableNotFound
 from harel_store_dynamodb._schema import (
     DEFAULT_INDEX_SHARDS,
     DISTRIBUTION,
@@ -54,14 +69,89 @@ from harel_store_dynamodb._schema import (
     UPGRADES,
     index_partition,
     index_partitions,
+    is_active,
+    layout_problems,
     receipt_attribute,
     shard_of,
     stored_layout,
     stored_shards,
+    table_definition,
 )
 from harel_store_dynamodb._support import Plan, gsi1_query, query_all
 from harel_store_dynamodb._values import Expr, Item, as_str, exact_float, n, s
 from harel_store_dynamodb._work import WorkHints, apply_touch
+
+TABLE_WAIT_SECONDS = 300.0
+"""How long a created table may take to become ACTIVE."""
+CheckKey = tuple[str, str, str, int | None]
+"""What a table check is valid for: ``(table, endpoint, region, id of an injected client)``."""
+_CHECKED: dict[CheckKey, int] = {}
+"""Tables this process has found ready and laid out for this release, with their index shard
+count: keyed by table, endpoint and region (the same name elsewhere is another table) and, for
+a client the caller injected, that client (it may reach anything)."""
+_CHECKED_LOCK = threading.Lock()
+
+
+def open_table(
+    table: str,
+    create_table: bool,
+    key: CheckKey,
+    requested_shards: int | None = None,
+    poll: float = 1.0,
+) -> Plan:
+    """Find (or create and wait for) the table, check its layout and schema version; the plan
+    returns the table's index shard count (recorded in its meta item).
+
+    Done once per ``key`` (:data:`CheckKey`) per process: later stores opened over a table
+    this process has checked send nothing (a ``requested_shards`` that differs from the
+    table's is still refused, with :class:`~harel.store.errors.StoreConfigError`).
+    """
+    shards = _CHECKED.get(key)
+    if shards is None:
+        shards = yield from _check_table(table, create_table, poll, requested_shards)
+        with _CHECKED_LOCK:
+            _CHECKED[key] = shards
+    check_shards(table, requested_shards, shards)
+    return shards
+
+
+def _check_table(table: str, create_table: bool, poll: float, requested: int | None) -> Plan:
+    description: dict[str, Any] = {}
+    try:
+        description = (yield Call("describe_table", {"TableName": table}))["Table"]
+    except TableNotFound:
+        if not create_table:
+            raise StoreConfigError(
+                f"DynamoDB table {table!r} does not exist: create it (see the README for the "
+                "layout) or open the store with create_table=true"
+            ) from None
+        with contextlib.suppress(TableInUse):
+            yield Call("create_table", table_definition(table))
+    waited = 0.0
+    while not is_active(description):
+        if waited >= TABLE_WAIT_SECONDS:
+            raise StoreUnavailable(
+                f"DynamoDB table {table!r} is not ACTIVE after {TABLE_WAIT_SECONDS:.0f} s"
+            )
+        if description:
+            yield Pause(poll)
+            waited += poll
+        try:
+            description = (yield Call("describe_table", {"TableName": table}))["Table"]
+        except TableNotFound:
+            description = {}
+            yield Pause(poll)
+            waited += poll
+    problems = layout_problems(description)
+    if problems:
+        raise StoreConfigError(
+            f"DynamoDB table {table!r} is not laid out for harel: {'; '.join(problems)}; "
+            "use another table name (create_table=true creates it)"
+        )
+    steps = DynamoOpen(table, requested)
+    yield from open_flow(steps)
+    return steps.shards
+
 
 ROUNDS = 3
 """How many times a lost race on the meta item is read back and judged again."""
@@ -77,69 +167,82 @@ def check_shards(table: str, requested: int | None, stored: int) -> None:
         )
 
 
-def settle_layout(table: str, requested: int | None = None) -> Plan:
-    """Create, accept or upgrade the table's layout (module doc); returns its shard count."""
-    written_by = release_of(DISTRIBUTION)
-    for _ in range(ROUNDS):
+class DynamoOpen(OpenSteps):
+    """DynamoDB's steps of the shared open flow (see the module docstring); after it,
+    :attr:`shards` is the table's index shard count."""
+
+    current = SCHEMA_VERSION
+    upgrades = UPGRADES
+    distribution = DISTRIBUTION
+    rounds = ROUNDS
+
+    def __init__(self, table: str, requested: int | None) -> None:
+        self.table, self.requested = table, requested
+        self.where = f"DynamoDB table {table!r}"
+        self.item: Item | None = None
+        self.shards: int | None = None
+
+    def probe(self) -> Plan:
         reply = yield Call(
-            "get_item", {"TableName": table, "Key": META_KEY, "ConsistentRead": True}
+            "get_item", {"TableName": self.table, "Key": META_KEY, "ConsistentRead": True}
         )
-        item = reply.get("Item")
-        found, writer = stored_layout(item)
-        verdict = schema_verdict(
-            found,
-            current=SCHEMA_VERSION,
-            upgrades=UPGRADES,
-            where=f"DynamoDB table {table!r}",
-            distribution=DISTRIBUTION,
-            written_by=writer,
-        )
-        shards = stored_shards(item)
-        if shards is not None:
-            check_shards(table, requested, shards)
-        if verdict == "ready":
-            if shards is None:
-                raise SchemaVersionError(
-                    f"the meta item of DynamoDB table {table!r} records layout "
-                    f"{SCHEMA_VERSION} without index_shards: it was not written by harel"
-                )
-            return shards
-        e = Expr()
-        if verdict == "upgrade":
-            if shards is None:
-                recorded = yield from _record_shards(table, found, requested)
-                if not recorded:
-                    continue  # another upgrader recorded its count first: judge again
-                shards = requested or DEFAULT_INDEX_SHARDS
-            if found == 1:
-                yield from move_commit_tokens(table)
-            if found in (1, 2):
-                yield from move_index_entries(table, shards)
-            yield from backfill_work(table, shards, time.time())
-            condition = (
-                f"{e.name('schema')} = {e.value(n(found or 0))} AND "
-                f"{e.name('index_shards')} = {e.value(n(shards))}"
+        self.item = reply.get("Item")
+        return Stored(*stored_layout(self.item))
+
+    def verdict(self, found: Stored) -> SchemaVerdict:
+        verdict = super().verdict(found)
+        self.shards = stored_shards(self.item)
+        if self.shards is not None:
+            check_shards(self.table, self.requested, self.shards)
+        if verdict == "ready" and self.shards is None:
+            raise SchemaVersionError(
+                f"the meta item of DynamoDB table {self.table!r} records layout "
+                f"{SCHEMA_VERSION} without index_shards: it was not written by harel"
             )
-        else:  # create
-            shards = requested or DEFAULT_INDEX_SHARDS
+        return verdict
+
+    def create(self) -> Plan:
+        yield from ()
+        self.shards = self.requested or DEFAULT_INDEX_SHARDS
+
+    def upgrade(self, version: int) -> Plan:
+        if self.shards is None:
+            if not (yield from _record_shards(self.table, version, self.requested)):
+                raise OpenRaced  # another upgrader recorded its count first: judge again
+            self.shards = self.requested or DEFAULT_INDEX_SHARDS
+        if version == 1:
+            yield from move_commit_tokens(self.table)
+        if version in (1, 2):
+            yield from move_index_entries(self.table, self.shards)
+        yield from backfill_work(self.table, self.shards, time.time())
+
+    def record(self, found: Stored) -> Plan:
+        e = Expr()
+        if found.version is None:
             condition = f"attribute_not_exists({e.name(PK)})"
-        with contextlib.suppress(ConditionFailed):  # another opener got there first: judge again
+        else:
+            condition = (
+                f"{e.name('schema')} = {e.value(n(found.version))} AND "
+                f"{e.name('index_shards')} = {e.value(n(self.shards or 0))}"
+            )
+        item = {
+            **META_KEY,
+            "schema": n(SCHEMA_VERSION),
+            "written_by": s(release_of(DISTRIBUTION)),
+            "index_shards": n(self.shards or 0),
+        }
+        try:
             yield Call(
                 "put_item",
                 {
-                    "TableName": table,
-                    "Item": {
-                        **META_KEY,
-                        "schema": n(SCHEMA_VERSION),
-                        "written_by": s(written_by),
-                        "index_shards": n(shards),
-                    },
+                    "TableName": self.table,
+                    "Item": item,
                     "ConditionExpression": condition,
                     **e.args(),
                 },
             )
-            return shards
-    raise AssertionError("unreachable: the meta item settles within a few rounds")
+        except ConditionFailed:
+            raise OpenRaced from None  # another opener got there first: judge again
 
 
 def _record_shards(table: str, found: int | None, requested: int | None) -> Plan:
