@@ -31,7 +31,7 @@ lock: $(UV)
 PYTEST_WORKERS ?= 2
 
 test: install
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-fast} $(BIN)/pytest --harel-strict --harel-trio=loop -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The kit against every backend in this repository, hypothesis' thorough profile (many examples).
 KIT_SUITES := $(wildcard $(addsuffix /tests/test*conformance.py,$(MEMBERS)))

@@ -134,6 +134,27 @@ def test_unordered_store_passes_the_rest_of_listing(pytester: pytest.Pytester) -
     result.assert_outcomes(passed=30 * RUNS, skipped=2 * RUNS)
 
 
+def _collected(result: pytest.RunResult) -> set[str]:
+    return {line.split("::")[-1] for line in result.outlines if "::" in line}
+
+
+def test_trio_loop_scope_keeps_only_loop_sensitive_and_smoke_trio_runs(
+    pytester: pytest.Pytester,
+) -> None:
+    every = _collected(_session(pytester, "correct", "--collect-only", "-q"))
+    loop = _collected(_session(pytester, "correct", "--collect-only", "-q", "--harel-trio=loop"))
+    dropped = every - loop
+    assert dropped and all("trio" in name for name in dropped)  # only trio runs go
+    kept_trio = {name for name in loop if "trio" in name}
+    # a cancellation test and a smoke test keep their trio run; a plain commit test does not
+    assert any(
+        name.startswith("test_cancelled_commits_follow_the_outcome_rule[trio") for name in kept_trio
+    )
+    assert "test_purge_removes_everything_it_owns[async-trio]" in kept_trio  # smoke
+    assert "test_absent_record_with_version_conflicts[async-trio]" in dropped
+    assert {name for name in every if "trio" not in name} <= loop  # sync and asyncio all stay
+
+
 def test_missing_harness_fixture_explains_itself(pytester: pytest.Pytester) -> None:
     result = _session(pytester, None, "-k", "fresh_dataset", base="ContractTests")
     result.assert_outcomes(errors=RUNS)

@@ -24,6 +24,9 @@ register_profiles()
 SMOKE_MARKER = "harel_smoke"
 """Marks the kit's smoke subset (the all-backends and wheel runs select it with ``-m``)."""
 
+TRIO_SCOPES = ("all", "loop")
+"""``--harel-trio`` choices: every trio run, or only those where the event loop matters."""
+
 STORE_URL = pytest.StashKey[SecretURL]()
 """Where ``run_conformance`` puts the store URL (never on pytest's command line)."""
 _DECLARED = pytest.StashKey[dict[str, str]]()
@@ -35,6 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("harel", "harel conformance kit")
     group.addoption("--harel-strict", action="store_true", help="capability skips fail")
     group.addoption("--harel-store-url", default=None, help="run the kit against this store URL")
+    group.addoption(
+        "--harel-trio",
+        choices=TRIO_SCOPES,
+        default="all",
+        help="which async kit tests also run under trio: 'all' (default) or 'loop' (the smoke "
+        "subset and the concerns where the event loop matters: cancellation, concurrency, "
+        "lost replies)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,9 +104,36 @@ def _runs_last(item: pytest.Item) -> bool:
     return _suite_class(item) is not None and qualname.startswith(RUNS_LAST)
 
 
+LOOP_CONCERNS = ("CancellationTests.", "ConcurrencyTests.", "LostReplyTests.")
+"""Kit test classes (qualname prefixes) whose trio runs ``--harel-trio=loop`` keeps: where
+cancellation, racing tasks and half-finished calls differ between event loops."""
+
+
+def _loop_insensitive_trio_run(item: pytest.Item) -> bool:
+    """A trio run ``--harel-trio=loop`` leaves out: not smoke, not a loop-sensitive concern."""
+    if _suite_class(item) is None or item.get_closest_marker("harel_trio") is None:
+        return False
+    if item.get_closest_marker(SMOKE_MARKER) is not None:
+        return False
+    qualname = getattr(getattr(item, "function", None), "__qualname__", "")
+    return not qualname.startswith(LOOP_CONCERNS)
+
+
+def _deselect_trio_runs(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("harel_trio", default="all") != "loop":
+        return
+    dropped = [item for item in items if _loop_insensitive_trio_run(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        dropped_ids = set(map(id, dropped))
+        items[:] = [item for item in items if id(item) not in dropped_ids]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Turn declared expected failures into strict xfails and remember them for the summary;
-    move the stateful test after the other kit tests (``--lf``/``--ff`` reorder afterwards)."""
+    move the stateful test after the other kit tests (``--lf``/``--ff`` reorder afterwards);
+    with ``--harel-trio=loop`` leave out the trio runs of loop-insensitive kit tests."""
+    _deselect_trio_runs(config, items)
     declared: dict[str, str] = {}
     kit_items = 0
     checked: set[type] = set()
