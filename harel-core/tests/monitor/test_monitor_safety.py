@@ -161,10 +161,24 @@ def test_purge_needs_confirmation_and_csrf(
     done = client.post("/actions/purge/p-1", data={"csrf": csrf, "confirm": "yes"})
     assert done.status_code == 303
     assert memory_store.load("p-1") is None
+    notice = client.get(done.headers["location"]).text
+    assert '<p class="notice" data-testid="notice">p-1 purged</p>' in notice
     assert memory_store.export_execution("p-1") is None
     active = client.post("/actions/purge/p-2", data={"csrf": csrf, "confirm": "yes"})
     assert active.status_code == 409
     assert memory_store.load("p-2") is not None
+
+
+def test_a_crafted_notice_link_shows_nothing(
+    memory_store: ExecutionStore, runner_for: Runner, client_for: Callable[..., TestClient]
+) -> None:
+    """Only notices this process sealed are shown: a link cannot put its own words on a page."""
+    runner_for(memory_store).create("notes", execution_id="n-1")
+    client = client_for(memory_store)
+    for path in ("/", "/executions/n-1"):
+        for query in ("?notice=Call+555-0100", "?notice=Call+555-0100&seal=" + "0" * 64):
+            page = client.get(path + query).text
+            assert "555-0100" not in page and 'data-testid="notice"' not in page
 
 
 def test_send_goes_through_the_runner(
@@ -182,6 +196,7 @@ def test_send_goes_through_the_runner(
     assert memory_store.load("e-1").version == 1  # type: ignore[union-attr]
     sent = client.post("/actions/send/e-1", data={**form, "confirm": "yes"})
     assert sent.status_code == 303
+    assert 'data-testid="notice"' in client.get(sent.headers["location"]).text
     exe = memory_store.load("e-1")
     assert exe is not None and exe.active_path == "Ajar" and exe.context["last"] == "via web"
     again = client.post("/actions/send/e-1", data={**form, "confirm": "yes"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from urllib.parse import urlencode
 
 from starlette.datastructures import URL
 from starlette.requests import Request
@@ -32,6 +33,25 @@ def same_secret(given: str | None, expected: str) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def _seal(text: str, secret: str) -> str:
+    return hmac.new(secret.encode("utf-8"), text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def sealed_notice(path: str, text: str, secret: str) -> str:
+    """``path`` with ``text`` as a notice the next page shows: sealed with ``secret`` (the
+    process's CSRF secret), so a crafted link cannot put its own words on a monitor page."""
+    return f"{path}?{urlencode({'notice': text, 'seal': _seal(text, secret)})}"
+
+
+def unsealed_notice(request: Request, secret: str) -> str | None:
+    """The notice of a :func:`sealed_notice` address; ``None`` when absent or not sealed by
+    this process."""
+    text = request.query_params.get("notice")
+    if text is None or not same_secret(request.query_params.get("seal"), _seal(text, secret)):
+        return None
+    return text
 
 
 def cookie_value(token: str) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Collection
-from typing import Any, cast
+from typing import Any
 
 from markupsafe import Markup
 from starlette.requests import Request
@@ -13,6 +11,8 @@ from starlette.responses import RedirectResponse, Response
 from harel.engine.deadletters import DEAD_LETTERS_ID, letters_of
 from harel.engine.definition import Definition
 from harel.model import Execution
+from harel.monitor.access import unsealed_notice
+from harel.monitor.chart import render_svg
 from harel.monitor.context import monitor_of
 from harel.monitor.errors import LOGGER, PageError
 from harel.monitor.formatting import path_id
@@ -21,17 +21,6 @@ from harel.monitor.live import page_fingerprint
 from harel.monitor.timeline import window
 from harel.store.common.urls import redact_text
 from harel.store.contract import FINISHED
-
-ChartRenderer = Callable[[Definition, Collection[str]], str]
-
-
-def chart_renderer() -> ChartRenderer | None:
-    """``harel.monitor.chart.render_svg`` when that module is installed, else ``None``."""
-    try:
-        module = importlib.import_module("harel.monitor.chart")
-    except ImportError:
-        return None
-    return cast("ChartRenderer | None", getattr(module, "render_svg", None))
 
 
 async def executions(request: Request) -> Response:
@@ -59,6 +48,7 @@ async def executions(request: Request) -> Response:
             "next_url": next_url,
             "first_url": "/?" + query.query_string() if query.cursor else None,
             "not_found": search or None,
+            "notice": unsealed_notice(request, monitor.settings.csrf),
             "poll_url": "/api/summary?" + query.query_string(cursor=query.cursor),
             "fingerprint": page_fingerprint(page),
         },
@@ -73,12 +63,11 @@ def _active(exe: Execution) -> list[str]:
 
 def _chart(definition: Definition | None, exe: Execution) -> Markup | str | None:
     """The statechart as SVG (already escaped by its renderer), a note when it failed, or
-    ``None`` when there is no renderer or no definition."""
-    renderer = chart_renderer()
-    if renderer is None or definition is None:
+    ``None`` when the monitor has no definition for it."""
+    if definition is None:
         return None
     try:
-        return Markup(renderer(definition, _active(exe)))
+        return Markup(render_svg(definition, _active(exe)))
     except Exception as exc:
         LOGGER.warning("harel monitor: chart of %r failed: %s", exe.definition_id, exc)
         return redact_text(f"the chart could not be drawn ({type(exc).__name__}: {exc})")
@@ -114,7 +103,7 @@ async def execution(request: Request) -> Response:
         "chart": _chart(definition, exe),
         "can_send": monitor.settings.allow_writes and definition is not None,
         "can_purge": monitor.settings.allow_writes and exe.status in FINISHED,
-        "notice": request.query_params.get("notice"),
+        "notice": unsealed_notice(request, monitor.settings.csrf),
         "poll_url": f"/api/version/{path_id(exe.id)}",
         "fingerprint": str(exe.version),
     }

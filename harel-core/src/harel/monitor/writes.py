@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import quote
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -20,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from harel.cli import CommandError
 from harel.cli.engine_cmds import deliver
 from harel.model import Event
-from harel.monitor.access import same_secret
+from harel.monitor.access import same_secret, sealed_notice
 from harel.monitor.context import Monitor, monitor_of
 from harel.monitor.errors import PageError
 from harel.monitor.formatting import path_id
@@ -74,8 +73,8 @@ async def purge(request: Request) -> Response:
             f"{execution_id!r} is {exc.status}: only finished executions "
             "can be purged from the monitor (harel purge --force does it from the shell)",
         ) from None
-    notice = "purged" if existed else "was not stored"
-    return RedirectResponse(f"/?notice={quote(f'{execution_id} {notice}')}", status_code=303)
+    notice = f"{execution_id} {'purged' if existed else 'was not stored'}"
+    return RedirectResponse(sealed_notice("/", notice, monitor.settings.csrf), status_code=303)
 
 
 async def send(request: Request) -> Response:
@@ -113,5 +112,5 @@ async def send(request: Request) -> Response:
     except CommandError as exc:
         raise PageError(400, "Not sent", redact_text(str(exc))) from None
     notice = NOTICES[done.outcome].format(kind=kind, event_id=event.id)
-    target = f"/executions/{path_id(execution_id)}?notice={quote(notice)}"
+    target = sealed_notice(f"/executions/{path_id(execution_id)}", notice, monitor.settings.csrf)
     return RedirectResponse(target, status_code=303)
