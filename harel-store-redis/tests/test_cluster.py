@@ -9,29 +9,22 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 import pytest
+from harel.conformance import ConformanceSuite
 from harel.conformance.proxy import FaultMode
 from harel.conformance.suite import (
-    CancellationTests,
+    ArgumentErrorTests,
+    BadInputTests,
     ClaimTests,
     CommitTests,
     ConcurrencyTests,
     ContractTests,
     DedupeTests,
-    DurabilityTests,
     EnqueueTests,
     FenceTests,
-    ListingTests,
     LostReplyTests,
-    NormalFormTests,
     RecordTests,
     RelayTests,
     ResendTests,
-    RetentionTests,
-    RoundTripTests,
-    StatefulTests,
-    TimerTests,
-    TraceTests,
-    UnknownFieldTests,
     lost_reply,
 )
 from harel.conformance.suite._base import Kit, SyncAsAsync, event, new_exe, run_inline
@@ -80,29 +73,15 @@ class TestRedisClusterSingleSlotConformance(
         harness.destroy()
 
 
-class TestRedisClusterShardedConformance(
-    ContractTests,
-    CommitTests,
-    ResendTests,
-    LostReplyTests,
-    DurabilityTests,
-    ConcurrencyTests,
-    TraceTests,
-    ListingTests,
-    TimerTests,
-    RelayTests,
-    DedupeTests,
-    FenceTests,
-    RetentionTests,
-    RoundTripTests,
-    CancellationTests,
-    StatefulTests,
-    RecordTests,
-    UnknownFieldTests,
-    NormalFormTests,
-    ClaimTests,
-    EnqueueTests,
-):
+CLUSTER_SHARDED_CONCERNS = tuple(
+    concern
+    for concern in ConformanceSuite.__bases__
+    if concern not in (ArgumentErrorTests, BadInputTests)
+)
+"""Every kit concern but the argument and bad-input checks (refused before any key is read)."""
+
+
+class TestRedisClusterShardedConformance(*CLUSTER_SHARDED_CONCERNS):
     """The kit on the cluster in the sharded layout: three shards, one per master, so most
     emits, claims and sweeps cross masters.  Every concern but the argument and bad-input
     checks, which refuse before any key is touched (the sharded layout's whole kit, those
