@@ -52,6 +52,9 @@ TEST_ONLY = {
     "aiohttp",
 }
 """Distributions a runtime wheel must not pull in, under any extra."""
+SERVING_EXTRAS = {("harel-core", "monitor"): {"uvicorn"}}
+"""Where a server is the feature itself: ``harel monitor`` (``harel-core[monitor]``) serves
+its pages with uvicorn."""
 TEST_ONLY_MODULES = {"harel_testing", "moto", "mongomock", "mongomock_motor", "motor"}
 SERVER_MODULES = {"http.server", "socketserver", "wsgiref", "werkzeug", "flask"}
 
@@ -73,10 +76,28 @@ def test_every_runtime_distribution_is_installed_and_checked() -> None:
     assert set(_installed_runtime()) == RUNTIME
 
 
+def _allowed(distribution: str, requirement: str) -> set[str]:
+    """What ``requirement`` may pull in: a serving extra's server, else nothing."""
+    marker = Requirement(requirement).marker
+    return set().union(
+        *(
+            allowed
+            for (owner, extra), allowed in SERVING_EXTRAS.items()
+            if owner == distribution
+            and marker is not None
+            and marker.evaluate({"extra": extra})
+            and not marker.evaluate({"extra": ""})
+        )
+    )
+
+
 @pytest.mark.parametrize("distribution", sorted(RUNTIME))
 def test_no_runtime_distribution_requires_test_support(distribution: str) -> None:
-    requires = importlib.metadata.requires(distribution) or []
-    pulled = sorted({_name(r) for r in requires} & TEST_ONLY)
+    pulled = sorted(
+        name
+        for text in importlib.metadata.requires(distribution) or []
+        if (name := _name(text)) in TEST_ONLY and name not in _allowed(distribution, text)
+    )
     assert pulled == [], f"{distribution} requires {pulled}: move them to harel-testing's extras"
 
 
