@@ -33,6 +33,8 @@ def _consistent(data: MemoryData) -> None:
         for p in data.ready
     }
     assert data.ready == ready
+    leased = sorted((r.ready_at, r.key or "") for r in data.work.values() if r.owner is not None)
+    assert data.leased == leased
 
 
 def test_random_operations_keep_every_index_equal_to_its_table() -> None:
@@ -40,7 +42,9 @@ def test_random_operations_keep_every_index_equal_to_its_table() -> None:
     store = DictStore(trace_max=3)
     live: dict[str, Execution] = {}
     for step in range(600):
-        action = pick.choice(["commit", "commit", "commit", "ack", "fire", "purge", "prune"])
+        action = pick.choice(
+            ["commit", "commit", "commit", "ack", "fire", "purge", "prune", "claim", "release"]
+        )
         if action == "commit":
             eid = f"x{pick.randrange(40):02d}"
             exe = live.get(eid) or Execution(id=eid, definition_id=pick.choice("ab"))
@@ -71,6 +75,15 @@ def test_random_operations_keep_every_index_equal_to_its_table() -> None:
             assert footprint(store.data, eid) == []
         elif action == "prune" and store.data.ages:
             store.prune_processed(store.data.ages[len(store.data.ages) // 2][0], batch_size=3)
+        elif action == "claim":
+            now = float(pick.randrange(60))
+            store.claim(f"w{step % 3}", now, lease=float(pick.randrange(1, 20)), limit=3)
+            leases = store.list_leases(now)
+            expiries = [lease.expires_at for lease in leases]
+            assert expiries == sorted(expiries) and all(at > now for at in expiries)
+        elif action == "release":
+            for lease in store.list_leases(-1e9, limit=2):
+                store.release(lease.owner, lease.execution_id)
         _consistent(store.data)
 
 

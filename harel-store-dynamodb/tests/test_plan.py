@@ -26,7 +26,7 @@ from harel.model import Event, Execution
 from harel.store.common.claims import relay_due
 from harel.store.common.commit import committing
 from harel.store.common.enqueue import prepare_enqueue
-from harel.store.contract import StoreConflict, TimerOp
+from harel.store.contract import Lease, StoreConflict, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,
     CommitOutcomeUnknown,
@@ -587,9 +587,31 @@ def test_sweeps_query_the_sparse_index_never_scan() -> None:
         ops().pending("S", 5),
         ops().due_timers(10.0, None),
         ops().prune_processed(10.0, 100),
+        ops().list_leases(10.0, 5),
     ):
         request = first_request(plan)
         assert request.operation == "query" and request.params["IndexName"] == "harel-g1"
+
+
+def test_list_leases_reads_index_pages_and_the_rows_behind_them_until_enough_are_held() -> None:
+    def row(key: str, at: float, owner: str | None = None) -> dict[str, Any]:
+        item = {"pk": {"S": f"x:{key}"}, "sk": {"S": "w"}, "pr": {"N": "0"}, "wv": {"N": "1"}}
+        return {**item, "fa": {"S": repr(at)}, **({"ow": {"S": owner}} if owner else {})}
+
+    plan = ops().list_leases(10.0, 1)  # one index shard: one partition per tier
+    request = first_request(plan)
+    for _tier in (4, 3, 2, 1):  # empty partitions
+        assert request.operation == "query" and request.params["IndexName"] == "harel-g1"
+        request = plan.send({"Items": []})
+    assert request.params["ExpressionAttributeValues"][":v1"] == {"S": "W0.0"}
+    get = plan.send({"Items": [row("idle", 12.5)], "LastEvaluatedKey": {"k": 1}})
+    assert get.operation == "batch_get_item"
+    assert get.params["RequestItems"][TABLE]["ConsistentRead"] is True
+    again = plan.send({"Responses": {TABLE: [row("idle", 12.5)]}})  # free: read on
+    assert again.operation == "query" and again.params["ExclusiveStartKey"] == {"k": 1}
+    plan.send({"Items": [row("a", 15.0, "w1")], "LastEvaluatedKey": {"k": 2}})
+    leases = finish(plan, {"Responses": {TABLE: [row("a", 15.0, "w1")]}})
+    assert leases == [Lease(execution_id="a", owner="w1", expires_at=15.0)]
 
 
 def test_due_timer_ties_at_the_limit_are_completed_and_sorted() -> None:

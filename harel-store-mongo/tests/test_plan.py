@@ -19,7 +19,7 @@ from harel.store.common.commit import collapse_timer_ops, committing
 from harel.store.common.enqueue import prepare_enqueue
 from harel.store.common.listing import listing_query
 from harel.store.common.records import prepare_import
-from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
+from harel.store.contract import ExecutionRecord, Lease, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,
     CommitOutcomeUnknown,
@@ -432,6 +432,20 @@ def _keys(value: Any) -> set[str]:
     return set()
 
 
+def test_list_leases_is_one_find_per_tier_merged_in_lease_order() -> None:
+    rows = {
+        4: [{"_id": "b", "priority": 4, "ready_at": 30.0, "owner": "w2", "tn": 1}],
+        0: [{"_id": "", "priority": 0, "ready_at": 15.0, "owner": "w1", "tn": 2}],
+    }
+    leases, sent = run_plan(
+        _claims.leases_plan(10.0, 1), lambda r: rows.get(r.args[0]["priority"], [])
+    )
+    assert leases == [Lease(execution_id=None, owner="w1", expires_at=15.0)]
+    assert [(r.collection, r.method, r.kwargs["limit"]) for r in sent] == [("work", "find", 1)] * 5
+    assert [r.args[0]["priority"] for r in sent] == [4, 3, 2, 1, 0]
+    assert sent[0].args[0]["ready_at"] == {"$gt": 10.0}
+
+
 def test_every_plan_sends_only_what_a_server_accepts() -> None:
     """One pass over every plan with ordinary values (``run`` checks each request)."""
     docs = [{"_id": "x", "version": 0, "old": [{"event": "e", "at": 1.0}], "marks_since": 1.0}]
@@ -453,6 +467,7 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
         _plan.pending_outbox_plan(3),
         _plan.pending_spawns_plan(None),
         _plan.due_timers_plan(10.0, 2),
+        _claims.leases_plan(10.0, 2),
     ]
     for plan in plans:
         run_plan(plan, lambda r: answers[r.method])

@@ -336,6 +336,19 @@ def test_due_timers_are_floats_in_order_given() -> None:
     assert all(type(at) is float for _, _, at in due)
 
 
+def test_list_leases_is_one_select_of_held_rows_decoded_in_order() -> None:
+    driver = Scripted(Result([("", "w1", 5.0), ("a", "w2", 7)], 2))
+    leases = driver.run(plan.list_leases(1.0, 10))
+    assert [(lease.execution_id, lease.owner, lease.expires_at) for lease in leases] == [
+        (None, "w1", 5.0),
+        ("a", "w2", 7.0),
+    ]
+    (statement,) = driver.sent
+    assert statement.sql.startswith("SELECT") and "owner IS NOT NULL" in statement.sql
+    assert "FOR UPDATE" not in statement.sql  # read-only: locks nothing
+    assert statement.params == ([4, 3, 2, 1, 0], 1.0, 10, 10)
+
+
 def test_append_trace_unknown_execution() -> None:
     with pytest.raises(ExecutionNotFound):
         Scripted(Result([(False,)], 1)).run(plan.append_trace("a", {"x": 1}, 3))

@@ -16,7 +16,7 @@ from harel.store.common.claims import relay_due
 from harel.store.common.commit import committing
 from harel.store.common.enqueue import prepare_enqueue
 from harel.store.common.listing import encode_cursor, listing_query
-from harel.store.contract import TimerOp
+from harel.store.contract import Lease, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,
     CommitOutcomeUnknown,
@@ -205,6 +205,28 @@ def test_write_scripts_guard_types_before_writing(script: _scripts.LuaScript, gu
     writers = ("relay(", "emit_entry(", "apply_touches(", "work_put(", "work_drop(", "HSETNX")
     first_write = min([first_write, *(body.find(w) for w in writers if w in body)])
     assert 0 <= body.find(guard) < first_write
+
+
+def test_the_leases_script_writes_nothing() -> None:
+    body = _scripts.LEASES.source
+    for helpers in (_scripts._TYPE_GUARD, _scripts._WORK, _scripts._WORK_KEYS):
+        body = body.removeprefix(helpers)
+    writes = ("XADD", "HSET", "HDEL", "ZREM", "ZADD", "XDEL", "RPUSH", "HINCRBY", "PUBLISH")
+    assert not [c for c in writes if f"'{c}'" in body]
+    assert "work_put(" not in body and "work_drop(" not in body
+
+
+def test_list_leases_is_one_script_call_merged_in_lease_order() -> None:
+    rows = [
+        [_keys.owner_prefix("b"), b"0", b"30.0", b"w2"],
+        [_keys.UNTARGETED, b"2", b"15.0", b"w1"],
+    ]
+    requests, leases = step_through(_plan.leases_plan(KEYS, 10.0, 1, WHERE), [[1, [0] * 5, *rows]])
+    (request,) = requests
+    assert request.wire == ("EVALSHA", _scripts.LEASES.sha, 6, *KEYS.work_keys, b"10.0", b"1")
+    assert leases == [Lease(execution_id=None, owner="w1", expires_at=15.0)]
+    with pytest.raises(StoreCorrupted, match="leases script"):
+        step_through(_plan.leases_plan(KEYS, 10.0, 1, WHERE), [[0]])
 
 
 def test_the_state_only_commit_writes_first_what_alone_can_fail() -> None:

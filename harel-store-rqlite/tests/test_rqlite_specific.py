@@ -198,6 +198,7 @@ EXPECTED_REQUESTS = {
     "claim": 2,
     "renew": 1,
     "release": 1,
+    "list_leases": 1,
     "enqueue": 1,
 }
 """What the README's table says; the test below measures it."""
@@ -222,6 +223,8 @@ async def test_requests_per_operation(
     claims = await count("claim", lambda: store.claim("w", time.time()))
     assert {claim.execution_id for claim in claims} == {"e1", "other", None}
     await count("renew", lambda: store.renew("w", "e1", time.time()))
+    leases = await count("list_leases", lambda: store.list_leases(time.time()))
+    assert {lease.execution_id for lease in leases} == {"e1", "other", None}
     await count("release", lambda: store.release("w", "e1"))
     await count("enqueue", lambda: store.enqueue("e1", Event(id="q1", kind="Go")))
     with pytest.raises(StoreConflict):
@@ -705,6 +708,7 @@ def test_sweeps_and_listing_are_served_by_indexes(node: FakeRqlite) -> None:
             sql.listing([], 1).bind(status0="DONE", probe=9),
             "executions_status",
         ),
+        "list_leases": (sql.list_leases.bind(now=1.0, limit=10), "work_ready"),
         "purge of an outbox target": (
             sql.purge[2].bind(id="e", force=0, **finished),
             "outbox_target",

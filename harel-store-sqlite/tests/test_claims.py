@@ -127,6 +127,9 @@ def test_random_operations_claim_what_the_memory_store_claims(
         if name == "claim" and expected:
             held = [(shown[1], shown[0]) for shown in expected]
         assert outcome(family, name, *args, **kwargs) == expected, (step, name, args, kwargs)
+        for limit in (1, 100):  # the leases the two hold agree too, cut or whole
+            leases = memory.list_leases(now, limit=limit)
+            assert family.list_leases(now, limit=limit) == leases, (step, limit)
     final = now + 1e6
     assert outcome(family, "claim", "end", final, limit=1000) == outcome(
         memory, "claim", "end", final, limit=1000

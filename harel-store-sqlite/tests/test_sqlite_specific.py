@@ -225,12 +225,14 @@ def populated(store: SqliteStore) -> SqliteStore:
     [
         ("due_timers", "timers", "timers_due"),
         ("prune_processed", "processed_events", "processed_events_age"),
+        ("list_leases", "work", "work_ready"),
     ],
 )
 def test_sweeps_walk_their_index_without_sorting(
     populated: SqliteStore, operation: str, table: str, index: str
 ) -> None:
-    """``due_timers(now, limit)`` and each ``prune_processed`` batch: a range scan, no sort."""
+    """``due_timers(now, limit)``, each ``prune_processed`` batch and ``list_leases(now,
+    limit)`` (one range per priority tier): a range scan, no sort."""
     plan = getattr(populated._plan, operation)(10.0, 5)
     details = explain(populated, first_statement(plan))
     assert_index_served(details, table)

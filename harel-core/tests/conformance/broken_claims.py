@@ -20,7 +20,7 @@ from harel.store.common.claims import (
 from harel.store.common.commit import PreparedCommit
 from harel.store.common.enqueue import PreparedEnqueue
 from harel.store.common.records import PreparedImport
-from harel.store.contract import Claim
+from harel.store.contract import Claim, Lease
 from harel.store.memory import DictStore
 
 
@@ -65,6 +65,13 @@ class RenewAnyone(DictStore):
             raise lease_lost(row, key, owner, now)
         self._put_work(WorkRow(key, row.priority, now + lease, owner))
         return now + lease
+
+
+class ListsExpiredLeases(DictStore):
+    """``list_leases`` lists every leased row, expired ones too (``now`` is not compared)."""
+
+    def _leases(self, now: float, limit: int) -> list[Lease]:
+        return super()._leases(-math.inf, limit)
 
 
 class PurgeKeepsWork(DictStore):
@@ -165,6 +172,7 @@ CLAIM_STORES: dict[str, type[DictStore]] = {
     "unbounded_claim": UnboundedClaim,
     "release_forgets_retry": ReleaseForgetsRetry,
     "renew_anyone": RenewAnyone,
+    "lists_expired_leases": ListsExpiredLeases,
     "purge_keeps_work": PurgeKeepsWork,
     "commit_breaks_lease": CommitBreaksLease,
     "no_import_touches": NoImportTouches,

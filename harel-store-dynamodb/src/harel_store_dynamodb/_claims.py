@@ -13,6 +13,13 @@
 * renew: one conditional ``UpdateItem`` (holder, unexpired).
 * release: a consistent ``GetItem``, the group's units, one ``PutItem``/``DeleteItem`` under
   the ``wv`` it read (a commit in between: read the units again).
+* list_leases: per priority tier and shard, GSI1 pages of the rows dated after ``now``
+  (``g1s > key(now)``, ``Limit`` = the limit), their rows read from the table (one consistent
+  ``BatchGetItem`` per page: the index does not project the holder ``ow``), until ``limit``
+  held rows are found or the partition ends; merged, nothing written.  The free rows dated
+  after ``now`` before the ``limit``-th lease (all of them in a partition holding fewer) are
+  read too (no index holds the leased rows alone; projecting ``ow`` would take a new index, a
+  layout change).
 """
 
 from __future__ import annotations
@@ -25,13 +32,14 @@ from harel.store.author import (
     WorkRow,
     claim_order,
     lease_lost,
+    leases_in_order,
     next_ready,
     outbox_or_damaged,
     relay_due,
     spawn_or_damaged,
     take_units,
 )
-from harel.store.contract import Claim, OutboxEntry
+from harel.store.contract import Claim, Lease, OutboxEntry
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._items import read_outbox_entry, read_relay_entries, read_spawn_entry
@@ -40,6 +48,7 @@ from harel_store_dynamodb._schema import G1P, G1S, OUTBOX, PK, SK, exe_pk, index
 from harel_store_dynamodb._support import (
     ATTEMPTS,
     Plan,
+    batch_get,
     first_up_to,
     gsi1_query,
     query_all,
@@ -85,6 +94,41 @@ def ready_rows(table: str, now: float, limit: int, shards: int) -> Plan:
         tier.sort(key=lambda row: (row.ready_at, row.key or ""))
         found.extend(tier[:limit])
     return claim_order(found), bundles
+
+
+def leases(table: str, shards: int, now: float, limit: int) -> Plan:
+    """The leases held at ``now`` in ``list_leases`` order, at most ``limit`` (arguments
+    checked by ``PlanStore``; module doc)."""
+    held: list[Lease] = []
+    for priority in PRIORITIES:
+        for partition in index_partitions(f"W{priority}", shards):
+            held += yield from _held_in(table, partition, now, limit)
+    return leases_in_order(held, limit)
+
+
+def _held_in(table: str, partition: str, now: float, limit: int) -> Plan:
+    """At least the first ``limit`` held rows of one GSI1 work partition dated after ``now``
+    (every one when it holds fewer), as :class:`Lease` values, in no particular order."""
+    e = Expr()
+    params = gsi1_query(
+        table, partition, limit, e, f" AND {e.name(G1S)} > {e.value(s(float_key(now)))}"
+    )
+    found: list[Lease] = []
+    while len(found) < limit:
+        reply = yield Call("query", params)
+        keys = [
+            {PK: item[PK], SK: item[SK]} for item in reply.get("Items", []) if not is_bundle(item)
+        ]
+        items = (yield from batch_get(table, keys, "list_leases")) if keys else []
+        for item in items:
+            row = read_work(item).row
+            if row.owner is not None and row.ready_at > now:
+                found.append(Lease(execution_id=row.key, owner=row.owner, expires_at=row.ready_at))
+        start = reply.get("LastEvaluatedKey")
+        if not start:
+            break
+        params = {**params, "ExclusiveStartKey": start}
+    return found
 
 
 def group_units(table: str, key: str | None, shards: int) -> Plan:
@@ -306,4 +350,4 @@ def release(
     raise StoreUnavailable(f"the release of {key!r} kept racing commits to it; retry")
 
 
-__all__ = ["claim", "group_units", "ready_rows", "release", "renew"]
+__all__ = ["claim", "group_units", "leases", "ready_rows", "release", "renew"]

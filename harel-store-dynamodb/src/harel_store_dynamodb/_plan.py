@@ -96,6 +96,7 @@ from harel_store_dynamodb._support import (
     BUSY_CODES,
     Plan,
     backoff,
+    batch_get,
     cancellation_error,
     first_up_to,
     gsi1_query,
@@ -159,19 +160,7 @@ class Operations:
         """``(execution, processed?)`` from one consistent ``BatchGetItem``."""
         execution_id, event_id = check_event_ref(execution_id, event_id)
         keys = [exe_key(execution_id), mark_key(execution_id, event_id)]
-        found: list[Item] = []
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(ATTEMPTS * 3):
-            reply = yield Call("batch_get_item", {"RequestItems": request})
-            found.extend(reply.get("Responses", {}).get(self.table, []))
-            request = reply.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            yield backoff(attempt)
-        else:
-            raise StoreUnavailable(
-                f"DynamoDB kept throttling load_for_event on table {self.table!r}; retry later"
-            )
+        found = yield from batch_get(self.table, keys, "load_for_event")
         exe_item = next((i for i in found if i.get(SK, {}).get("S") == EXE_SK), None)
         mark = next((i for i in found if i.get(SK, {}).get("S") != EXE_SK), None)
         exe = self._remember(execution_id, exe_item)
@@ -376,6 +365,10 @@ class Operations:
     def release(self, owner: str, key: str | None, retry_at: float | None, now: float) -> Plan:
         """Give ``owner``'s lease of ``key`` back; the row is re-dated from what is left."""
         return _claims.release(self.table, self.work, self.shards, owner, key, retry_at, now)
+
+    def list_leases(self, now: float, limit: int) -> Plan:
+        """The leases held at ``now``, at most ``limit`` (see :mod:`._claims`)."""
+        return _claims.leases(self.table, self.shards, now, limit)
 
     # -- trace outside commits ---------------------------------------------------------------
 

@@ -94,6 +94,34 @@ def gsi1_query(
     return params
 
 
+BATCH_GET_KEYS = 100
+"""The most keys one ``BatchGetItem`` takes."""
+
+
+def batch_get(table: str, keys: list[Item], what: str) -> Plan:
+    """The stored items of ``keys`` (consistent ``BatchGetItem`` calls of up to
+    :data:`BATCH_GET_KEYS` keys; the keys DynamoDB leaves unprocessed are sent again after a
+    backoff, a bounded number of times), in no particular order; ``what`` names the read in
+    the ``StoreUnavailable`` raised when DynamoDB keeps throttling it."""
+    found: list[Item] = []
+    for start in range(0, len(keys), BATCH_GET_KEYS):
+        request: dict[str, Any] = {
+            table: {"Keys": keys[start : start + BATCH_GET_KEYS], "ConsistentRead": True}
+        }
+        for attempt in range(ATTEMPTS * 3):
+            reply = yield Call("batch_get_item", {"RequestItems": request})
+            found.extend(reply.get("Responses", {}).get(table, []))
+            request = reply.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            yield backoff(attempt)
+        else:
+            raise StoreUnavailable(
+                f"DynamoDB kept throttling {what} on table {table!r}; retry later"
+            )
+    return found
+
+
 def send_retrying_busy(call: Call) -> Plan:
     """Send ``call``, sending it again (after a backoff, at most :data:`ATTEMPTS` times) while
     DynamoDB refuses it whole as busy (:class:`ItemBusy`: ``TransactionConflictException`` or

@@ -34,7 +34,8 @@ the lease, a ``find_one_and_update`` filtered on the row as read (its ``ready_at
 and the others skip it), or the repair of an early row (``delete_one`` / ``update_one`` on the
 row as read, touch count included).  ``renew`` is one ``find_one_and_update``
 (+1 read of the row when it raises ``LeaseLost``); ``release`` reads the row and the units and
-writes once (re-read when the row moved meanwhile).
+writes once (re-read when the row moved meanwhile).  ``list_leases`` is one ``find`` per tier
+on the same index (``owner`` set, ``ready_at > now``), merged, writing nothing.
 """
 
 from __future__ import annotations
@@ -42,8 +43,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harel.store.author import PRIORITIES, WorkRow, claim_order, lease_lost, next_ready, take_units
-from harel.store.contract import Claim, OutboxEntry, SpawnEntry
+from harel.store.author import (
+    PRIORITIES,
+    WorkRow,
+    claim_order,
+    lease_lost,
+    leases_in_order,
+    next_ready,
+    take_units,
+)
+from harel.store.contract import Claim, Lease, OutboxEntry, SpawnEntry
 from harel.store.errors import StoreCorrupted, StoreUnavailable
 
 from harel_store_mongo import _requests as rq
@@ -174,3 +183,15 @@ def release_plan(owner: str, key: str | None, retry_at: float | None, now: float
         if _changed((yield rq.settle_request(row, count, ready))):
             return
     raise StoreUnavailable(f"release({key!r}) kept racing with writes to its work row; retry")
+
+
+def leases_plan(now: float, limit: int) -> Plan[list[Lease]]:
+    """The leases held at ``now`` in ``list_leases`` order, at most ``limit`` (arguments
+    checked by ``PlanStore``): one ``find`` per priority tier, merged; nothing written."""
+    held: list[Lease] = []
+    for priority in PRIORITIES:
+        for doc in (yield rq.held_request(priority, now, limit)):
+            row, _count = row_of(doc)
+            if row.owner is not None:
+                held.append(Lease(execution_id=row.key, owner=row.owner, expires_at=row.ready_at))
+    return leases_in_order(held, limit)

@@ -15,7 +15,7 @@ from harel.store.author import (
     PreparedImport,
     release_of,
 )
-from harel.store.contract import Claim, DueTimer, ExecutionRecord, OutboxEntry, SpawnEntry
+from harel.store.contract import Claim, DueTimer, ExecutionRecord, Lease, OutboxEntry, SpawnEntry
 
 from harel_store_mongo import _claims as claims
 from harel_store_mongo import _plan as plan
@@ -96,6 +96,10 @@ class MongoPlan:
     ) -> Plan[None]:
         """See :func:`harel_store_mongo._claims.release_plan`."""
         return claims.release_plan(owner, key, retry_at, now)
+
+    def list_leases(self, now: float, limit: int) -> Plan[list[Lease]]:
+        """See :func:`harel_store_mongo._claims.leases_plan`."""
+        return claims.leases_plan(now, limit)
 
     def enqueue(self, prepared: PreparedEnqueue) -> Plan[int]:
         """See :func:`harel_store_mongo._plan.enqueue_plan`."""

@@ -725,6 +725,19 @@ def ready_request(priority: int, now: float, limit: int) -> Request:
     )
 
 
+def held_request(priority: int, now: float, limit: int) -> Request:
+    """Up to ``limit`` held rows (``owner`` set, ``ready_at > now``: a leased row's
+    ``ready_at`` is its expiry) of one priority by ``(ready_at, _id)`` (index ``work_ready``;
+    the free rows dated after ``now`` are walked past by the filter)."""
+    query = {"priority": priority, "ready_at": {"$gt": now}, "owner": {"$type": "string"}}
+    return Request(
+        WORK,
+        "find",
+        (query, WORK_FIELDS),
+        {"sort": [("priority", 1), ("ready_at", 1), ("_id", 1)], "limit": _cap(limit)},
+    )
+
+
 def units_request(key: str | None) -> Request:
     """The units of one group in one ``aggregate``: the timers and spawn intents of the
     execution's own document, and the outbox entries targeted at it from every document

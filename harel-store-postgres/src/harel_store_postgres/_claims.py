@@ -5,7 +5,8 @@ Every work row lives in ``work`` (layout version 4): key = the execution id, or
 :data:`~harel_store_postgres._schema.UNTARGETED` (``""``) for the untargeted outbox entries.
 Each of the three operations is ONE statement, a call of a PL/pgSQL function
 (``harel_claim``, ``harel_renew``, ``harel_release``: :mod:`harel_store_postgres._schema`),
-so each is one round trip and one transaction.  Lease expiries are computed here
+so each is one round trip and one transaction.  ``list_leases`` is one plain ``SELECT`` of the
+held rows (:data:`_LEASES`), locking nothing.  Lease expiries are computed here
 (``now + lease``, by this process) and travel as bound values, so what a :class:`Claim` says
 and what the row holds are the same float.
 """
@@ -27,7 +28,7 @@ from harel.store.author import (
     take_units,
 )
 from harel.store.author.sql import Result, Statement
-from harel.store.contract import PRIORITY_AGING, Claim, OutboxEntry, SpawnEntry
+from harel.store.contract import PRIORITY_AGING, Claim, Lease, OutboxEntry, SpawnEntry
 from harel.store.errors import StoreCorrupted
 
 from harel_store_postgres._rows import first_row, spawn_context
@@ -51,6 +52,21 @@ _RELEASE = (
     "SELECT o_done, o_priority, o_ready_at, o_owner "
     "FROM {schema}.harel_release(%s::text, %s::text, %s::float8, %s::float8)"
 )
+
+_LEASES = (
+    "SELECT h.key, h.owner, h.ready_at FROM unnest(%s::int[]) AS t (tier) CROSS JOIN LATERAL ("
+    "SELECT w.key, w.owner, w.ready_at FROM {schema}.work AS w "
+    "WHERE w.priority = t.tier AND w.ready_at > %s::float8 AND w.owner IS NOT NULL "
+    "ORDER BY w.ready_at, w.key LIMIT %s::int) AS h "
+    "ORDER BY h.ready_at, h.key LIMIT %s::int"
+)
+"""The held rows (a leased row's ``ready_at`` is its expiry): per priority tier a range scan
+of index ``work_ready`` (``priority, ready_at, key``) from ``now`` that stops after ``limit``
+held rows, the tiers merged by ``(ready_at, key)`` (``key COLLATE "C"``: the untargeted group's
+``""`` first among equal expiries).  The scan also walks the free rows dated after ``now``
+(work due later, e.g. future timers) up to the tier's ``limit``-th lease, or to the tier's end
+when it holds fewer: no index holds the leased rows alone, and adding one would take a layout
+version."""
 
 
 def stored_key(key: str | None) -> str:
@@ -107,6 +123,23 @@ def _claim(row: Sequence[Any], owner: str, now: float, expires: float) -> Claim:
     if claim is None or claim.units != units:
         raise StoreCorrupted(f"harel_claim returned a group without due units ({group!r})")
     return claim
+
+
+def leases_statement(now: float, limit: int) -> Statement:
+    """The one ``SELECT`` of ``list_leases`` (arguments checked by the store)."""
+    return Statement(_LEASES, (list(PRIORITIES), now, limit, limit))
+
+
+def leases_from(result: Result) -> list[Lease]:
+    """The leases :data:`_LEASES` returned, in its order."""
+    return [
+        Lease(
+            execution_id=None if key == UNTARGETED else str(key),
+            owner=str(owner),
+            expires_at=float(ready_at),
+        )
+        for key, owner, ready_at in result.rows
+    ]
 
 
 def renew_statement(owner: str, key: str | None, now: float, expires: float) -> Statement:

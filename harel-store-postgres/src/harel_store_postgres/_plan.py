@@ -60,6 +60,7 @@ from harel.store.contract import (
     Claim,
     DueTimer,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
@@ -467,6 +468,11 @@ class PostgresPlan:
         nobody does."""
         result = yield _claims.release_statement(owner, key, retry_at, now)
         _claims.check_lease(result, owner, key, None)
+
+    def list_leases(self, now: float, limit: int) -> Plan[list[Lease]]:
+        """The leases held at ``now``, by ``(expires_at, execution_id)``, at most ``limit``: one
+        ``SELECT`` of the held work rows that locks nothing (arguments checked by the store)."""
+        return _claims.leases_from((yield _claims.leases_statement(now, limit)))
 
 
 PLAN = PostgresPlan()

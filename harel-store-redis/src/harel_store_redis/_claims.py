@@ -1,4 +1,4 @@
-"""The plans of ``claim``, ``renew`` and ``release``: one script call each.
+"""The plans of ``claim``, ``renew``, ``release`` and ``list_leases``: one script call each.
 
 Work rows live in ``P work`` (group member -> ``"<priority> <repr(ready_at)> <owner>"``) and
 ``P ready:0`` .. ``P ready:4`` (group member scored by ``ready_at``), the group member being
@@ -8,28 +8,32 @@ imports touch them in their own script (:func:`~harel_store_redis._touches.touch
 bounded reads of the five tiers, the merge in claim order, each group's units found through
 ``P own`` and the leases written, all in one call; Python turns its reply into ``Claim``
 objects with :func:`~harel.store.author.take_units` (the same cut the script made).
+``list_leases`` is :data:`~harel_store_redis._scripts.LEASES`, which writes nothing: each
+tier's first held rows (holder set, dated after ``now``), merged here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from harel.store.author import (
     WorkRow,
     lease_lost,
+    leases_in_order,
     outbox_or_damaged,
     relay_due,
     spawn_or_damaged,
     take_units,
 )
-from harel.store.contract import PRIORITY_AGING, Claim
+from harel.store.contract import PRIORITY_AGING, Claim, Lease
 from harel.store.errors import StoreCorrupted
 
 from harel_store_redis._keys import group_key, seq_of, text, untext
 from harel_store_redis._records import outbox_entry, spawn_entry
 from harel_store_redis._requests import Plan, guarded, number, run_script
 from harel_store_redis._schema import Keys
-from harel_store_redis._scripts import APPLIED, CLAIM, RELEASE, RENEW
+from harel_store_redis._scripts import APPLIED, CLAIM, LEASES, RELEASE, RENEW
 from harel_store_redis._touches import group_member
 from harel_store_redis._wake import channel
 
@@ -127,3 +131,43 @@ def release_plan(
         return
     row = stored_row(key, reply[1] if len(reply) > 1 else None, where)
     raise lease_lost(row, key, owner, None)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRows:
+    """One :data:`~harel_store_redis._scripts.LEASES` reply: the held rows found, each with
+    its priority tier, and the tiers that stopped at the count asked for (they may hold
+    more)."""
+
+    rows: list[tuple[int, Lease]]
+    full: frozenset[int]
+
+
+def held_rows_plan(keys: Keys, now: float, count: int, where: str) -> Plan[HeldRows]:
+    """Each tier's first ``count`` held rows at ``now``: one read-only script."""
+    reply = guarded(
+        (yield from run_script(LEASES, keys.work_keys, (number(now), b"%d" % count))), where
+    )
+    try:
+        code, flags, *rows = reply
+        if code != APPLIED:
+            raise ValueError(code)
+        held = [
+            (
+                int(priority),
+                Lease(execution_id=group_key(member), owner=untext(holder), expires_at=float(at)),
+            )
+            for member, priority, at, holder in rows
+        ]
+    except (TypeError, ValueError) as exc:
+        raise StoreCorrupted(
+            f"{where}: unexpected reply {reply!r:.200} from the leases script"
+        ) from exc
+    return HeldRows(held, frozenset(tier for tier, flag in enumerate(flags) if flag))
+
+
+def leases_plan(keys: Keys, now: float, limit: int, where: str) -> Plan[list[Lease]]:
+    """The leases held at ``now`` in ``list_leases`` order, at most ``limit`` (arguments
+    checked by ``PlanStore``): one read-only script."""
+    held = yield from held_rows_plan(keys, now, limit, where)
+    return leases_in_order((lease for _, lease in held.rows), limit)

@@ -22,7 +22,8 @@ SHA (``EVALSHA``), so the server never interleaves another client's commands wit
 * in the sharded layout (``?shards=N``, :mod:`harel_store_redis._shards`) every commit, read of
   one execution and enqueue is still one script, in the execution's shard; sweeps, listing,
   claims, purge, export and prune make one per shard;
-* ``claim``, ``renew`` and ``release`` are one script each (:mod:`harel_store_redis._claims`);
+* ``claim``, ``renew``, ``release`` and ``list_leases`` are one script each
+  (:mod:`harel_store_redis._claims`);
   a commit or import that adds work touches the claims' work rows in its own script, and so
   does ``enqueue`` (:mod:`harel_store_redis._enqueue`): one script for the entry, the touch
   and the wake-up.
@@ -66,6 +67,7 @@ from harel.store.contract import (
     Claim,
     DueTimer,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
@@ -75,7 +77,7 @@ from harel.store.errors import (
     StoreCorrupted,
 )
 
-from harel_store_redis._claims import claim_plan, release_plan, renew_plan
+from harel_store_redis._claims import claim_plan, leases_plan, release_plan, renew_plan
 from harel_store_redis._commit import commit_plan, new_token
 from harel_store_redis._enqueue import enqueue_plan
 from harel_store_redis._keys import (
@@ -144,6 +146,7 @@ from harel_store_redis._shards import (
     export_sharded,
     home_keys,
     import_sharded,
+    leases_sharded,
     pending_outbox_sharded,
     pending_spawns_sharded,
     release_sharded,
@@ -809,3 +812,10 @@ class RedisPlan:
         if self.shards is not None:
             return release_sharded(self.shards, owner, key, retry_at, now, self.where)
         return release_plan(self.keys, owner, key, retry_at, now, self.where)
+
+    def list_leases(self, now: float, limit: int) -> Plan[list[Lease]]:
+        """The leases held at ``now``, at most ``limit``: one read-only script (sharded: per
+        shard, merged)."""
+        if self.shards is not None:
+            return leases_sharded(self.shards, now, limit, self.where)
+        return leases_plan(self.keys, now, limit, self.where)

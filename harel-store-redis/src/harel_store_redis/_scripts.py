@@ -589,6 +589,14 @@ if bad then return {3, bad} end
 """KEYS of the claim scripts: 1 work, 2..6 ready zsets of priorities 0..4, 7 owned,
 8 timer-at, 9 timers, 10 outbox, 11 spawns (renew declares the first 6)."""
 
+_WORK_KEYS = """
+-- KEYS: 1 work, 2..6 ready zsets of priorities 0..4
+local bad = wrong_type({'hash', 'zset', 'zset', 'zset', 'zset', 'zset'})
+if bad then return {3, bad} end
+local W, R = KEYS[1], {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
+"""
+"""KEYS of the scripts that declare only the work rows (renew, leases), type-checked."""
+
 RELAY_UNITS = """
 -- the relay entries of group m under tag (o: outbox, s: spawns; upper: the next tag; KEYS[7]
 -- the owned index), in seq order, at most n, only those up to cut ({ms, n} of an entry id)
@@ -698,13 +706,10 @@ RENEW = LuaScript(
     "renew",
     _TYPE_GUARD
     + _WORK
+    + _WORK_KEYS
     + """
--- KEYS: 1 work, 2..6 ready zsets of priorities 0..4
 -- ARGV: 1 group member, 2 owner, 3 now (repr), 4 the new expiry (repr of now + lease)
 -- reply: {1} renewed, or {0, the row as stored or false}
-local bad = wrong_type({'hash', 'zset', 'zset', 'zset', 'zset', 'zset'})
-if bad then return {3, bad} end
-local W, R = KEYS[1], {KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
 local row = work_row(W, ARGV[1])
 if not row or not row.p or row.holder ~= ARGV[2] or tonumber(row.at) <= tonumber(ARGV[3]) then
   return {0, row and row.raw or false}
@@ -749,6 +754,44 @@ return {1, 1, here and 1 or 0}
 """Give a lease back: the row is re-dated from what is left (its earliest timer, or
 ``relay_due(now)`` when relay entries remain; not before ``retry_at``) and idle workers are
 woken (``PUBLISH``), or the row is dropped when nothing is left."""
+
+LEASES = LuaScript(
+    "leases",
+    _TYPE_GUARD
+    + _WORK
+    + _WORK_KEYS
+    + """
+-- ARGV: 1 now (repr), 2 n: the held rows to find per tier at most
+-- reply: {1, {full_0, .., full_4}, {member, priority, ready_at text, holder}, ...}: each tier's
+-- first n held rows (holder set, ready_at > now) by (ready_at, member); full_p = 1 when tier
+-- p stopped at n (it may hold more)
+local now, n = ARGV[1], tonumber(ARGV[2])
+local t_now = tonumber(now)
+local out = {1, {}}
+for p = 0, 4 do
+  local found, offset = 0, 0
+  while found < n do
+    local page = redis.call('ZRANGEBYSCORE', R[p + 1], '(' .. now, '+inf', 'LIMIT', offset, n)
+    for _, m in ipairs(page) do
+      local row = work_row(W, m)
+      if row and row.p and row.holder ~= '' and tonumber(row.at) > t_now then
+        out[#out + 1] = {m, row.p, row.at, row.holder}
+        found = found + 1
+        if found == n then break end
+      end
+    end
+    if #page < n then break end
+    offset = offset + n
+  end
+  out[2][p + 1] = found == n and 1 or 0
+end
+return out
+""",
+)
+"""``list_leases``' read, writing nothing: per tier, the rows dated after ``now`` in score order,
+kept while held, until ``n`` are found or the tier ends.  No structure holds the held rows
+alone, so the walk also passes the free rows dated after ``now`` (work due later) before the
+``n``-th held one, every one of them in a tier holding fewer."""
 
 LOAD = LuaScript("load", "return redis.call('HGET', KEYS[1], 'd')")
 
@@ -929,6 +972,7 @@ SCRIPTS: tuple[LuaScript, ...] = (
     CLAIM,
     RENEW,
     RELEASE,
+    LEASES,
     EXPORT,
     IMPORT,
     LOAD,

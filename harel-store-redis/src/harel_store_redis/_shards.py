@@ -39,7 +39,8 @@ can appear later), whatever order the shards were read in.  A claim:
    released again.
 
 ``renew`` is the home row's; ``release``, ``purge`` and ``export`` visit the home shard, then
-every other one (a group's remote rows and entries).
+every other one (a group's remote rows and entries).  ``list_leases`` reads every shard's held
+rows and keeps each group's home row (a remote row marked leased may show an older expiry).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import contextlib
 import math
 import threading
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -61,6 +62,7 @@ from harel.store.author import (
     WorkRow,
     check_id,
     lease_lost,
+    leases_in_order,
     outbox_or_damaged,
     relay_due,
     spawn_or_damaged,
@@ -70,12 +72,13 @@ from harel.store.contract import (
     PRIORITY_AGING,
     Claim,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
 from harel.store.errors import LeaseLost, StoreCorrupted
 
-from harel_store_redis._claims import claim_keys, renew_plan, stored_row
+from harel_store_redis._claims import claim_keys, held_rows_plan, renew_plan, stored_row
 from harel_store_redis._commit import commit_plan, new_token
 from harel_store_redis._enqueue import enqueue_plan
 from harel_store_redis._keys import group_key, hash_tag, seq_of, stream_id, text, untext
@@ -518,6 +521,29 @@ def renew_sharded(
         smap.shards[smap.group_home(key)], owner, key, now, lease, where
     )
     return expires
+
+
+def leases_sharded(smap: ShardMap, now: float, limit: int, where: str) -> Plan[list[Lease]]:
+    """The leases held at ``now`` over every shard, in ``list_leases`` order: one read-only
+    script per shard, keeping the rows of groups whose home is that shard.  A tier whose first
+    ``count`` held rows held fewer than ``limit`` home rows is read again with twice the count
+    (remote rows of groups leased elsewhere took the places), so the merge is exact."""
+    found: list[Lease] = []
+    for shard, keys in enumerate(smap.shards):
+        count = limit
+        while True:
+            held = yield from held_rows_plan(keys, now, count, where)
+            home = [
+                (tier, lease)
+                for tier, lease in held.rows
+                if smap.group_home(lease.execution_id) == shard
+            ]
+            per_tier = Counter(tier for tier, _ in home)
+            if all(per_tier[tier] >= limit for tier in held.full):
+                break
+            count *= 2
+        found += [lease for _, lease in home]
+    return leases_in_order(found, limit)
 
 
 def release_sharded(

@@ -1,7 +1,7 @@
 """Test-only support for harel stores: what the backends' tests run against, kept out of the
 runtime wheels.
 
-One sub-module per backend, each importable once its extra is installed
+One sub-module per backend (plus the lease scenario), each importable once its extra is installed
 (``pip install harel-testing[rqlite]``, ``[dynamodb]``, ``[mongo]``, ``[redis]``):
 
 * :mod:`harel_testing.rqlite` — ``FakeRqlite``, one rqlite node's HTTP API over a SQLite file;
@@ -9,6 +9,8 @@ One sub-module per backend, each importable once its extra is installed
   over HTTP (the store's ``local=moto`` option uses it);
 * :mod:`harel_testing.mongo` — ``violations``, what a MongoDB server refuses that mongomock
   accepts (the mongo plan tests lint every request with it);
+* :mod:`harel_testing.leases` — ``run_lease_scenario`` / ``arun_lease_scenario``, the
+  ``list_leases`` scenario the backends' ``test_leases.py`` run (no extra needed);
 * :mod:`harel_testing.redis` — ``RedisServerProcess`` / ``RedisClusterProcess``, private
   ``redis-server`` processes and clusters.
 

@@ -56,6 +56,7 @@ from harel.store.author import (
     decode_payload,
     decode_trace_step,
     encode_trace_step,
+    held_leases,
     lease_lost,
     open_flow,
     page_from_probe,
@@ -71,6 +72,7 @@ from harel.store.contract import (
     Claim,
     DueTimer,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
@@ -555,6 +557,11 @@ class JsonDirPlan:
         fire_ats = (at for _, at in timers)
         state.settle_work(row, fire_ats, bool(outbox_seqs or spawn_seqs), now, retry_at)
         yield Write(((_schema.STATE, state.dump()),))
+
+    def list_leases(self, now: float, limit: int) -> Plan[list[Lease]]:
+        """The leases held at ``now``: one read of ``state.json`` (its work rows), no write."""
+        state = yield from read_state()
+        return held_leases(state.work.values(), now, limit)
 
 
 def _updated_at(row: dict[str, Any], execution_id: str) -> float | None:

@@ -56,6 +56,7 @@ from harel.store.author import (
     decode_trace_step,
     drive,
     encode_trace_step,
+    held_leases,
     import_touches,
     lease_lost,
     loads,
@@ -76,6 +77,7 @@ from harel.store.contract import (
     Claim,
     DueTimer,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
@@ -411,6 +413,11 @@ class TutorialPlan:
         if row is None or row.owner != owner:
             raise lease_lost(row, key, owner, None)
         tables.settle(row, now, retry_at)
+
+    def list_leases(self, now: float, limit: int) -> Op[list[Lease]]:
+        """The leases held at ``now`` (the work rows with an owner and a later expiry)."""
+        tables = yield TABLES
+        return held_leases(tables.work.values(), now, limit)
 
     # -- trace, listing, retention ------------------------------------------------------------
 

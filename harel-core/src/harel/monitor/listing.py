@@ -17,6 +17,19 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 
 
+def page_limit(query: Mapping[str, str], default: int) -> int:
+    """The query string's ``limit`` (``default`` when absent): a whole number in
+    1..:data:`MAX_LIMIT`, else :class:`PageError` (400)."""
+    limit_text = query.get("limit", "").strip()
+    try:
+        limit = int(limit_text) if limit_text else default
+    except ValueError:
+        raise PageError(400, "Bad limit", "limit must be a whole number") from None
+    if not 1 <= limit <= MAX_LIMIT:
+        raise PageError(400, "Bad limit", f"limit must be between 1 and {MAX_LIMIT}")
+    return limit
+
+
 @dataclass(frozen=True)
 class ListingQuery:
     """One page of the listing: ``status`` (``None``: any), ``definition_id`` (``None``: all),
@@ -37,13 +50,7 @@ class ListingQuery:
         except ValueError:
             choices = ", ".join(item.value for item in Status)
             raise PageError(400, "Bad status", f"status must be one of {choices}") from None
-        limit_text = query.get("limit", "").strip()
-        try:
-            limit = int(limit_text) if limit_text else DEFAULT_LIMIT
-        except ValueError:
-            raise PageError(400, "Bad limit", "limit must be a whole number") from None
-        if not 1 <= limit <= MAX_LIMIT:
-            raise PageError(400, "Bad limit", f"limit must be between 1 and {MAX_LIMIT}")
+        limit = page_limit(query, DEFAULT_LIMIT)
         return cls(
             status=status,
             definition_id=query.get("definition", "").strip() or None,

@@ -7,12 +7,14 @@ and reloads when the answer's fingerprint differs from the one it was rendered w
 from __future__ import annotations
 
 import hashlib
+import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from harel.model import ExecutionPage
 from harel.monitor.context import monitor_of
+from harel.monitor.leases import LeaseQuery, leases_fingerprint
 from harel.monitor.listing import ListingQuery
 
 
@@ -42,4 +44,14 @@ async def version(request: Request) -> Response:
         return JSONResponse({"error": "not found", "fingerprint": ""}, status_code=404)
     return JSONResponse(
         {"fingerprint": str(exe.version), "version": exe.version, "status": exe.status.value}
+    )
+
+
+async def leases(request: Request) -> Response:
+    """``/api/leases?limit=N``: the fingerprint of the leases page and how many it shows."""
+    monitor = monitor_of(request)
+    query = LeaseQuery.parse(request.query_params)
+    held = await monitor.reader.run(query.fetch, monitor.reader.store, time.time())
+    return JSONResponse(
+        {"fingerprint": leases_fingerprint(held), "leases": None if held is None else len(held)}
     )

@@ -1,7 +1,8 @@
-"""The read-only pages: the executions list, one execution, the dead letters."""
+"""The read-only pages: the executions list, one execution, the dead letters, the leases."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from markupsafe import Markup
@@ -16,6 +17,7 @@ from harel.monitor.chart import render_svg
 from harel.monitor.context import monitor_of
 from harel.monitor.errors import LOGGER, PageError
 from harel.monitor.formatting import path_id
+from harel.monitor.leases import LeaseQuery, leases_fingerprint
 from harel.monitor.listing import ListingQuery
 from harel.monitor.live import page_fingerprint
 from harel.monitor.timeline import window
@@ -119,4 +121,24 @@ async def dead_letters(request: Request) -> Response:
         request,
         "dead_letters.html",
         {"letters": letters, "total": total, "dropped": total - len(letters)},
+    )
+
+
+async def leases(request: Request) -> Response:
+    """``/leases``: which worker holds which lease and until when (one bounded read)."""
+    monitor = monitor_of(request)
+    query = LeaseQuery.parse(request.query_params)
+    now = time.time()
+    held = await monitor.reader.run(query.fetch, monitor.reader.store, now)
+    suffix = query.query_string()
+    return monitor.render(
+        request,
+        "leases.html",
+        {
+            "leases": held,
+            "now": now,
+            "query": query,
+            "poll_url": "/api/leases" + (f"?{suffix}" if suffix else ""),
+            "fingerprint": leases_fingerprint(held),
+        },
     )

@@ -90,6 +90,16 @@ Semantics every store must honour (the conformance kit pins each one):
   negative lease, a ``limit`` below 1 and an empty owner raise :class:`InvalidArgument` /
   ``InvalidIdentifier`` before anything is read.  Every claim reads a bounded set (at most five
   bounded index reads of ``limit`` rows).
+  ``list_leases(now, limit=)`` returns the leases held at ``now`` (:class:`Lease`): groups a
+  ``claim`` leased (or ``renew`` extended) whose ``expires_at > now``, not released, whose
+  execution was not purged; an expired lease is not listed (even if nobody claimed it since).
+  They are ordered by ``(expires_at, execution_id)``, the ``None`` group first among equal
+  expiries, at most ``limit`` of them.  It is read-only: it writes nothing, takes no lock and
+  never changes a lease.  ``limit < 1`` (or a bool / non-int limit) raises
+  :class:`InvalidArgument` before anything is read, and so does a non-finite ``now`` (the
+  argument checks ``claim`` uses).  What it reads is bounded: the store's work index (the
+  rows/keys/items claims already use), never a scan of every execution.  The monitor uses it
+  to show "which worker holds which lease and until when".
   Optional capability, wake-ups: a store that can push a signal has ``wait_for_work(timeout)``
   (``async`` on an async store; a worker checks ``hasattr`` and polls without it).  It blocks
   up to ``timeout`` seconds (``0 <= timeout <= 3600``, else :class:`InvalidArgument`) until a
@@ -210,6 +220,18 @@ class Claim:
     def units(self) -> int:
         """How many units of work the claim holds."""
         return len(self.timers) + len(self.outbox) + len(self.spawns)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A group of due work that ``owner`` holds until ``expires_at`` (see ``list_leases``).
+
+    ``execution_id`` is ``None`` for the untargeted outbox entries' group.
+    """
+
+    execution_id: str | None
+    owner: str
+    expires_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +388,8 @@ class ExecutionStore(Protocol):
         self, owner: str, execution_id: str | None, *, retry_at: float | None = None
     ) -> None: ...
 
+    def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]: ...
+
     def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int: ...
 
     def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
@@ -448,6 +472,8 @@ class AsyncExecutionStore(Protocol):
         self, owner: str, execution_id: str | None, *, retry_at: float | None = None
     ) -> None: ...
 
+    async def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]: ...
+
     async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int: ...
 
     async def read_trace(self, execution_id: str) -> list[dict[str, Any]]: ...
@@ -499,6 +525,7 @@ __all__ = [
     "InvalidCursor",
     "InvalidPayload",
     "InvalidStoreURL",
+    "Lease",
     "LeaseLost",
     "OutboxEntry",
     "PayloadTooLarge",

@@ -38,6 +38,7 @@ from harel.store.contract import (
     Emit,
     ExecutionRecord,
     ExecutionStore,
+    Lease,
     OutboxEntry,
     Spawn,
     SpawnEntry,
@@ -150,6 +151,9 @@ class SyncAsAsync:
         self, owner: str, execution_id: str | None, *, retry_at: float | None = None
     ) -> None:
         self.sync.release(owner, execution_id, retry_at=retry_at)
+
+    async def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]:
+        return self.sync.list_leases(now, limit=limit)
 
     async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
         return self.sync.enqueue(target_id, event, priority=priority)

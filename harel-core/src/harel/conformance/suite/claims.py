@@ -8,7 +8,10 @@
 * priority order with aging; a released group is claimable again (not before ``retry_at``);
 * racing claimers (threads / tasks, two store objects) never get the same group;
 * purge drops the group and its lease; early rows (cancelled timers) are repaired;
-* bad arguments raise typed errors before anything is read.
+* bad arguments raise typed errors before anything is read;
+* ``list_leases`` shows the leases held at ``now`` (owner, expiry), follows renew / release /
+  purge, leaves expired ones out, orders by ``(expires_at, execution_id)`` (``None`` first
+  among equals), honours ``limit``, changes nothing, and refuses bad arguments.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 import pytest
 
 from harel.conformance.suite._base import SMOKE, Kit, KitBase, event, new_exe
-from harel.store.contract import PRIORITY_AGING, Claim, TimerOp
+from harel.store.contract import PRIORITY_AGING, Claim, Lease, TimerOp
 from harel.store.errors import InvalidArgument, InvalidIdentifier, LeaseLost
 
 LEASE = 30.0
@@ -336,3 +339,100 @@ class ClaimTests(KitBase):
             await kit.store.release("w1", "kit-a", retry_at=math.nan)
         (claim,) = await kit.store.claim("w1", 1000.0, lease=LEASE)
         assert claim.timers == (("/t", 100.0),), "a refused claim took the lease"
+
+    @SMOKE
+    async def test_list_leases_shows_who_holds_what_until_when(self, kit: Kit) -> None:
+        for name in ("kit-a", "kit-b"):
+            await kit.store.commit(new_exe(name), [], timers=[TimerOp.schedule("/t", 100.0)])
+        await kit.store.commit(new_exe("kit-later"), [], timers=[TimerOp.schedule("/t", 5000.0)])
+        assert await kit.store.list_leases(1000.0) == [], "a free row was listed as a lease"
+        claims = await kit.store.claim("w1", 1000.0, lease=LEASE)
+        assert {claim.execution_id for claim in claims} == {"kit-a", "kit-b"}
+        assert await kit.store.list_leases(1000.0) == [
+            Lease(execution_id="kit-a", owner="w1", expires_at=1000.0 + LEASE),
+            Lease(execution_id="kit-b", owner="w1", expires_at=1000.0 + LEASE),
+        ]
+
+    async def test_list_leases_follows_renew_and_release(self, kit: Kit) -> None:
+        await kit.store.commit(new_exe("kit-a"), [], timers=[TimerOp.schedule("/t", 100.0)])
+        await kit.store.claim("w1", 1000.0, lease=LEASE)
+        assert await kit.store.renew("w1", "kit-a", 1020.0, lease=100.0) == 1120.0
+        (renewed,) = await kit.store.list_leases(1100.0)
+        assert (renewed.execution_id, renewed.owner, renewed.expires_at) == ("kit-a", "w1", 1120.0)
+        await kit.store.release("w1", "kit-a")
+        assert await kit.store.list_leases(1100.0) == [], "a released lease was listed"
+
+    async def test_an_expired_lease_is_not_listed_though_nobody_took_it(self, kit: Kit) -> None:
+        await kit.store.commit(new_exe("kit-a"), [], timers=[TimerOp.schedule("/t", 100.0)])
+        await kit.store.claim("w1", 1000.0, lease=LEASE)
+        (held,) = await kit.store.list_leases(1000.0 + LEASE - 0.5)
+        assert (held.execution_id, held.owner) == ("kit-a", "w1")
+        assert await kit.store.list_leases(1000.0 + LEASE) == [], "listed at its expiry"
+        assert await kit.store.list_leases(1e9) == [], "an expired lease was listed"
+        await kit.store.release("w1", "kit-a")  # not taken over: still the owner's to release
+
+    async def test_list_leases_orders_by_expiry_and_honours_limit(self, kit: Kit) -> None:
+        for name, priority, due in (("kit-a", 0, 100.0), ("kit-b", 0, 200.0), ("kit-c", 4, 300.0)):
+            exe = new_exe(name, priority=priority)
+            await kit.store.commit(exe, [], timers=[TimerOp.schedule("/t", due)])
+        # one group due per claim; kit-c is in another priority tier than the others
+        for owner, now, lease, name in (
+            ("w2", 150.0, 870.0, "kit-a"),
+            ("w3", 250.0, 800.0, "kit-b"),
+            ("w1", 350.0, 700.0, "kit-c"),
+        ):
+            (claim,) = await kit.store.claim(owner, now, lease=lease)
+            assert claim.execution_id == name, claim
+        await kit.store.commit(new_exe("kit-e"), [(None, event("u1"))])
+        (untargeted,) = await kit.store.claim("w0", 1000.0, lease=50.0)
+        assert untargeted.execution_id is None, untargeted
+        expected = [
+            Lease(execution_id="kit-a", owner="w2", expires_at=1020.0),
+            Lease(execution_id=None, owner="w0", expires_at=1050.0),
+            Lease(execution_id="kit-b", owner="w3", expires_at=1050.0),
+            Lease(execution_id="kit-c", owner="w1", expires_at=1050.0),
+        ]
+        assert await kit.store.list_leases(1000.0) == expected
+        assert await kit.store.list_leases(1000.0, limit=100) == expected
+        assert await kit.store.list_leases(1000.0, limit=2) == expected[:2]
+        assert await kit.store.list_leases(1000.0, limit=1) == expected[:1]
+        assert await kit.store.list_leases(1020.0) == expected[1:], "kit-a expired at 1020"
+
+    async def test_purge_drops_a_listed_lease(self, kit: Kit) -> None:
+        for name in ("kit-a", "kit-b"):
+            await kit.store.commit(new_exe(name), [], timers=[TimerOp.schedule("/t", 100.0)])
+        await kit.store.claim("w1", 1000.0, lease=LEASE)
+        assert await kit.store.purge("kit-a", force=True)
+        leases = await kit.store.list_leases(1000.0)
+        assert [lease.execution_id for lease in leases] == ["kit-b"], leases
+
+    async def test_list_leases_changes_nothing(self, kit: Kit) -> None:
+        a = new_exe("kit-a")
+        await kit.store.commit(a, [], timers=[TimerOp.schedule("/t", 100.0)])
+        (claim,) = await kit.store.claim("w1", 1000.0, lease=LEASE)
+        before = await kit.store.list_leases(1000.0)
+        for _ in range(3):
+            assert await kit.store.list_leases(1000.0, limit=1) == before
+        stored = await kit.store.load("kit-a")
+        assert stored is not None and stored.version == 1, "list_leases wrote the execution"
+        assert await kit.store.claim("w2", 1000.0, lease=LEASE) == [], "the lease was dropped"
+        await kit.store.commit(new_exe("kit-b"), [], timers=[TimerOp.schedule("/t", 100.0)])
+        (other,) = await kit.store.claim("w2", 1000.0, lease=LEASE)
+        assert other.execution_id == "kit-b"
+        assert await kit.store.renew("w1", "kit-a", 1010.0, lease=LEASE) == 1010.0 + LEASE
+        again = _by_group(await kit.store.claim("w3", 1010.0 + LEASE, lease=LEASE))
+        assert again["kit-a"].timers == claim.timers
+
+    async def test_list_leases_refuses_bad_arguments(self, kit: Kit) -> None:
+        await kit.store.commit(new_exe("kit-a"), [], timers=[TimerOp.schedule("/t", 100.0)])
+        await kit.store.claim("w1", 1000.0, lease=LEASE)
+        for limit in (0, -3, True, 2.5):
+            with pytest.raises(InvalidArgument):
+                await kit.store.list_leases(1000.0, limit=limit)  # type: ignore[arg-type]
+        for now in (math.nan, math.inf, -math.inf):
+            with pytest.raises(InvalidArgument):
+                await kit.store.list_leases(now)
+        with pytest.raises(TypeError):
+            await kit.store.list_leases("soon")  # type: ignore[arg-type]
+        (held,) = await kit.store.list_leases(1000.0)
+        assert (held.execution_id, held.owner) == ("kit-a", "w1")

@@ -148,6 +148,19 @@ CASES: dict[str, list[Case]] = {
         ("limit at the limit", (), {"limit": MAX_INT}, "ok"),
         ("status as str values", (), {"status": ["DONE", Status.RUNNING]}, "ok"),
     ],
+    "list_leases": [
+        ("None now", (None,), {}, "type"),
+        ("str now", ("5",), {}, "type"),
+        ("now NaN", (NAN,), {}, "value"),
+        ("now beyond float", (HUGE,), {}, "value"),
+        ("limit 0", (1.0,), {"limit": 0}, "value"),
+        ("limit 2**63", (1.0,), {"limit": 2**63}, "value"),
+        # the contract makes a wrong-typed limit an InvalidArgument here (not a TypeError)
+        ("bool limit", (1.0,), {"limit": True}, "value"),
+        ("str limit", (1.0,), {"limit": "5"}, "value"),
+        ("largest now", (1.7976931348623157e308,), {}, "ok"),
+        ("smallest now", (-1.7976931348623157e308,), {}, "ok"),
+    ],
     "purge": [
         ("int id", (5,), {}, "type"),
         ("empty id", ("",), {}, "value"),

@@ -32,9 +32,10 @@ Groups:
   :data:`MAX_DOCUMENT_BYTES`, :data:`MAX_INT`.
 * **Listing** — :class:`ListingQuery`, :func:`page_from_probe`.
 * **Work, claims and relays** — :class:`WorkRow`, :class:`WorkTouch`, :data:`PRIORITIES`,
-  :func:`claim_order`, :func:`take_units`, :func:`lease_lost`, :func:`next_ready`,
-  :func:`touch`, :func:`work_touches`, :func:`import_touches`, :func:`relay_due`,
-  :func:`outbox_or_damaged`, :func:`spawn_or_damaged`.
+  :func:`claim_order`, :func:`take_units`, :func:`lease_lost`, :func:`leases_in_order`,
+  :func:`held_leases`, :func:`next_ready`, :func:`touch`, :func:`work_touches`,
+  :func:`import_touches`, :func:`relay_due`, :func:`outbox_or_damaged`,
+  :func:`spawn_or_damaged`.
 * **Schema versions** — :func:`schema_verdict`, :data:`SchemaVerdict`, :func:`release_of`,
   :func:`open_flow` (the one open flow: probe, verdict, lock, create or upgrade, record) fed
   with a backend's :class:`OpenSteps` (each step a :data:`Step`), :class:`Stored`,
@@ -52,8 +53,10 @@ from harel.store.common.claims import (
     WorkRow,
     WorkTouch,
     claim_order,
+    held_leases,
     import_touches,
     lease_lost,
+    leases_in_order,
     next_ready,
     outbox_or_damaged,
     relay_due,
@@ -194,10 +197,12 @@ __all__ = [
     "drive",
     "encode_checked",
     "encode_trace_step",
+    "held_leases",
     "import_touches",
     "in_settled_write",
     "lazy_exports",
     "lease_lost",
+    "leases_in_order",
     "loads",
     "memory_alias",
     "needs_harel_testing",

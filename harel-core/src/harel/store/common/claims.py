@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harel.model import Event
 from harel.store.common.validate import check_count, check_id, check_now, show
-from harel.store.contract import PRIORITY_AGING, Claim, OutboxEntry, SpawnEntry
+from harel.store.contract import PRIORITY_AGING, Claim, Lease, OutboxEntry, SpawnEntry
 from harel.store.errors import InvalidArgument, LeaseLost, StoreCorrupted
 
 if TYPE_CHECKING:
@@ -44,12 +44,15 @@ __all__ = [
     "WorkRow",
     "WorkTouch",
     "check_claim",
+    "check_list_leases",
     "check_release",
     "check_renew",
     "claim_order",
     "damage_of",
+    "held_leases",
     "import_touches",
     "lease_lost",
+    "leases_in_order",
     "next_ready",
     "outbox_or_damaged",
     "rank",
@@ -221,6 +224,17 @@ def take_units(
     )
 
 
+def held_leases(rows: Iterable[WorkRow], now: float, limit: int) -> list[Lease]:
+    r"""``list_leases``' answer from work rows a backend read: the leased rows whose expiry
+    (``ready_at``) is after ``now``, as :class:`Lease`\ s in :func:`leases_in_order`."""
+    held = (
+        Lease(execution_id=row.key, owner=row.owner, expires_at=row.ready_at)
+        for row in rows
+        if row.owner is not None and row.ready_at > now
+    )
+    return leases_in_order(held, limit)
+
+
 DAMAGED = "harel.damaged-record"
 """The event kind (outbox) / context key (spawns) of a claimed unit whose stored record does
 not decode (see :func:`outbox_or_damaged`)."""
@@ -285,6 +299,16 @@ def check_claim(
     return check_id(owner, "owner"), check_now(now), _check_lease(lease), count
 
 
+def check_list_leases(now: object, limit: object) -> tuple[float, int]:
+    """``list_leases``' arguments, checked like ``claim``'s ``now`` and ``limit`` (the same
+    messages); a bool or non-int ``limit`` is an :class:`InvalidArgument` too."""
+    try:
+        count = check_count(limit, "limit")
+    except TypeError as exc:
+        raise InvalidArgument(str(exc)) from None
+    return check_now(now), count
+
+
 def check_renew(
     owner: object, execution_id: object, now: object, lease: object
 ) -> tuple[str, str | None, float, float]:
@@ -298,6 +322,17 @@ def check_release(
     """``release``'s arguments, checked (``retry_at``: ``None`` or a point in time)."""
     at = None if retry_at is None else check_now(retry_at, "retry_at")
     return check_id(owner, "owner"), _check_key(execution_id), at
+
+
+def leases_in_order(leases: Iterable[Lease], limit: int) -> list[Lease]:
+    """The first ``limit`` of ``leases`` in ``list_leases`` order: by ``(expires_at,
+    execution_id)``, the ``None`` group first among equal expiries (a merge of per-tier or
+    per-shard reads, each already cut to ``limit``)."""
+    return sorted(leases, key=_lease_order)[:limit]
+
+
+def _lease_order(lease: Lease) -> tuple[float, bool, str]:
+    return lease.expires_at, lease.execution_id is not None, lease.execution_id or ""
 
 
 def lease_lost(row: WorkRow | None, key: str | None, owner: str, now: float | None) -> LeaseLost:

@@ -30,7 +30,12 @@ import anyio
 import anyio.to_thread
 
 from harel.model import Event, Execution, ExecutionPage, Status
-from harel.store.common.claims import check_claim, check_release, check_renew
+from harel.store.common.claims import (
+    check_claim,
+    check_list_leases,
+    check_release,
+    check_renew,
+)
 from harel.store.common.commit import (
     PreparedCommit,
     committing,
@@ -49,6 +54,7 @@ from harel.store.contract import (
     DueTimer,
     Emit,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     Spawn,
     SpawnEntry,
@@ -99,6 +105,8 @@ class ContractPlan(Protocol):
     def release(
         self, owner: str, key: str | None, retry_at: float | None, now: float
     ) -> Op[None]: ...
+
+    def list_leases(self, now: float, limit: int) -> Op[list[Lease]]: ...
 
     def enqueue(self, prepared: PreparedEnqueue) -> Op[int]: ...
 
@@ -272,6 +280,11 @@ class PlanStore(_PlanStoreBase[P]):
         """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
         checked = check_release(owner, execution_id, retry_at)
         self._run(self._plan.release(*checked, time.time()))
+
+    def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]:
+        """The leases held at ``now``, by ``(expires_at, execution_id)``, at most ``limit``
+        (read-only)."""
+        return self._run(self._plan.list_leases(*check_list_leases(now, limit)))
 
     def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
         """Write one outbox entry for ``target_id`` (relay work, due at once); its ``seq``."""
@@ -486,6 +499,11 @@ class AsyncPlanStore(_PlanStoreBase[P]):
         """Give ``owner``'s lease back; what is left is claimable (not before ``retry_at``)."""
         checked = check_release(owner, execution_id, retry_at)
         await self._write(self._plan.release(*checked, time.time()))
+
+    async def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]:
+        """The leases held at ``now``, by ``(expires_at, execution_id)``, at most ``limit``
+        (read-only)."""
+        return await self._run(self._plan.list_leases(*check_list_leases(now, limit)))
 
     async def enqueue(self, target_id: str, event: Event, *, priority: int = 0) -> int:
         """Write one outbox entry for ``target_id``; its ``seq``.  Cancelled midway, it waits

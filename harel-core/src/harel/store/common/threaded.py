@@ -600,6 +600,7 @@ class SyncHops(Generic[S]):
     claim = _hop(ExecutionStore.claim)
     renew = _hop(ExecutionStore.renew)
     release = _hop(ExecutionStore.release)
+    list_leases = _hop(ExecutionStore.list_leases)
     enqueue = _hop(ExecutionStore.enqueue)
     read_trace = _hop(ExecutionStore.read_trace)
     append_trace = _hop(ExecutionStore.append_trace)

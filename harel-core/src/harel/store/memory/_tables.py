@@ -65,7 +65,8 @@ class MemoryData:
 
     Indexes (sorted lists, kept equal to their tables): ``ids`` (execution ids), ``due``
     (``(fire_at, id, path)``), ``ages`` (``(recorded_at, id, event_id)``), ``outbox_seqs`` /
-    ``spawn_seqs`` (seqs), ``ready[priority]`` (``(ready_at, key or "")``); ``outbox_of`` /
+    ``spawn_seqs`` (seqs), ``ready[priority]`` (``(ready_at, key or "")``), ``leased`` (the
+    leased rows' ``(expires_at, key or "")``, the ``None`` group's ``""`` first); ``outbox_of`` /
     ``spawns_of`` are each execution's relay seqs (target / parent).
     """
 
@@ -92,6 +93,7 @@ class MemoryData:
     ready: dict[int, list[tuple[float, str]]] = field(
         default_factory=lambda: {priority: [] for priority in PRIORITIES}
     )
+    leased: list[tuple[float, str]] = field(default_factory=list)
 
 
 def insert(keys: list[Any], key: Any) -> None:

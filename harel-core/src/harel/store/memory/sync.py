@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, ClassVar, Self
 
 from harel.model import Event, Execution, ExecutionPage, ExecutionSummary, Status
@@ -20,9 +21,11 @@ from harel.store.common.claims import (
     WorkRow,
     WorkTouch,
     check_claim,
+    check_list_leases,
     check_release,
     check_renew,
     claim_order,
+    held_leases,
     import_touches,
     lease_lost,
     next_ready,
@@ -69,6 +72,7 @@ from harel.store.contract import (
     DueTimer,
     Emit,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     Spawn,
     SpawnEntry,
@@ -531,11 +535,15 @@ class DictStore:
         self._drop_work(row.key)
         self.data.work[row.key] = row
         insert(self.data.ready[row.priority], (row.ready_at, row.key or ""))
+        if row.owner is not None:
+            insert(self.data.leased, (row.ready_at, row.key or ""))
 
     def _drop_work(self, key: str | None) -> None:
         row = self.data.work.pop(key, None)
         if row is not None:
             remove(self.data.ready[row.priority], (row.ready_at, key or ""))
+            if row.owner is not None:
+                remove(self.data.leased, (row.ready_at, key or ""))
 
     def _touch(self, change: WorkTouch) -> None:
         self._put_work(touch(self.data.work.get(change.key), change))
@@ -620,3 +628,16 @@ class DictStore:
             relay = key in self.data.outbox_of or (key is not None and key in self.data.spawns_of)
             fire_ats = self.data.timers.get(key, {}).values() if key is not None else ()
             self._settle(row, fire_ats, relay, now, retry_at)
+
+    def list_leases(self, now: float, *, limit: int = 100) -> list[Lease]:
+        """The leases held at ``now`` (``expires_at > now``), by ``(expires_at,
+        execution_id)``, at most ``limit``: a read of the ``leased`` index from ``now`` on."""
+        checked = check_list_leases(now, limit)
+        with self.data.lock:
+            return self._leases(*checked)
+
+    def _leases(self, now: float, limit: int) -> list[Lease]:
+        index = self.data.leased
+        start = bisect_right(index, now, key=itemgetter(0))
+        rows = [self.data.work[key or None] for _, key in index[start : start + limit]]
+        return held_leases(rows, now, limit)

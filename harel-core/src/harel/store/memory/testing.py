@@ -38,6 +38,7 @@ def footprint(data: MemoryData, execution_id: str) -> list[str]:
             for _, key in index
             if key == eid
         ]
+        labels += ["index:leased" for _, key in data.leased if key == eid]
     return labels
 
 

@@ -29,6 +29,7 @@ from harel.model import Execution, ExecutionPage, ExecutionSummary, Status
 from harel.store.common.claims import (
     WorkRow,
     WorkTouch,
+    held_leases,
     import_touches,
     lease_lost,
     outbox_or_damaged,
@@ -73,6 +74,7 @@ from harel.store.contract import (
     Claim,
     DueTimer,
     ExecutionRecord,
+    Lease,
     OutboxEntry,
     SpawnEntry,
 )
@@ -643,6 +645,13 @@ class SqlPlan:
         if not self.dialect.batch_reads:
             row = (yield read).first
         raise lease_lost(_work_row(key, row), key, owner, None)
+
+    def list_leases(self, now: float, limit: int) -> SqlOp[list[Lease]]:
+        """The leases held at ``now``: one read of ``work_ready``'s five tiers past ``now``
+        (:attr:`SqlStatements.list_leases`), merged in ``(expires_at, execution_id)`` order."""
+        rows = (yield self.sql.list_leases.bind(now=now, limit=limit)).rows
+        held = (WorkRow(key or None, int(p), float(at), str(owner)) for key, p, at, owner in rows)
+        return held_leases(held, now, limit)
 
     # -- decoding -------------------------------------------------------------------------------
 

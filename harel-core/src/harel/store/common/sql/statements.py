@@ -252,6 +252,8 @@ class SqlStatements:
             "WHERE key = :key AND owner = :owner AND ready_at > :now"
         )
         self.work_row = r("SELECT priority, ready_at, owner FROM work WHERE key = :key")
+        self.list_leases = r(_LIST_LEASES)
+        """The held leases at ``:now``: ``:limit`` rows of each tier (see :data:`_LIST_LEASES`)."""
         self.release_drop = r(
             "DELETE FROM work WHERE key = :key AND owner = :owner AND NOT ("
             f"{_relay_exists(':key')} OR EXISTS (SELECT 1 FROM timers WHERE execution_id = :key))"
@@ -392,6 +394,15 @@ def _next_ready(key: str) -> str:
 def _bounded_count(source: str) -> str:
     return f"(SELECT COUNT(*) FROM (SELECT 1 FROM {source} LIMIT :limit))"
 
+
+_LIST_LEASES = " UNION ALL ".join(
+    "SELECT * FROM (SELECT key, priority, ready_at, owner FROM work WHERE priority = "
+    f"{priority} AND ready_at > :now AND owner IS NOT NULL ORDER BY ready_at, key LIMIT :limit)"
+    for priority in PRIORITIES
+)
+"""``list_leases``' read: per priority tier, a range of ``work_ready`` (``priority, ready_at,
+key``) past ``:now`` in expiry order, the free rows in it (future timers) skipped, at most
+``:limit`` leased rows each; the plan merges the tiers (a read: no lock, nothing written)."""
 
 _CLAIM_PLAN = (
     "WITH ready AS ("
