@@ -1,11 +1,12 @@
 """The monitor on every installed backend, through the contract alone: the list (filtered and
-paged), one execution with its timeline, the live endpoints, the dead letters — and a hostile
-context value rendered as text on each."""
+paged), one execution with its timeline, the live endpoints, the dead letters, the leases —
+and hostile values rendered as text on each."""
 
 from __future__ import annotations
 
 import html
 import re
+import time
 from collections.abc import Callable
 
 import pytest
@@ -66,4 +67,13 @@ def test_every_page_renders_on_the_backend(
     assert client.get("/api/version/m-0").json()["version"] == 3  # the live poll sees it
     assert client.get("/api/summary").status_code == 200
     assert client.get("/dead-letters").status_code == 200
+
+    # the fleet view: a worker's lease on the armed timers of one execution, by its owner
+    assert 'data-testid="no-leases"' in client.get("/leases").text
+    claims = store.claim("worker-<b>1</b>", time.time() + 601, lease=3600, limit=1)
+    assert len(claims) == 1
+    leases = client.get("/leases").text
+    assert leases.count('data-testid="lease-row"') == 1
+    assert "worker-&lt;b&gt;1&lt;/b&gt;" in leases and "worker-<b>" not in leases
+    assert f'href="/executions/{claims[0].execution_id}"' in leases
     assert client.get("/executions/no-such").status_code == 404
