@@ -138,12 +138,20 @@ def register(subparsers: Any) -> None:
         help="list the relay entries and timers the workers quarantined",
         description=(
             "Print the dead letters: outbox/spawn entries and timers that kept failing and "
-            "were set aside (kept in the store as the execution 'harel.dead-letters')."
+            "were set aside (kept in the store as the execution 'harel.dead-letters'). "
+            "--requeue REF hands one letter's event back to the workers (same event id, so "
+            "a second requeue is harmless) and removes the letter."
         ),
     )
     dead.add_argument("--store", help=STORE_HELP)
     dead.add_argument("--json", action="store_true", help="print the letters as JSON")
-    dead.add_argument("--clear", action="store_true", help="empty the dead-letter record")
+    change = dead.add_mutually_exclusive_group()
+    change.add_argument("--clear", action="store_true", help="empty the dead-letter record")
+    change.add_argument(
+        "--requeue",
+        metavar="REF",
+        help="enqueue the event of the letter REF (e.g. outbox:12) again, then remove it",
+    )
     dead.set_defaults(handler=cmd_dead_letters)
 
 
@@ -542,10 +550,20 @@ def _run_async_worker(
 
 
 def cmd_dead_letters(args: argparse.Namespace) -> int:
-    """Print (or with ``--clear`` empty) the dead-letter record of the store."""
+    """Print (or with ``--clear`` empty) the dead-letter record of the store; with
+    ``--requeue REF`` enqueue that letter's event again and remove it (exit 2, saying what
+    to do, for an unknown ref or a letter that cannot be requeued)."""
     from harel.engine.deadletters import DEAD_LETTERS_ID, cleared, letters_of
+    from harel.engine.requeue import RequeueError, requeue
 
     with _store(args.store, create=False) as store:
+        if args.requeue is not None:
+            try:
+                print(requeue(store, args.requeue).describe())
+            except RequeueError as err:
+                raise CommandError(str(err)) from None
+            print("a running `harel worker` on this store delivers it", file=sys.stderr)
+            return 0
         record = store.load(DEAD_LETTERS_ID)
         letters, total = letters_of(record)
         if args.clear:

@@ -5,13 +5,17 @@ reserved execution record, id :data:`DEAD_LETTERS_ID`, status FAILED, whose cont
 the newest :data:`KEEP` letters (and the total count).  Every worker on the store appends
 to it with an ordinary CAS ``commit``, so ``harel list`` shows the record (definition
 ``harel.dead-letters``), ``harel dead-letters`` prints the letters from any host, and
-``harel dead-letters --clear`` (or ``harel purge``) empties it.  A letter names what was set
-aside (``outbox:SEQ``, ``spawn:SEQ``, ``timer:PATH@FIRE_AT``), its target, the event's kind
-and id, the error (redacted, truncated) and the attempts made; the event's data is kept when
-small, so an operator can re-send it (``harel send ID KIND --data ... --event-id ...``).
+``harel dead-letters --clear`` (or ``harel purge``) empties it and ``harel dead-letters
+--requeue REF`` hands one letter's event back to the workers (:mod:`harel.engine.requeue`).
+A letter names what was set aside (``outbox:SEQ``, ``spawn:SEQ``,
+``timer:ID:PATH@FIRE_AT``), its target, the event's kind and id, the error (redacted,
+truncated) and the attempts made; the event's data is kept when small, so the letter can be
+requeued (:func:`resend_of` says which can) or re-sent by hand (``harel send ID KIND --data
+... --event-id ...``).
 
 The record is never targeted by events or timers and no runner holds a definition for it.
-This module is pure: it builds the new record; :mod:`harel.engine.plan` writes it.
+This module is pure: it builds the new record; :mod:`harel.engine.plan` writes it (and
+:mod:`harel.engine.requeue` when a letter is requeued).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harel.model import Execution, Status
+from harel.model import Event, Execution, Status
 from harel.store.common.urls import redact_text
 
 DEAD_LETTERS_ID = "harel.dead-letters"
@@ -82,7 +86,8 @@ def small_data(data: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str]
 
 
 def letters_of(record: Execution | None) -> tuple[list[DeadLetter], int]:
-    """The letters held by the record (oldest first) and the total ever recorded."""
+    """The letters held by the record (oldest first) and the total still set aside (the
+    kept letters and the older ones no longer kept; :func:`cleared` makes it 0)."""
     if record is None:
         return [], 0
     raw = record.context.get("letters")
@@ -120,3 +125,76 @@ def cleared(record: Execution) -> Execution:
     record.context = {"letters": [], "total": 0}
     record.error = _summary(0)
     return record
+
+
+def find_letter(record: Execution | None, ref: str) -> DeadLetter | None:
+    """The newest letter of ``record`` whose ref is ``ref``; ``None`` when it holds none."""
+    letters, _ = letters_of(record)
+    return next((letter for letter in reversed(letters) if letter.ref == ref), None)
+
+
+def without_letter(record: Execution, ref: str) -> Execution:
+    """The record to commit: ``record`` without its letters named ``ref`` (its version kept
+    for the CAS commit), ``total`` decremented by as many.
+
+    ``total`` counts the letters still set aside (``cleared`` makes it 0), so a letter that
+    was dealt with stops counting; the older letters no longer kept still count.  A record
+    holding no letter ``ref`` comes back with the same letters and total.
+    """
+    letters, total = letters_of(record)
+    kept = [letter.as_dict() for letter in letters if letter.ref != ref]
+    left = max(0, total - (len(letters) - len(kept)))
+    record.context = {"letters": kept, "total": left}
+    record.error = _summary(left)
+    return record
+
+
+def _parent_of(child_id: str) -> str:
+    """The parent of a region's execution id (``PARENT:REGION:SEQ``, as the engine forks)."""
+    parts = child_id.rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else child_id
+
+
+def resend_of(letter: DeadLetter) -> tuple[str, Event] | str:
+    """``(target_id, event)`` to enqueue to requeue ``letter`` (the event keeps its id), or
+    a text saying why it cannot be requeued and what to do instead.
+
+    Requeueable: an outbox or timer letter with a target, an event kind, an event id and its
+    data kept.  Re-sending a timer's ``Timeout`` through the outbox is what the timer sweep
+    would have delivered: the engine applies the same staleness guard and the same event id
+    dedupes it (the timer row itself was deleted when the letter was recorded).  A spawn
+    letter is not an event: its child region was never started, and a ``Start`` sent to it
+    starts nothing, so it is refused.
+    """
+    kind, _, _ = letter.ref.partition(":")
+    if kind == "spawn":
+        target = letter.target_id or "?"
+        parent = _parent_of(target)
+        return (
+            f"{letter.ref} is a spawn letter: region {target!r} was never started and "
+            "re-sending its Start event starts nothing; its parent waits for it: look with "
+            f"`harel trace {parent}`, give up on it with `harel purge --id {parent} --force`, "
+            "then `harel dead-letters --clear`"
+        )
+    if kind not in ("outbox", "timer"):
+        return f"{letter.ref} is not an outbox or timer letter; nothing is requeued"
+    if not letter.target_id or not letter.event_kind:
+        return (
+            f"{letter.ref} names no target execution or event kind: there is nothing to "
+            "send it to; drop it with `harel dead-letters --clear`"
+        )
+    if letter.event_data is None or not letter.event_id:
+        why = letter.note or "its event data was not kept"
+        return (
+            f"{letter.ref} cannot be requeued ({why}): re-send it with `harel send "
+            f"{letter.target_id} {letter.event_kind} --data '{{...}}' --event-id "
+            f"{letter.event_id or 'ID'}`"
+        )
+    event = Event(kind=letter.event_kind, data=letter.event_data, id=letter.event_id)
+    return letter.target_id, event
+
+
+def requeue_refusal(letter: DeadLetter) -> str | None:
+    """Why ``letter`` cannot be requeued (see :func:`resend_of`); ``None`` when it can."""
+    found = resend_of(letter)
+    return found if isinstance(found, str) else None

@@ -31,6 +31,7 @@ ROUTES = [
     Route("/api/leases", live.leases, name="leases_summary"),
     Route("/actions/send/{execution_id:path}", writes.send, methods=["POST"], name="send"),
     Route("/actions/purge/{execution_id:path}", writes.purge, methods=["POST"], name="purge"),
+    Route("/actions/requeue", writes.requeue, methods=["POST"], name="requeue"),
     Mount("/static", StaticFiles(packages=[("harel.monitor", "static")]), name="static"),
 ]
 

@@ -9,7 +9,7 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from harel.engine.deadletters import DEAD_LETTERS_ID, letters_of
+from harel.engine.deadletters import DEAD_LETTERS_ID, letters_of, requeue_refusal
 from harel.engine.definition import Definition
 from harel.model import Execution
 from harel.monitor.access import unsealed_notice
@@ -113,15 +113,20 @@ async def execution(request: Request) -> Response:
 
 
 async def dead_letters(request: Request) -> Response:
-    """``/dead-letters``: what ``harel dead-letters`` lists."""
+    """``/dead-letters``: what ``harel dead-letters`` lists; with ``--allow-writes`` each
+    requeueable letter has a requeue button."""
     monitor = monitor_of(request)
     record = await monitor.reader.run(monitor.reader.store.load, DEAD_LETTERS_ID)
     letters, total = letters_of(record)
-    return monitor.render(
-        request,
-        "dead_letters.html",
-        {"letters": letters, "total": total, "dropped": total - len(letters)},
-    )
+    requeueable = {letter.ref for letter in letters if requeue_refusal(letter) is None}
+    context: dict[str, Any] = {
+        "letters": letters,
+        "total": total,
+        "dropped": total - len(letters),
+        "requeueable": requeueable if monitor.settings.allow_writes else set(),
+        "notice": unsealed_notice(request, monitor.settings.csrf),
+    }
+    return monitor.render(request, "dead_letters.html", context)
 
 
 async def leases(request: Request) -> Response:

@@ -1,10 +1,12 @@
-"""The writes, only with ``--allow-writes``: send an event, purge a finished execution.
+"""The writes, only with ``--allow-writes``: send an event, purge a finished execution,
+requeue a dead letter.
 
 Each is a POST carrying the process's CSRF secret (checked in constant time).  A POST
 without ``confirm=yes`` answers with a confirmation page repeating what will be done; the
 page's button posts again with ``confirm=yes``.  Without ``--allow-writes`` every write
 route answers 403.  Sending goes through :func:`harel.cli.engine_cmds.deliver`, the code
-path of ``harel send``; purging through the contract's ``purge`` (never forced).
+path of ``harel send``; purging through the contract's ``purge`` (never forced); requeueing
+through :func:`harel.engine.requeue.requeue`, the code path of ``harel dead-letters --requeue``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from starlette.responses import RedirectResponse, Response
 
 from harel.cli import CommandError
 from harel.cli.engine_cmds import deliver
+from harel.engine.deadletters import DEAD_LETTERS_ID, find_letter, requeue_refusal
+from harel.engine.requeue import LetterNotFound, RequeueError
+from harel.engine.requeue import requeue as requeue_letter
 from harel.model import Event
 from harel.monitor.access import same_secret, sealed_notice
 from harel.monitor.context import Monitor, monitor_of
@@ -113,4 +118,42 @@ async def send(request: Request) -> Response:
         raise PageError(400, "Not sent", redact_text(str(exc))) from None
     notice = NOTICES[done.outcome].format(kind=kind, event_id=event.id)
     target = sealed_notice(f"/executions/{path_id(execution_id)}", notice, monitor.settings.csrf)
+    return RedirectResponse(target, status_code=303)
+
+
+def _gone(ref: str) -> PageError:
+    return PageError(
+        404,
+        "Dead letter gone",
+        f"no dead letter {ref!r}: it was requeued or cleared meanwhile (reload the dead letters)",
+    )
+
+
+async def requeue(request: Request) -> Response:
+    """``POST /actions/requeue``: hand the dead letter ``ref``'s event back to the workers
+    (same event id) and remove the letter, as ``harel dead-letters --requeue`` does."""
+    monitor, form = await _checked_form(request)
+    ref = _field(form, "ref")
+    if not ref:
+        raise PageError(400, "No dead letter", "choose a dead letter to requeue on its page")
+    if _field(form, "confirm") != "yes":
+        record = await monitor.reader.run(monitor.reader.store.load, DEAD_LETTERS_ID)
+        letter = find_letter(record, ref)
+        if letter is None:
+            raise _gone(ref)
+        refusal = requeue_refusal(letter)
+        if refusal is not None:
+            raise PageError(409, "Not requeueable", refusal)
+        what = (
+            f"Requeue dead letter {ref!r}: send event {letter.event_kind!r} "
+            f"(id {letter.event_id}) to {letter.target_id!r} again, then remove the letter?"
+        )
+        return _confirm(monitor, request, request.url.path, what, {"ref": ref})
+    try:
+        done = await monitor.reader.run(requeue_letter, monitor.reader.store, ref)
+    except LetterNotFound:
+        raise _gone(ref) from None
+    except RequeueError as exc:
+        raise PageError(409, "Not requeued", redact_text(str(exc))) from None
+    target = sealed_notice("/dead-letters", done.describe(), monitor.settings.csrf)
     return RedirectResponse(target, status_code=303)
