@@ -19,15 +19,17 @@ from typing import Any
 import pytest
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
+from harel.store.author import Knob
 from harel.store.contract import ExecutionRecord, OutboxEntry, SpawnEntry, TimerOp
 from harel.store.errors import (
     AlreadyProcessed,
     ExecutionNotFound,
     InvalidIdentifier,
+    InvalidStoreOption,
     StoreConflict,
     StoreUnavailable,
 )
-from harel_store_mongo import AsyncMongoStore, MongoStore
+from harel_store_mongo import AsyncMongoStore, MongoStore, _base
 from harel_store_mongo._moved import may_hold
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, MARKS_HIGH, WORK
@@ -638,6 +640,38 @@ async def test_unreachable_server_async_uses_pymongo_async_client() -> None:
         await AsyncMongoStore.from_url(unreachable_url(), connect_retries=1, retry_delay=0.01)
     assert "2 attempt(s)" in str(info.value)
     assert "pw-s3cret" not in str(info.value)
+
+
+async def test_from_url_checks_its_knobs_once_however_often_it_retries(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spec checks the URL's knobs once and every attempt trusts its options; the
+    constructors, which take a caller's values, still check every knob themselves."""
+    checked: list[str] = []
+    validate, check_w = Knob.validate, _base.check_w
+
+    def counting(knob: Knob, value: object) -> Any:
+        checked.append(knob.name)
+        return validate(knob, value)
+
+    def counting_w(w: object) -> object:
+        checked.append("check_w")
+        return check_w(w)
+
+    monkeypatch.setattr(Knob, "validate", counting)
+    monkeypatch.setattr(_base, "check_w", counting_w)
+    url = unreachable_url().replace("&db=x", "")
+    with pytest.raises(StoreUnavailable, match="3 attempt"):
+        MongoStore.from_url(url, db="kw", connect_retries=2, retry_delay=0.01)
+    with pytest.raises(StoreUnavailable, match="2 attempt"):
+        await AsyncMongoStore.from_url(url, db="kw", connect_retries=1, retry_delay=0.01)
+    assert checked == ["db", "db"]  # the keyword db, once per from_url
+    checked.clear()
+    with pytest.raises(InvalidStoreOption, match=r"option db='a\.b'"):
+        MongoStore(harness.sync_client(), db="a.b")
+    with pytest.raises(InvalidStoreOption, match="option w=0"):
+        await AsyncMongoStore.open(harness.async_client(), db=harness.db, w=0)
+    assert checked == ["db", "db", "trace_max", "check_w"]
 
 
 def test_lost_cas_leaves_no_side_write(harness: Harness, store: MongoStore) -> None:

@@ -9,17 +9,17 @@ import math
 
 import pytest
 from harel_store_rqlite import RqliteStore
-from harel_store_rqlite._spec import SPEC, make_options
+from harel_store_rqlite._spec import SPEC, make_options, open_options
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:
     url = "rqlite://u:p%40ss@h:4001/px?level=weak&connect_retries=3&retry_delay=0#f"
-    arguments, retry = SPEC.open_args(url, {"timeout": 2.0})
-    assert arguments["url"] == "rqlite://u:p%40ss@h:4001/px" and arguments["timeout"] == 2.0
-    assert arguments["level"] == "weak"
+    options, retry = open_options(url, {"timeout": 2.0})
+    assert options == make_options(url.partition("?")[0], level="weak", timeout=2.0)
+    assert (options.base_url, options.auth) == ("http://h:4001/px", ("u", "p@ss"))
+    assert (options.level, options.sweep_level, options.timeout) == ("weak", "weak", 2.0)
     assert (retry["retries"], retry["delay"]) == (3, 0.0)  # a delay of 0 is allowed now
-    assert make_options(**arguments).level == "weak"
-    assert SPEC.open_args("rqlite://h?retry_delay=1", {})[0]["url"] == "rqlite://h"
+    assert open_options("rqlite://h?retry_delay=1", {})[0] == make_options("rqlite://h")
     keyword = SPEC.open_args("rqlite://h?connect_retries=3", {"connect_retries": 0})[1]
     assert keyword["retries"] == 0 and "rqlite://h" in keyword["what"]
     defaults = SPEC.open_args("rqlite://h", {})[1]

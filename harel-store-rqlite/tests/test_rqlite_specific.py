@@ -29,6 +29,7 @@ from harel.conformance.suite import SyncAsAsync
 from harel.model import Event, Execution, Status
 from harel.registry import open_store
 from harel.store import TimerOp
+from harel.store.author import BackendSpec
 from harel.store.common.codec import encode_execution
 from harel.store.common.schema_version import release_of
 from harel.store.common.sql import SCHEMA_VERSION
@@ -377,6 +378,26 @@ async def test_a_node_that_never_gets_a_leader_fails_after_bounded_retries(
         await opener(node.url, retry=True, connect_retries=2, retry_delay=0.01)
     assert "no leader" in str(failed.value)
     assert paths(node) == ["GET /readyz"] * 3
+
+
+async def test_from_url_parses_its_url_once_however_often_it_retries(
+    node: FakeRqlite, opener: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    parse = BackendSpec.parse_url
+
+    def counting(spec: BackendSpec, url: str) -> Any:
+        parsed.append(url)
+        return parse(spec, url)
+
+    monkeypatch.setattr(BackendSpec, "parse_url", counting)
+    node.leader = False
+    with pytest.raises(StoreUnavailable, match="after 3 attempt"):
+        await opener(f"{node.url}?level=weak", retry=True, connect_retries=2, retry_delay=0.01)
+    assert parsed == [f"{node.url}?level=weak"]
+    node.leader = True
+    await opener(node.url, retry=True, connect_retries=0)
+    assert parsed == [f"{node.url}?level=weak", node.url]
 
 
 async def test_an_unreachable_node_fails_after_bounded_retries(

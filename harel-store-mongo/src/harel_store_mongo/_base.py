@@ -4,14 +4,14 @@ wrap, the settings and the plan (every contract method comes from
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypedDict, Unpack
+from typing import Any, ClassVar, Self, TypedDict, Unpack
 
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
 from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._seq import HybridClock
-from harel_store_mongo._spec import CAPABILITIES, SPEC, check_w
+from harel_store_mongo._spec import CAPABILITIES, SPEC, MongoOptions, check_w
 
 
 class StoreKnobs(TypedDict, total=False):
@@ -87,14 +87,31 @@ class MongoStoreBase:
         db, trace_max = SPEC.by_name["db"], SPEC.by_name["trace_max"]
         self.db = db.validate(knobs.get("db", db.default))
         self.trace_max = trace_max.validate(knobs.get("trace_max", trace_max.default))
-        self.where = knobs.get("where") or (
-            f"MongoDB database {self.db!r} through an injected {type(client).__name__}"
-        )
         clock = knobs.get("seq_clock")
         if clock is not None and not isinstance(clock, HybridClock):
             raise TypeError(f"seq_clock must be a HybridClock, got {type(clock).__name__}")
+        self._bind(knobs.get("where"), clock, check_w(knobs.get("w", SPEC.by_name["w"].default)))
+
+    def _adopt(self, client: Any, options: MongoOptions) -> None:
+        """``__init__`` for ``from_url``: the store owns ``client``, and ``options`` were
+        checked by :data:`~harel_store_mongo._spec.SPEC` already, so nothing is checked again."""
+        self._client, self._database, self._owns_client = client, None, True
+        self.db, self.trace_max = options.db, options.trace_max
+        self._bind(options.where, None, options.w)
+
+    @classmethod
+    def _adopted(cls, client: Any, options: MongoOptions) -> Self:
+        """A store made by :meth:`_adopt` (no IO)."""
+        store = cls.__new__(cls)
+        store._adopt(client, options)
+        return store
+
+    def _bind(self, where: str | None, clock: HybridClock | None, w: int | str | None) -> None:
+        client = self._client
+        self.where = where or (
+            f"MongoDB database {self.db!r} through an injected {type(client).__name__}"
+        )
         self._plan = MongoPlan(self.where, clock)
-        w = check_w(knobs.get("w", SPEC.by_name["w"].default))
         self._database = client.get_database(self.db, **database_options(client, w))
 
     def _release(self) -> Any:

@@ -32,7 +32,7 @@ def _probe(options: MongoOptions) -> bool:
     with translate(options.where):
         client: Any = pymongo.MongoClient(options.driver_uri, **options.client_kwargs())
     try:
-        database = MongoStoreBase(client, **options.store_kwargs())._database
+        database = MongoStoreBase._adopted(client, options)._database
         with translate(options.where):
             return drive(exists_plan(), partial(issue, database))
     finally:

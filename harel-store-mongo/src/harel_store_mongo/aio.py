@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
@@ -108,11 +109,17 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
                 "store with `await AsyncMongoStore.from_url(url)` or `await AsyncMongoStore."
                 "in_threads(lambda: MongoStore(pymongo.MongoClient(...)))`"
             )
+        return await cls._open(client, partial(cls, client, **knobs), knobs.get("owns_client"))
+
+    @classmethod
+    async def _open(cls, client: Any, make: Callable[[], Self], owned: bool | None) -> Self:
+        """``make()`` a store over ``client``, then open it; a failure closes an ``owned``
+        client."""
         try:
-            store = cls(client, **knobs)
+            store = make()
             await store._run(store._plan.open())
         except BaseException:
-            if knobs.get("owns_client"):
+            if owned:
                 await _close_client(client)
             raise
         return store
@@ -137,7 +144,7 @@ class AsyncMongoStore(MongoStoreBase, AsyncPlanStore[MongoPlan]):
 
         with translate(options.where):
             client: Any = AsyncMongoClient(options.driver_uri, **options.client_kwargs())
-        return await cls.open(client, **options.store_kwargs())
+        return await cls._open(client, partial(cls._adopted, client, options), True)
 
     async def _run(self, operation: Plan[T]) -> T:
         """Drive one plan, each request shielded (see the module docstring) unless the plan

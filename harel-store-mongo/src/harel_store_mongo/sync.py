@@ -8,6 +8,7 @@ request is one call on the client's collections, so the store is as thread-safe 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Self, TypeVar, Unpack
 
@@ -37,8 +38,13 @@ class MongoStore(MongoStoreBase, PlanStore[MongoPlan]):
     def __init__(self, client: Any, **knobs: Unpack[StoreKnobs]) -> None:
         """Wrap ``client`` (knobs: :class:`~harel_store_mongo._base.StoreKnobs`) and open
         the store; a failure closes a client the store owns."""
+        self._open(partial(super().__init__, client, **knobs))
+
+    def _open(self, setup: Callable[[], None]) -> None:
+        """``setup()`` (it binds the client), then open; a failure closes a client the store
+        owns."""
         try:
-            super().__init__(client, **knobs)
+            setup()
             self._run(self._plan.open())
         except BaseException:
             self.close()
@@ -61,7 +67,9 @@ class MongoStore(MongoStoreBase, PlanStore[MongoPlan]):
         failure)."""
         with translate(options.where):
             client = pymongo.MongoClient(options.driver_uri, **options.client_kwargs())
-        return cls(client, **options.store_kwargs())
+        store = cls.__new__(cls)
+        store._open(partial(store._adopt, client, options))
+        return store
 
     def _execute(self, request: Request) -> Any:
         database = self._database

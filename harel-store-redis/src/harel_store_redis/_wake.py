@@ -6,9 +6,11 @@ dedicated pub/sub connection each, ``SUBSCRIBE`` once) are the stores'
 (:class:`harel_store_redis.sync.RedisWakeups`, :class:`harel_store_redis.aio.AsyncRedisWakeups`),
 under :class:`harel.store.common.wakeups.Wakeups`' rules.
 
-:func:`confirm_plan` and :func:`receive_plan` are the waiters' message loops, written once:
-each yields :class:`NextMessage` requests (``pubsub.get_message(timeout=...)``, awaited or not)
-and the two stores drive them with :func:`harel.store.author.drive` / ``adrive``.
+:class:`Subscription` holds what a waiter listens with; its :meth:`Subscription.listen` (the
+``SUBSCRIBE`` and its confirmation) and :func:`receive_plan` are the waiters' steps, written
+once: each yields :class:`Subscribe` / :class:`NextMessage` requests (``pubsub.subscribe`` and
+``pubsub.get_message(timeout=...)``, awaited or not) and the two stores drive them with
+:func:`harel.store.author.drive` / ``adrive``.
 
 A channel is not a key: ``PUBLISH`` from a script declares no key, so it does not break the
 one-slot rule of a hash-tagged prefix on a Redis Cluster (the message reaches subscribers on
@@ -20,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from harel.store.author import unavailable
 
@@ -34,10 +36,20 @@ SUBSCRIBE_WITHIN = 10.0
 DRAIN_MAX = 1000
 """At most this many queued signals are consumed with the one that woke a wait."""
 
+C = TypeVar("C")
+"""The client a waiter opens its pub/sub connections from (sync or asyncio)."""
+
 
 def channel(keys: Keys) -> bytes:
     """The prefix's wake-up channel: ``<prefix>wake`` (``harel:wake`` by default)."""
     return keys.store_prefix + SUFFIX
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """-> ``SUBSCRIBE`` the pub/sub connection to ``channel`` (its reply is not needed)."""
+
+    channel: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +59,30 @@ class NextMessage:
     timeout: float
 
 
-MessagePlan = Generator[NextMessage, "dict[str, Any] | None", Any]
+MessagePlan = Generator[Subscribe | NextMessage, "dict[str, Any] | None", Any]
 
 
-def confirm_plan(where: str) -> MessagePlan:
-    """Wait for the server's ``subscribe`` confirmation (listening from then on), at most
-    :data:`SUBSCRIBE_WITHIN` seconds; else ``StoreUnavailable``."""
-    deadline = time.monotonic() + SUBSCRIBE_WITHIN
-    while True:
-        message = yield NextMessage(max(deadline - time.monotonic(), 0.0))
-        if message is not None and message["type"] == "subscribe":
-            return None
-        if time.monotonic() >= deadline:
-            raise unavailable(where, "SUBSCRIBE was not confirmed")
+@dataclass(frozen=True, slots=True)
+class Subscription(Generic[C]):
+    """What one store's waiter listens with: the ``client`` whose pub/sub connections it
+    opens, the prefix's ``channel`` and ``where`` (the redacted address, for errors)."""
+
+    client: C
+    channel: bytes
+    where: str
+
+    def listen(self) -> MessagePlan:
+        """``SUBSCRIBE`` to the channel, then wait for the server's ``subscribe``
+        confirmation (listening from then on), at most :data:`SUBSCRIBE_WITHIN` seconds;
+        else ``StoreUnavailable``."""
+        yield Subscribe(self.channel)
+        deadline = time.monotonic() + SUBSCRIBE_WITHIN
+        while True:
+            message = yield NextMessage(max(deadline - time.monotonic(), 0.0))
+            if message is not None and message["type"] == "subscribe":
+                return None
+            if time.monotonic() >= deadline:
+                raise unavailable(self.where, "SUBSCRIBE was not confirmed")
 
 
 def receive_plan(seconds: float) -> MessagePlan:

@@ -41,7 +41,7 @@ from harel_store_redis._errors import translate
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
 from harel_store_redis._spec import open_options
-from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
+from harel_store_redis._wake import NextMessage, Subscribe, Subscription, channel, receive_plan
 
 T = TypeVar("T")
 
@@ -65,26 +65,25 @@ async def _drain(reply: asyncio.Future[Any]) -> None:
         reply.exception()  # retrieved, so asyncio does not log it
 
 
-async def _next_message(pubsub: PubSub, request: NextMessage) -> Any:
+async def _step(pubsub: PubSub, request: Subscribe | NextMessage) -> Any:
+    if isinstance(request, Subscribe):
+        return await pubsub.subscribe(request.channel)
     return await pubsub.get_message(timeout=request.timeout)
 
 
 class AsyncRedisWakeups(AsyncWakeups[PubSub]):
-    """The asyncio store's waiter: one pub/sub connection of the client, subscribed
-    (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
+    """The asyncio store's waiter: :class:`~harel_store_redis.sync.RedisWakeups` on asyncio."""
 
-    def __init__(self, client: AsyncClient, channel: bytes, where: str) -> None:
-        super().__init__(where)
-        self._client = client
-        self._channel = channel
+    def __init__(self, line: Subscription[AsyncClient]) -> None:
+        super().__init__(line.where)
+        self._line = line
 
     async def _listen(self) -> PubSub:
-        make: Callable[[], PubSub] = self._client.pubsub
+        make: Callable[[], PubSub] = self._line.client.pubsub
         pubsub = make()
         try:
             with translate(self.where):
-                await pubsub.subscribe(self._channel)
-                await adrive(confirm_plan(self.where), partial(_next_message, pubsub))
+                await adrive(self._line.listen(), partial(_step, pubsub))
             return pubsub
         except BaseException:
             await asyncio.shield(self._hang_up(pubsub))
@@ -92,7 +91,7 @@ class AsyncRedisWakeups(AsyncWakeups[PubSub]):
 
     async def _receive(self, handle: PubSub, seconds: float) -> bool:
         with translate(self.where):
-            woken: bool = await adrive(receive_plan(seconds), partial(_next_message, handle))
+            woken: bool = await adrive(receive_plan(seconds), partial(_step, handle))
         return woken
 
     async def _hang_up(self, handle: PubSub) -> None:
@@ -102,7 +101,7 @@ class AsyncRedisWakeups(AsyncWakeups[PubSub]):
 
     async def _poke(self) -> None:
         with translate(self.where):
-            await self._client.publish(self._channel, b"close")
+            await self._line.client.publish(self._line.channel, b"close")
 
 
 class AsyncRedisStore(RedisStoreBase[AsyncClient], AsyncPlanStore[RedisPlan]):
@@ -183,7 +182,7 @@ class AsyncRedisStore(RedisStoreBase[AsyncClient], AsyncPlanStore[RedisPlan]):
     def _opened(self) -> None:
         client = self._client
         if client is not None:
-            self._wakeups = AsyncRedisWakeups(client, channel(self._keys), self.where)
+            self._wakeups = AsyncRedisWakeups(Subscription(client, channel(self._keys), self.where))
 
     async def wait_for_work(self, timeout: float) -> bool:  # noqa: ASYNC109 - contract shape
         """``RedisStore.wait_for_work`` on the asyncio client: cancellation-safe (a cancelled

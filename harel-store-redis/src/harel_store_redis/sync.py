@@ -29,7 +29,7 @@ from harel_store_redis._lane import BUSY, Lane
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
 from harel_store_redis._spec import open_options
-from harel_store_redis._wake import NextMessage, channel, confirm_plan, receive_plan
+from harel_store_redis._wake import NextMessage, Subscribe, Subscription, channel, receive_plan
 
 T = TypeVar("T")
 
@@ -37,26 +37,25 @@ Client = redis.Redis | redis.cluster.RedisCluster
 """What the store talks through: a plain client, or a cluster client (``?cluster=yes``)."""
 
 
-def _next_message(pubsub: PubSub, request: NextMessage) -> Any:
+def _step(pubsub: PubSub, request: Subscribe | NextMessage) -> Any:
+    if isinstance(request, Subscribe):
+        return pubsub.subscribe(request.channel)
     return pubsub.get_message(timeout=request.timeout)
 
 
 class RedisWakeups(Wakeups[PubSub]):
-    """The sync store's waiter: one pub/sub connection of the client, subscribed
-    (``SUBSCRIBE``) once to the prefix's channel (:mod:`harel_store_redis._wake`)."""
+    """The sync store's waiter: a pub/sub connection of the client, ``SUBSCRIBE``-d once."""
 
-    def __init__(self, client: Client, channel: bytes, where: str) -> None:
-        super().__init__(where)
-        self._client = client
-        self._channel = channel
+    def __init__(self, line: Subscription[Client]) -> None:
+        super().__init__(line.where)
+        self._line = line
 
     def _listen(self) -> PubSub:
-        make: Callable[[], PubSub] = self._client.pubsub
+        make: Callable[[], PubSub] = self._line.client.pubsub
         pubsub = make()
         try:
             with translate(self.where):
-                pubsub.subscribe(self._channel)
-                drive(confirm_plan(self.where), partial(_next_message, pubsub))
+                drive(self._line.listen(), partial(_step, pubsub))
             return pubsub
         except BaseException:
             self._hang_up(pubsub)
@@ -64,7 +63,7 @@ class RedisWakeups(Wakeups[PubSub]):
 
     def _receive(self, handle: PubSub, seconds: float) -> bool:
         with translate(self.where):
-            woken: bool = drive(receive_plan(seconds), partial(_next_message, handle))
+            woken: bool = drive(receive_plan(seconds), partial(_step, handle))
         return woken
 
     def _hang_up(self, handle: PubSub) -> None:
@@ -73,7 +72,7 @@ class RedisWakeups(Wakeups[PubSub]):
 
     def _poke(self) -> None:
         with translate(self.where):
-            self._client.publish(self._channel, b"close")
+            self._line.client.publish(self._line.channel, b"close")
 
 
 class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
@@ -91,7 +90,7 @@ class RedisStore(RedisStoreBase[Client], PlanStore[RedisPlan]):
     def _opened(self) -> None:
         client = self._client
         if client is not None:
-            self._wakeups = RedisWakeups(client, channel(self._keys), self.where)
+            self._wakeups = RedisWakeups(Subscription(client, channel(self._keys), self.where))
             if self._owns_client and isinstance(client, redis.Redis) and not self._retried:
                 self._lane = Lane(client)
         self._run(self._plan.open())

@@ -12,7 +12,7 @@ from typing import Any
 
 from harel.store.author import connect_with_retry
 
-from harel_store_rqlite._spec import SPEC
+from harel_store_rqlite._spec import RqliteOptions, open_options
 from harel_store_rqlite.sync import RqliteStore
 
 
@@ -20,10 +20,10 @@ def store_exists(url: str, **knobs: Any) -> bool:
     """Whether the database of the node ``url`` names holds a harel store (its
     ``harel_schema`` or ``executions`` table).  Errors: InvalidStoreURL, StoreUnavailable
     (node unreachable or without a leader, after the retries)."""
-    arguments, retry = SPEC.open_args(url, knobs)
-    return connect_with_retry(lambda: _probe(arguments), **retry)
+    options, retry = open_options(url, knobs)
+    return connect_with_retry(lambda: _probe(options), **retry)
 
 
-def _probe(arguments: dict[str, Any]) -> bool:
-    with RqliteStore.unopened(**arguments) as store:
+def _probe(options: RqliteOptions) -> bool:
+    with RqliteStore._unopened(options) as store:
         return store._run(store._plan.holds_store())

@@ -54,9 +54,8 @@ def _node(parsed: StoreURL) -> str:
 
 
 def _location(parsed: StoreURL) -> dict[str, Any]:
-    """The constructor's ``url``: the node (checked now, before any retry) without knobs."""
-    _node(parsed)
-    return {"url": parsed.raw.partition("#")[0].partition("?")[0]}
+    """The options' node (checked now, before any retry) and the URL's credentials."""
+    return {"base_url": _node(parsed), "username": parsed.username, "password": parsed.password}
 
 
 SPEC = BackendSpec(
@@ -143,8 +142,18 @@ def make_options(url: str, **knobs: Any) -> RqliteOptions:
     """The settings of the node ``url`` names with its knobs and ``knobs`` (keywords win),
     each checked against :data:`SPEC` (``InvalidStoreURL`` / ``InvalidStoreOption``)."""
     parsed, url_knobs, _retry = SPEC.parse_url(url)
-    base_url = _node(parsed)
-    values = SPEC.knob_values({**url_knobs, **knobs})
+    return _options({**_location(parsed), **SPEC.knob_values({**url_knobs, **knobs})})
+
+
+def open_options(url: str, knobs: dict[str, Any]) -> tuple[RqliteOptions, dict[str, Any]]:
+    """``from_url``'s settings, the URL parsed once (as :func:`make_options`, and
+    ``connect_retries`` / ``retry_delay`` also as keywords), and the keyword arguments of
+    ``connect_with_retry``."""
+    arguments, retry = SPEC.open_args(url, knobs)
+    return _options(arguments), retry
+
+
+def _options(values: dict[str, Any]) -> RqliteOptions:
     if values["sweep_level"] == "level":  # optional=True would read the level "none" as None
         values["sweep_level"] = values["level"]
-    return RqliteOptions(base_url, parsed.username, parsed.password, **values)
+    return RqliteOptions(**values)

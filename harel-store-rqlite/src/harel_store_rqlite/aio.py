@@ -23,14 +23,20 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, ClassVar, Self
 
-from harel.store.author import AsyncFromUrl, BackendSpec, ThreadedAsyncStore
+from harel.store.author import ThreadedAsyncStore, aconnect_with_retry
 from harel.store.contract import Capabilities
 
-from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL, SPEC, RqliteOptions, make_options
+from harel_store_rqlite._spec import (
+    CAPABILITIES,
+    DEFAULT_URL,
+    RqliteOptions,
+    make_options,
+    open_options,
+)
 from harel_store_rqlite.sync import RqliteStore
 
 
-class AsyncRqliteStore(AsyncFromUrl, ThreadedAsyncStore[RqliteStore]):
+class AsyncRqliteStore(ThreadedAsyncStore[RqliteStore]):
     """A durable :class:`~harel.store.contract.AsyncExecutionStore` on an rqlite cluster.
 
     Build it with ``await AsyncRqliteStore.open(url, **knobs)`` (one attempt) or
@@ -40,15 +46,24 @@ class AsyncRqliteStore(AsyncFromUrl, ThreadedAsyncStore[RqliteStore]):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
-    spec: ClassVar[BackendSpec] = SPEC
 
     @classmethod
     async def open(cls, url: str = DEFAULT_URL, **knobs: Any) -> Self:
         """Reach the node once and check (create, upgrade) the schema, in a new worker
         thread."""
-        where = make_options(url, **knobs).where  # bad URLs and knobs fail before the thread
-        factory = partial(RqliteStore, url, **knobs)
-        return await cls.start(factory, name=f"harel-store-worker: {where}")
+        return await cls._start(make_options(url, **knobs))  # bad ones fail before the thread
+
+    @classmethod
+    async def from_url(cls, url: str, **knobs: Any) -> Self:
+        """Open the node ``url`` names, as ``RqliteStore.from_url`` (retrying while it is
+        unreachable or has no leader)."""
+        options, retry = open_options(url, knobs)
+        return await aconnect_with_retry(partial(cls._start, options), **retry)
+
+    @classmethod
+    async def _start(cls, options: RqliteOptions) -> Self:
+        factory = partial(RqliteStore._opened, options)
+        return await cls.start(factory, name=f"harel-store-worker: {options.where}")
 
     @property
     def options(self) -> RqliteOptions:

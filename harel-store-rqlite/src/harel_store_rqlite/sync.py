@@ -19,19 +19,25 @@ from functools import partial
 from typing import Any, ClassVar, Self, TypeVar
 
 import httpx
-from harel.store.author import BackendSpec, FromUrl, drive
+from harel.store.author import connect_with_retry, drive
 from harel.store.author.sql import SqlContract, SqlOp
 from harel.store.contract import Capabilities
 
 from harel_store_rqlite._http import client_settings, live, send
 from harel_store_rqlite._plan import cas_forms, open_store, rqlite_plan, verified_statements
-from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL, SPEC, RqliteOptions, make_options
+from harel_store_rqlite._spec import (
+    CAPABILITIES,
+    DEFAULT_URL,
+    RqliteOptions,
+    make_options,
+    open_options,
+)
 from harel_store_rqlite._wire import Request, Wire
 
 T = TypeVar("T")
 
 
-class RqliteStore(FromUrl, SqlContract):
+class RqliteStore(SqlContract):
     """A durable, thread-safe :class:`~harel.store.contract.ExecutionStore` on an rqlite cluster.
 
     ``url`` names a node (``rqlite://[user:password@]host:4001`` or ``rqlites://...``); the
@@ -42,7 +48,6 @@ class RqliteStore(FromUrl, SqlContract):
     """
 
     capabilities: ClassVar[Capabilities] = CAPABILITIES
-    spec: ClassVar[BackendSpec] = SPEC
     options: RqliteOptions
     """The validated settings."""
     trace_max: int | None
@@ -50,6 +55,9 @@ class RqliteStore(FromUrl, SqlContract):
 
     def __init__(self, url: str = DEFAULT_URL, **knobs: Any) -> None:
         self._setup(make_options(url, **knobs))
+        self._open()
+
+    def _open(self) -> None:
         try:
             self._run(open_store(self._plan, time.time(), self.options))
         except BaseException:
@@ -68,9 +76,28 @@ class RqliteStore(FromUrl, SqlContract):
         """A store that has sent nothing yet: no readiness or schema check (for test
         harnesses and tools that inspect or drop a database; the contract methods need the
         schema, so use the constructor or :meth:`from_url` otherwise)."""
+        return cls._unopened(make_options(url, **knobs))
+
+    @classmethod
+    def _unopened(cls, options: RqliteOptions) -> Self:
         store = cls.__new__(cls)
-        store._setup(make_options(url, **knobs))
+        store._setup(options)
         return store
+
+    @classmethod
+    def _opened(cls, options: RqliteOptions) -> Self:
+        """The constructor's store over ``options`` already checked (``from_url``'s path)."""
+        store = cls._unopened(options)
+        store._open()
+        return store
+
+    @classmethod
+    def from_url(cls, url: str, **knobs: Any) -> Self:
+        """Open the node ``url`` names (keyword knobs win over the URL's), its URL parsed
+        once; ``connect_retries`` / ``retry_delay`` retry while the node is unreachable or
+        has no leader."""
+        options, retry = open_options(url, knobs)
+        return connect_with_retry(partial(cls._opened, options), **retry)
 
     def __repr__(self) -> str:
         return f"RqliteStore({self.options.base_url!r})"
