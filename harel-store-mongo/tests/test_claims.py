@@ -15,8 +15,8 @@ from harel.store.contract import TimerOp
 from harel_store_mongo import MongoStore
 from harel_store_mongo._calls import issue
 from harel_store_mongo._claims import claim_plan
-from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
+from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, WORK
 from harel_store_mongo.testing import MongomockHarness, MongoServerHarness

@@ -32,10 +32,10 @@ from harel.store.errors import (
     StoreCorrupted,
     StoreUnavailable,
 )
-from harel_store_mongo import _claims, _plan, _records, _requests
+from harel_store_mongo import _claims, _operations, _records, _requests
 from harel_store_mongo import _moved as moved
 from harel_store_mongo._moved import surely_absent
-from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
+from harel_store_mongo._operations import DuplicateKey, ReplyLost, WriteUnconfirmed
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
 from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
@@ -84,7 +84,7 @@ def commit(
 ):
     emits = effects.pop("emits", [])
     with committing(exe, emits, **effects) as prepared:
-        return run_plan(_plan.commit_plan(prepared, 200, "test", seqs or source()), answer)
+        return run_plan(_operations.commit_plan(prepared, 200, "test", seqs or source()), answer)
 
 
 def counter(reply: Any = None) -> Callable[[Request], Any]:
@@ -179,7 +179,7 @@ def enqueue(
     target: str = "t", priority: int = 3, answer: Callable[[Request], Any] | None = None
 ) -> tuple[Any, list[Request]]:
     prepared = prepare_enqueue(target, Event(id="q", kind="k", data={"n": 1}), priority)
-    return run_plan(_plan.enqueue_plan(prepared, "test", source(41)), answer or counter())
+    return run_plan(_operations.enqueue_plan(prepared, "test", source(41)), answer or counter())
 
 
 def test_an_enqueue_is_one_upsert_and_the_targets_row_touched_around_it() -> None:
@@ -241,7 +241,7 @@ def test_the_first_seq_of_a_store_registers_its_writer_id_once() -> None:
     """A store without a writer id sends the registration (one ``$inc`` on ``meta``) before
     its first seq — a failure there writes nothing — then never again until the rotation."""
     seqs = source(writer=None)
-    plan = _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs)
+    plan = _operations.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs)
     register = next(plan)
     assert (register.collection, register.method) == ("meta", "find_one_and_update")
     assert register.args == ({"_id": "writers"}, {"$inc": {"n": 1}})
@@ -249,7 +249,7 @@ def test_the_first_seq_of_a_store_registers_its_writer_id_once() -> None:
         plan.throw(StoreUnavailable("no server"))
     assert seqs.writer is None
     seq, sent = run_plan(
-        _plan.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs),
+        _operations.enqueue_plan(prepare_enqueue("t", Event(id="q", kind="k"), 0), "test", seqs),
         counter({"n": 16384 + 7}),
     )
     assert seqs.writer == 7 and seq % 2**14 == 7  # the count modulo 2**14
@@ -362,19 +362,19 @@ def test_hostile_values_are_only_values(hostile: str) -> None:
         "delete_one": None,
     }
     plans = [
-        _plan.load_plan(hostile, source()),
-        _plan.load_for_event_plan(hostile, hostile, source()),
-        _plan.is_processed_plan(hostile, hostile),
-        _plan.delete_timer_plan(hostile, hostile, 1.0),
-        _plan.read_trace_plan(hostile),
-        _plan.append_trace_plan(hostile, {"k": hostile}, 3),
-        _plan.purge_plan(hostile, False),
-        _plan.purge_plan(hostile, True),
-        _plan.listing_plan(
+        _operations.load_plan(hostile, source()),
+        _operations.load_for_event_plan(hostile, hostile, source()),
+        _operations.is_processed_plan(hostile, hostile),
+        _operations.delete_timer_plan(hostile, hostile, 1.0),
+        _operations.read_trace_plan(hostile),
+        _operations.append_trace_plan(hostile, {"k": hostile}, 3),
+        _operations.purge_plan(hostile, False),
+        _operations.purge_plan(hostile, True),
+        _operations.listing_plan(
             listing_query(status=None, definition_id=hostile, roots_only=True, limit=5, cursor=None)
         ),
         _records.export_plan(hostile, source()),
-        _plan.enqueue_plan(
+        _operations.enqueue_plan(
             prepare_enqueue(hostile, Event(id=hostile, kind="k"), 1), "test", source(None)
         ),
         _records.import_plan(prepare_import(_record(hostile), trace_max=3), "test", source()),
@@ -462,22 +462,24 @@ def test_every_plan_sends_only_what_a_server_accepts() -> None:
         "list_indexes": [],
     }
     plans: list[Generator[Request, Any, Any]] = [
-        _plan.ack_plan(5, spawns=False),
-        _plan.ack_plan(5, spawns=True),
-        _plan.pending_outbox_plan(3),
-        _plan.pending_spawns_plan(None),
-        _plan.due_timers_plan(10.0, 2),
+        _operations.ack_plan(5, spawns=False),
+        _operations.ack_plan(5, spawns=True),
+        _operations.pending_outbox_plan(3),
+        _operations.pending_spawns_plan(None),
+        _operations.due_timers_plan(10.0, 2),
         _claims.leases_plan(10.0, 2),
     ]
     for plan in plans:
         run_plan(plan, lambda r: answers[r.method])
     for found in (None, {"_id": "schema", "version": 1}):
         schema = dict(answers, find_one=found, find_one_and_update={"_id": "schema", "version": 2})
-        run_plan(_plan.open_plan("test", "harel-store-mongo 9"), lambda r, s=schema: s[r.method])
+        run_plan(
+            _operations.open_plan("test", "harel-store-mongo 9"), lambda r, s=schema: s[r.method]
+        )
     calls = itertools.count()
     pruned = dict(answers, aggregate=docs)
     run_plan(
-        _plan.prune_plan(2.0, 10),
+        _operations.prune_plan(2.0, 10),
         lambda r: (
             (pruned[r.method] if next(calls) < 2 else [])
             if r.method == "aggregate"
@@ -775,7 +777,7 @@ def test_a_commit_that_keeps_missing_a_matching_document_is_unavailable() -> Non
         commit(exe(version=2), answer, processed_event_id="e")
     assert not isinstance(info.value, CommitOutcomeUnknown)
     writes = [r for r in sent if r.method == "find_one_and_update"]
-    assert len(writes) == 1 + _plan.MISS_ROUNDS
+    assert len(writes) == 1 + _operations.MISS_ROUNDS
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -815,10 +817,10 @@ def test_the_moved_mark_positions_never_change() -> None:
 )
 def test_a_server_without_update_pipelines_is_refused(info: dict[str, Any], ok: bool) -> None:
     if ok:
-        _plan.check_server(info, "here")
+        _operations.check_server(info, "here")
         return
     with pytest.raises(StoreConfigError, match=r"4\.2 or newer"):
-        _plan.check_server(info, "here")
+        _operations.check_server(info, "here")
 
 
 def test_the_commit_size_estimate_counts_utf8_bytes() -> None:
@@ -829,8 +831,8 @@ def test_the_commit_size_estimate_counts_utf8_bytes() -> None:
         size = len(prepared.document.encode("utf-8"))
         assert size > len(prepared.document) + 2000
         with pytest.raises(PayloadTooLarge):
-            _plan.check_commit_size(prepared, limit=size - 1)
-        _plan.check_commit_size(prepared, limit=size)
+            _operations.check_commit_size(prepared, limit=size - 1)
+        _operations.check_commit_size(prepared, limit=size)
 
 
 @pytest.mark.parametrize("reply", [None, {}, {"n": None}, {"n": "7"}, {"n": 0}, {"n": True}])
@@ -842,16 +844,17 @@ def test_a_damaged_writer_counter_is_reported(reply: Any) -> None:
 def test_append_trace_to_an_unknown_execution_writes_nothing() -> None:
     with pytest.raises(ExecutionNotFound):
         run_plan(
-            _plan.append_trace_plan("nobody", {"k": 1}, 3), lambda r: CannedResult(matched_count=0)
+            _operations.append_trace_plan("nobody", {"k": 1}, 3),
+            lambda r: CannedResult(matched_count=0),
         )
 
 
 def test_trace_indices_come_from_the_step_count() -> None:
     doc = {"_id": "x", "version": 3, "trace": ['{"a":1}', '{"a":2}'], "trace_next": 9}
-    steps, _ = run_plan(_plan.read_trace_plan("x"), lambda r: doc)
+    steps, _ = run_plan(_operations.read_trace_plan("x"), lambda r: doc)
     assert steps == [{"a": 1, "index": 7}, {"a": 2, "index": 8}]
     with pytest.raises(StoreCorrupted):
-        run_plan(_plan.read_trace_plan("x"), lambda r: {**doc, "trace_next": 1})
+        run_plan(_operations.read_trace_plan("x"), lambda r: {**doc, "trace_next": 1})
 
 
 @pytest.mark.parametrize("trace_max", [0, None, 2**31])
@@ -871,7 +874,7 @@ def test_due_timers_sorted_and_limited_across_documents() -> None:
         {"_id": "a", "timers": [{"path": "/x", "at": 2.0}, {"path": "/w", "at": 1.0}]},
         {"_id": "c", "timers": [{"path": "/v", "at": "broken"}]},
     ]
-    due, (request,) = run_plan(_plan.due_timers_plan(5.0, 2), lambda r: docs)
+    due, (request,) = run_plan(_operations.due_timers_plan(5.0, 2), lambda r: docs)
     assert due == [("a", "/w", 1.0), ("a", "/x", 2.0)]
     assert request.kwargs == {"sort": [("timers_next", 1), ("_id", 1)], "limit": 2}
 
@@ -886,7 +889,7 @@ def test_unreadable_relay_entries_are_skipped_not_fatal() -> None:
             ],
         },
     ]
-    entries, _ = run_plan(_plan.pending_outbox_plan(None), lambda r: docs)
+    entries, _ = run_plan(_operations.pending_outbox_plan(None), lambda r: docs)
     assert [(e.seq, e.target_id, e.event.id) for e in entries] == [(1, "t", "e")]
 
 
@@ -899,12 +902,12 @@ def test_purge_refuses_an_unfinished_execution() -> None:
     from harel.store.errors import ExecutionActive
 
     with pytest.raises(ExecutionActive):
-        run_plan(_plan.purge_plan("x", False), answer)
+        run_plan(_operations.purge_plan("x", False), answer)
 
 
 @pytest.mark.parametrize("batch_size", [1, 2**31, 2**63 - 1])
 def test_prune_requests_fit_any_batch_size(batch_size: int) -> None:
-    run_plan(_plan.prune_plan(1.0, batch_size), lambda r: [])
+    run_plan(_operations.prune_plan(1.0, batch_size), lambda r: [])
 
 
 def test_prune_counts_only_what_it_dropped() -> None:
@@ -926,7 +929,7 @@ def test_prune_counts_only_what_it_dropped() -> None:
         # "b" changed under us (another pruner took it): no match, not counted
         return CannedResult(matched_count=0 if request.args[0]["_id"] == "b" else 1)
 
-    dropped, _ = run_plan(_plan.prune_plan(2.0, 10), answer)
+    dropped, _ = run_plan(_operations.prune_plan(2.0, 10), answer)
     assert dropped == 1
 
 
@@ -970,7 +973,7 @@ def test_open_writes_the_schema_record_after_the_indexes(found: Any, methods: li
         "find": [],
     }
     _, sent = run_plan(
-        _plan.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method)
+        _operations.open_plan("here", "harel-store-mongo 9.9"), lambda r: replies.get(r.method)
     )
     assert [r.method for r in sent] == methods
     if found is not None and found["version"] < 5:
@@ -983,7 +986,7 @@ def test_a_newer_layout_is_refused_before_anything_is_written() -> None:
     found = {"_id": "schema", "version": 7, "written_by": "harel-store-mongo 3.1.0"}
     with pytest.raises(SchemaVersionError) as info:
         run_plan(
-            _plan.open_plan("here", "harel-store-mongo 0.2.0"),
+            _operations.open_plan("here", "harel-store-mongo 0.2.0"),
             lambda r: SERVER_7 if r.method == "command" else found,
         )
     message = str(info.value)

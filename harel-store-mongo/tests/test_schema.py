@@ -21,9 +21,9 @@ from harel.store.contract import Claim
 from harel.store.errors import AlreadyProcessed, SchemaVersionError
 from harel_store_mongo import MongoStore
 from harel_store_mongo._calls import index_models, issue
-from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
 from harel_store_mongo._moved import may_hold, usable
+from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import (
     EXECUTIONS,

@@ -26,8 +26,8 @@ from harel.model import Event, Execution
 from harel.store.common.commit import committing
 from harel.store.contract import TimerOp
 from harel.store.errors import StoreCorrupted
-from harel_store_mongo import MongoStore, _claims, _plan, _records
-from harel_store_mongo._plan import DuplicateKey
+from harel_store_mongo import MongoStore, _claims, _operations, _records
+from harel_store_mongo._operations import DuplicateKey
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, META, WORK
 from harel_store_mongo._seq import (
@@ -75,7 +75,7 @@ def commit(
 ) -> tuple[Any, list[Request]]:
     emits = effects.pop("emits", [])
     with committing(e, emits, **effects) as prepared:
-        return run_plan(_plan.commit_plan(prepared, 200, "test", source()), answer)
+        return run_plan(_operations.commit_plan(prepared, 200, "test", source()), answer)
 
 
 class Wall:
@@ -293,10 +293,10 @@ def test_reads_observe_the_seqs_they_return() -> None:
         "outbox": [{"seq": seq_of(tick - 5, 4), "target": "x", "event": ev("o").model_dump_json()}],
     }
     reads: list[Callable[[SeqSource], Generator[Request, Any, Any]]] = [
-        lambda s: _plan.load_plan("x", s),
-        lambda s: _plan.load_for_event_plan("x", "e", s),
-        lambda s: _plan.pending_outbox_plan(5, s),
-        lambda s: _plan.pending_spawns_plan(5, s),
+        lambda s: _operations.load_plan("x", s),
+        lambda s: _operations.load_for_event_plan("x", "e", s),
+        lambda s: _operations.pending_outbox_plan(5, s),
+        lambda s: _operations.pending_spawns_plan(5, s),
         lambda s: _records.export_plan("x", s),
         lambda s: _claims.units_plan("x", s),
     ]

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Self, TypedDict, Unpack
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
-from harel_store_mongo._contract import MongoPlan
+from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._seq import HybridClock
 from harel_store_mongo._spec import CAPABILITIES, SPEC, MongoOptions, check_w
 

@@ -8,14 +8,14 @@ group) follow harel-core's rules (:mod:`harel.store.common.claims`); ``tn`` coun
 **Touches ride around the commit, not in it.**  A commit is one write of the execution's own
 document, while the rows it touches live in ``work`` (an emit touches another group's row), and
 a standalone server has no multi-document transaction.  So a commit with touches applies them
-(:func:`~harel_store_mongo._plan.touch_plan`: one upsert, or one unordered ``bulk_write`` of
+(:func:`~harel_store_mongo._operations.touch_plan`: one upsert, or one unordered ``bulk_write`` of
 upserts for several rows) *before* its write and once more *after* it succeeded:
 
 * before: a row is never missing for stored work, whatever fails later.  When the commit then
   fails (a lost CAS, an unavailable server, a crash) the rows are merely early, which is
   harmless: the next claim that finds no due unit behind a row repairs it.  A commit the
   store refuses (``StoreConflict``, ``AlreadyProcessed``) deletes the rows its touch inserted,
-  each only while exactly as inserted (:func:`~harel_store_mongo._plan.untouch_plan`);
+  each only while exactly as inserted (:func:`~harel_store_mongo._operations.untouch_plan`);
 * after: a claim (or a release) that read the group while the commit was on its way saw no
   unit and may have dropped or re-dated the row in between; the second touch puts it back.
   Every repair is conditional on the row being exactly as read, touch count included, so a
@@ -56,7 +56,7 @@ from harel.store.contract import Claim, Lease, OutboxEntry, SpawnEntry
 from harel.store.errors import StoreCorrupted, StoreUnavailable
 
 from harel_store_mongo import _requests as rq
-from harel_store_mongo._plan import (
+from harel_store_mongo._operations import (
     Plan,
     outbox_entry,
     relay_entries,

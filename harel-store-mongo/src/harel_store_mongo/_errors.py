@@ -1,7 +1,7 @@
 """PyMongo exceptions -> ``harel.store.errors``: the one mapping both drivers use.
 
 No PyMongo (or BSON) exception escapes a contract method.  A duplicate key becomes the plan's
-private :class:`~harel_store_mongo._plan.DuplicateKey` (the plan turns it into a conflict).
+private :class:`~harel_store_mongo._operations.DuplicateKey` (the plan turns it into a conflict).
 
 Whether a failed request may have reached the server decides what a commit reports:
 
@@ -10,10 +10,10 @@ Whether a failed request may have reached the server decides what a commit repor
   error, nothing was written;
 * maybe sent (the connection failed or timed out while the request or its reply was on the
   wire: ``AutoReconnect``, ``NetworkTimeout`` and other connection failures):
-  :class:`~harel_store_mongo._plan.ReplyLost` (a ``StoreUnavailable``), which the commit plan
+  :class:`~harel_store_mongo._operations.ReplyLost` (a ``StoreUnavailable``), which the commit plan
   settles by re-sending and reading the receipt, else reports as ``CommitOutcomeUnknown``;
 * applied but not confirmed by the write concern (``WriteConcernError``, e.g. ``wtimeout``):
-  :class:`~harel_store_mongo._plan.WriteUnconfirmed`, ``CommitOutcomeUnknown`` for a commit
+  :class:`~harel_store_mongo._operations.WriteUnconfirmed`, ``CommitOutcomeUnknown`` for a commit
   (it may still be rolled back).
 Messages are redacted: a driver's text may name hosts, never a password.
 """
@@ -35,7 +35,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
-from harel_store_mongo._plan import DuplicateKey, ReplyLost, WriteUnconfirmed
+from harel_store_mongo._operations import DuplicateKey, ReplyLost, WriteUnconfirmed
 
 TOO_LARGE_CODES = frozenset({10334, 17419, 17420, 10329, 13548})
 """BSONObjectTooLarge, the document-too-large-after-update codes, and friends."""

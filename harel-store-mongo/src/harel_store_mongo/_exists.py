@@ -17,7 +17,7 @@ from harel.store.author import connect_with_retry, drive
 from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
-from harel_store_mongo._plan import exists_plan
+from harel_store_mongo._operations import exists_plan
 from harel_store_mongo._spec import SPEC, MongoOptions
 
 

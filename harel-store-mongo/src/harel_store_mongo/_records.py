@@ -31,7 +31,7 @@ from harel.store.contract import ExecutionRecord, OutboxEntry
 from harel.store.errors import ExecutionAlreadyExists, PayloadTooLarge, StoreCorrupted
 
 from harel_store_mongo import _requests as rq
-from harel_store_mongo._plan import (
+from harel_store_mongo._operations import (
     MAX_DOCUMENT_BYTES,
     DuplicateKey,
     Plan,

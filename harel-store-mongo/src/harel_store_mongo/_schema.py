@@ -194,7 +194,8 @@ def index_named(name: str) -> IndexSpec:
 
 class MongoLayout(OpenSteps):
     """The layout versions of the shared open flow (the steps are
-    :class:`harel_store_mongo._plan.MongoOpen`'s): :data:`SCHEMA_VERSION`, :data:`UPGRADES`."""
+    :class:`harel_store_mongo._operations.MongoOpen`'s): :data:`SCHEMA_VERSION`,
+    :data:`UPGRADES`."""
 
     current = SCHEMA_VERSION
     upgrades = UPGRADES

@@ -24,7 +24,7 @@ commits wrote) of every document loaded, probed, swept or claimed, and the entri
 a write issued after reading something is ordered after it, whatever the clocks say; a seq more
 than :data:`MAX_AHEAD` seconds ahead of this clock is not observed (one machine with a wrong
 clock cannot drag every other one along), except where a commit must order its entries after
-its own execution's (the commit's filter insists: see :mod:`harel_store_mongo._plan`).
+its own execution's (the commit's filter insists: see :mod:`harel_store_mongo._operations`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``MongoStore``: the synchronous MongoDB store over PyMongo.
 
 Every contract method is :class:`harel.store.author.PlanStore`'s, running one plan of
-:class:`~harel_store_mongo._contract.MongoPlan` through :func:`harel.store.author.drive`; each
+:class:`~harel_store_mongo._plan.MongoPlan` through :func:`harel.store.author.drive`; each
 request is one call on the client's collections, so the store is as thread-safe as
 ``MongoClient`` (fully).
 """
@@ -17,9 +17,9 @@ from harel.store.author import PlanStore, connect_with_retry, drive
 
 from harel_store_mongo._base import MongoStoreBase, StoreKnobs
 from harel_store_mongo._calls import issue
-from harel_store_mongo._contract import MongoPlan
 from harel_store_mongo._errors import translate
-from harel_store_mongo._plan import Plan
+from harel_store_mongo._operations import Plan
+from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._requests import Request
 from harel_store_mongo._spec import SPEC, MongoOptions
 
