@@ -101,29 +101,29 @@ class BackendInfo:
             "status": self.status,
             "error": self.error,
             "entry_point": self.entry_point,
-            **{key: getattr(backend, key, None) for key in _DESCRIPTOR_KEYS},
-            "description": "" if backend is None else backend.description,
-            "legacy_vars": [] if backend is None else list(backend.legacy_vars),
-            "exists": None if backend is None else backend.exists,
+            **{
+                key: getattr(backend, key, None)
+                for key in ("store", "async_store", "harness", "local_url")
+            },
+            "description": getattr(backend, "description", ""),
+            "legacy_vars": list(getattr(backend, "legacy_vars", ())),
+            "exists": getattr(backend, "exists", None),
         }
 
 
-_DESCRIPTOR_KEYS = ("store", "async_store", "harness", "local_url")
-
-
-def _matches(pattern: str) -> Callable[[object], bool]:
+def _matches(pattern: str) -> Callable[[Any, StoreBackend], bool]:
+    """A rule: the value is a string matching ``pattern`` whole."""
     compiled = re.compile(pattern)
-    return lambda value: isinstance(value, str) and compiled.fullmatch(value) is not None
+    return lambda value, _: isinstance(value, str) and compiled.fullmatch(value) is not None
 
 
-is_import_string = _matches(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
-_is_name = _matches(r"[a-z][a-z0-9_-]*")
+_is_import = _matches(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _is_scheme = _matches(r"[a-z][a-z0-9+.-]*")
 _is_variable = _matches(r"[A-Z_][A-Z0-9_]*")
 
 
-def _optional_import(value: object, _: StoreBackend) -> bool:
-    return value is None or is_import_string(value)
+def _optional_import(value: object, backend: StoreBackend) -> bool:
+    return value is None or _is_import(value, backend)
 
 
 def _filled(value: object, _: StoreBackend) -> bool:
@@ -134,23 +134,23 @@ _IMPORT = "is not an import string 'package.module:{}'"
 _RULES: tuple[tuple[str, Callable[[Any, StoreBackend], bool], str], ...] = (
     (
         "name",
-        lambda v, b: _is_name(v),
+        _matches(r"[a-z][a-z0-9_-]*"),
         "is an invalid backend name: use lowercase letters, digits, '_' or '-', "
         "starting with a letter",
     ),
     (
         "schemes",
-        lambda v, b: isinstance(v, tuple) and bool(v),
+        lambda v, _: isinstance(v, tuple) and bool(v),
         "must be a non-empty tuple of URL schemes",
     ),
     (
         "schemes",
-        lambda v, b: all(map(_is_scheme, v)),
+        lambda v, b: all(_is_scheme(s, b) for s in v),
         "holds an invalid URL scheme (lowercase, e.g. 'postgresql')",
     ),
-    ("schemes", lambda v, b: len(set(v)) == len(v), "has a scheme listed twice"),
-    ("store", lambda v, b: is_import_string(v), _IMPORT.format("Class")),
-    ("async_store", lambda v, b: is_import_string(v), _IMPORT.format("Class")),
+    ("schemes", lambda v, _: len(set(v)) == len(v), "has a scheme listed twice"),
+    ("store", _is_import, _IMPORT.format("Class")),
+    ("async_store", _is_import, _IMPORT.format("Class")),
     ("harness", _optional_import, _IMPORT.format("function")),
     (
         "local_url",
@@ -159,7 +159,7 @@ _RULES: tuple[tuple[str, Callable[[Any, StoreBackend], bool], str], ...] = (
     ),
     (
         "capabilities",
-        lambda v, b: (
+        lambda v, _: (
             isinstance(v, Capabilities) and all(isinstance(f, bool) for f in v.as_dict().values())
         ),
         "must be a harel.store.contract.Capabilities with True/False flags",
@@ -169,7 +169,7 @@ _RULES: tuple[tuple[str, Callable[[Any, StoreBackend], bool], str], ...] = (
     ("legacy_env", _optional_import, _IMPORT.format("function")),
     (
         "legacy_vars",
-        lambda v, b: isinstance(v, tuple) and all(map(_is_variable, v)),
+        lambda v, b: isinstance(v, tuple) and all(_is_variable(name, b) for name in v),
         "must be a tuple of environment variable names such as ('STM_STORE_DB',)",
     ),
     ("exists", _optional_import, _IMPORT.format("function")),
@@ -178,7 +178,7 @@ _RULES: tuple[tuple[str, Callable[[Any, StoreBackend], bool], str], ...] = (
         lambda v, b: v is not None or not b.legacy_vars,
         "but legacy_vars needs legacy_env, the function that reads them",
     ),
-    ("description", lambda v, b: isinstance(v, str), "must be a string"),
+    ("description", lambda v, _: isinstance(v, str), "must be a string"),
 )
 
 

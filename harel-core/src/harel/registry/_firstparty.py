@@ -54,11 +54,3 @@ def first_party_schemes() -> set[str]:
 def first_party_for_scheme(scheme: str) -> FirstParty | None:
     """The first-party backend that handles ``scheme``, if any."""
     return next((entry for entry in FIRST_PARTY.values() if scheme in entry.schemes), None)
-
-
-def first_party_for_class(class_name: str) -> tuple[FirstParty, bool] | None:
-    """``(backend, is_async)`` for a first-party class name such as ``"AsyncSqliteStore"``."""
-    for entry in FIRST_PARTY.values():
-        if class_name in (entry.store_class, entry.async_store_class):
-            return entry, class_name == entry.async_store_class
-    return None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harel.registry._core import REGISTRY
 from harel.registry._descriptor import StoreBackend
-from harel.registry._firstparty import first_party_for_class
+from harel.registry._firstparty import FIRST_PARTY
 from harel.store.common.urls import redact_url
 from harel.store.contract import AsyncExecutionStore, ExecutionStore
 from harel.store.errors import (
@@ -146,19 +146,18 @@ def resolve_public_name(name: str) -> Any:
     """
     if name.startswith("_") or not _STORE_CLASS_NAME.match(name):
         raise AttributeError(f"module 'harel' has no attribute {name!r}")
-    known = first_party_for_class(name)
     try:
-        if known is not None:
-            entry, asynchronous = known
-            try:
-                backend = REGISTRY.get(entry.name)
-            except BackendNotInstalled as exc:
-                raise BackendNotInstalled(
-                    f"{name} is provided by the {entry.distribution} distribution, which is "
-                    f"not installed: {entry.pip_line}",
-                    distribution=entry.distribution,
-                ) from exc
-            return store_class(backend, asynchronous=asynchronous)
+        for entry in FIRST_PARTY.values():
+            if name in (entry.store_class, entry.async_store_class):
+                try:
+                    backend = REGISTRY.get(entry.name)
+                except BackendNotInstalled as exc:
+                    raise BackendNotInstalled(
+                        f"{name} is provided by the {entry.distribution} distribution, which is "
+                        f"not installed: {entry.pip_line}",
+                        distribution=entry.distribution,
+                    ) from exc
+                return store_class(backend, asynchronous=name == entry.async_store_class)
         for backend in REGISTRY.backends().values():
             for asynchronous, spec in ((False, backend.store), (True, backend.async_store)):
                 if spec.rpartition(":")[2].rpartition(".")[2] == name:
