@@ -247,3 +247,21 @@ def test_memory_alias_reads_the_two_slash_spelling_as_the_memory_file() -> None:
     assert normalize("TOY://:MEMORY:") == "toy:///:memory:"
     assert normalize("toy:///file.db") == "toy:///file.db"
     assert normalize(None) is None  # type: ignore[arg-type]  # the parser refuses it, not this
+
+
+def test_a_url_knob_is_checked_once_and_a_keyword_that_overrides_it_once() -> None:
+    calls: list[str] = []
+
+    def note(value: str) -> str:
+        calls.append(value)
+        return value
+
+    spec = BackendSpec(**{**_fields(), "knobs": (Knob("name", str, "d", check=note),)})
+    assert spec.open_args("toy://h?name=url", {}).arguments["name"] == "url"
+    assert calls == ["url"]
+    calls.clear()
+    assert spec.open_args("toy://h?name=url", {"name": "kw"}).arguments["name"] == "kw"
+    assert calls == ["url", "kw"]  # the URL's text is checked when read, the winner once
+    calls.clear()
+    assert spec.knob_values({"name": "kw"})["name"] == "kw"
+    assert calls == ["kw"]

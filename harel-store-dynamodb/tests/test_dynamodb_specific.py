@@ -28,8 +28,8 @@ from harel.store.errors import (
 from harel_store_dynamodb import AsyncDynamoDBStore, DynamoDBStore
 from harel_store_dynamodb._client import client_arguments
 from harel_store_dynamodb._items import mark_item
+from harel_store_dynamodb._options import make_options
 from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, META_KEY, shard_of
-from harel_store_dynamodb._spec import make_options
 from harel_store_dynamodb.sync import open_client
 from harel_store_dynamodb.testing import DynamoDBHarness, new_table_name
 from harel_testing.dynamodb import MotoServer

@@ -41,6 +41,8 @@ from harel.store.errors import (
 from harel_store_dynamodb._commit import MAX_ACTIONS
 from harel_store_dynamodb._cursor import TraceCursor
 from harel_store_dynamodb._errors import map_error
+from harel_store_dynamodb._legacy import legacy_url
+from harel_store_dynamodb._options import make_options
 from harel_store_dynamodb._plan import Operations
 from harel_store_dynamodb._requests import (
     Call,
@@ -53,7 +55,7 @@ from harel_store_dynamodb._requests import (
 )
 from harel_store_dynamodb._schema import DEFAULT_INDEX_SHARDS, index_kind
 from harel_store_dynamodb._seq import BaseClock, locate, packed_seq, unpacked_seq
-from harel_store_dynamodb._spec import SPEC, legacy_url, make_options
+from harel_store_dynamodb._spec import SPEC
 from harel_store_dynamodb._values import float_key
 from hypothesis import given
 from hypothesis import strategies as st
@@ -829,13 +831,13 @@ def test_legacy_variables_name_one_table_created_on_first_use() -> None:
     arguments = SPEC.open_args(local, {}).arguments
     assert (arguments["table"], arguments["endpoint_url"]) == ("Jobs", "http://h:8000")
     backend = SPEC.backend()
-    assert backend.legacy_env == "harel_store_dynamodb._spec:legacy_url"
+    assert backend.legacy_env == "harel_store_dynamodb._legacy:legacy_url"
     assert backend.legacy_vars == ("STM_DYNAMODB_ENDPOINT", "STM_AWS_REGION", "STM_DYNAMODB_TABLE")
 
 
 def test_the_spec_imports_no_driver() -> None:
     code = (
-        "import sys, harel_store_dynamodb._spec\n"
+        "import sys, harel_store_dynamodb._spec, harel_store_dynamodb._options\n"
         "loaded = [m for m in sys.modules if m.partition('.')[0] in ('boto3', 'botocore')]\n"
         "assert not loaded, loaded\n"
     )

@@ -50,7 +50,8 @@ from harel.store.errors import (
 from harel_store_libsql import AsyncLibsqlStore, LibsqlStore
 from harel_store_libsql._driver import execute
 from harel_store_libsql._legacy import url_from_env
-from harel_store_libsql._spec import make_options, parse_libsql_url
+from harel_store_libsql._options import make_options
+from harel_store_libsql._spec import parse_libsql_url
 from harel_store_libsql.testing import harness_from_url
 
 TABLES = ("executions", "outbox", "processed_events", "timers", "spawns", "trace")

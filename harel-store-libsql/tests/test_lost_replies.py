@@ -22,7 +22,7 @@ from harel.store.errors import CommitOutcomeUnknown, StoreConflict, StoreUnavail
 from harel_store_libsql import LibsqlStore
 from harel_store_libsql._driver import may_apply
 from harel_store_libsql._errors import driver_error
-from harel_store_libsql._spec import make_options
+from harel_store_libsql._options import make_options
 
 LOST = "Hrana: `stream error: connection reset by peer`"
 """The driver's text for a stream cut under a request (a ``ValueError``)."""

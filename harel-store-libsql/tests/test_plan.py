@@ -21,9 +21,9 @@ from harel.store.common.enqueue import prepare_enqueue
 from harel.store.common.sql import SQLITE, Rendered, Statement, statements_for
 from harel.store.errors import InvalidPayload
 from harel_store_libsql._driver import bindable, execute
+from harel_store_libsql._options import make_options
 from harel_store_libsql._plan import DIALECT, libsql_plan
 from harel_store_libsql._schema import pragmas
-from harel_store_libsql._spec import make_options
 
 
 def test_the_plan_is_the_sql_familys_in_sqlites_dialect() -> None:

@@ -34,12 +34,14 @@ from harel.store.errors import (
 )
 from harel_store_mongo import _claims, _operations, _records, _requests
 from harel_store_mongo import _moved as moved
+from harel_store_mongo._legacy import url_from_env, with_db
 from harel_store_mongo._moved import surely_absent
 from harel_store_mongo._operations import DuplicateKey, ReplyLost, WriteUnconfirmed
+from harel_store_mongo._options import make_options
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, INDEXES, MARKS, WORK, schema_decision
 from harel_store_mongo._seq import HybridClock, SeqSource, seq_of
-from harel_store_mongo._spec import SPEC, make_options, url_from_env, with_db
+from harel_store_mongo._spec import SPEC
 from harel_store_mongo.testing import CannedResult, run_plan
 from harel_testing.mongo import violations
 
@@ -1098,7 +1100,7 @@ def test_with_db_and_legacy_variables() -> None:
     assert make_options(with_db("mongodb://h", "a&b")).db == "a&b"  # percent-encoded
     backend = SPEC.backend()
     assert backend.legacy_vars == ("STM_MONGO_URL", "STM_MONGO_DB")
-    assert backend.legacy_env == "harel_store_mongo._spec:url_from_env"
+    assert backend.legacy_env == "harel_store_mongo._legacy:url_from_env"
     assert url_from_env({}) is None
     assert url_from_env({"STM_MONGO_URL": "mongodb://h/"}) == "mongodb://h/"
     assert url_from_env({"STM_MONGO_URL": "mongodb://h/", "STM_MONGO_DB": "app"}) == (

@@ -21,8 +21,8 @@ from harel.store.errors import (
 )
 from harel_store_mongo import AsyncMongoStore, MongoStore
 from harel_store_mongo._base import MongoStoreBase
+from harel_store_mongo._options import make_options
 from harel_store_mongo._schema import EXECUTIONS, MARKS, MARKS_HIGH, META
-from harel_store_mongo._spec import make_options
 from harel_store_mongo.testing import Fault, MongomockHarness
 from pymongo import ReadPreference
 from pymongo.errors import ServerSelectionTimeoutError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
-from harel_store_postgres._spec import PostgresOptions, make_options
+from harel_store_postgres._options import PostgresOptions, make_options
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:

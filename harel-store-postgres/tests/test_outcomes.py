@@ -23,7 +23,7 @@ from harel.conformance.proxy import FaultProxy
 from harel.model import Event, Execution
 from harel.store.errors import CommitOutcomeUnknown, StoreUnavailable
 from harel_store_postgres import AsyncPostgresStore, PostgresStore
-from harel_store_postgres._spec import PostgresOptions
+from harel_store_postgres._options import PostgresOptions
 from harel_store_postgres.testing import PostgresHarness
 
 MARKER = "pg-outcome-marker"

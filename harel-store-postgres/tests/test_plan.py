@@ -39,10 +39,10 @@ from harel_store_postgres import _listing, _schema
 from harel_store_postgres._conn import Renderer, pool_kwargs
 from harel_store_postgres._errors import connect_error, map_error, map_sent_error
 from harel_store_postgres._legacy import url_from_env
+from harel_store_postgres._options import make_options
 from harel_store_postgres._outcome import RequestOutcomeUnknown
 from harel_store_postgres._plan import PLAN as plan
 from harel_store_postgres._plan import Plan
-from harel_store_postgres._spec import make_options
 
 
 class Scripted:
@@ -820,7 +820,7 @@ def test_connect_errors() -> None:
 
 def test_plugin_imports_no_driver_and_no_engine() -> None:
     code = (
-        "import sys, harel_store_postgres._spec as p\n"
+        "import sys, harel_store_postgres._spec as p, harel_store_postgres._options\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool')"
         " or m.startswith('harel.engine') or m in ('harel_store_postgres.sync', "
         "'harel_store_postgres.aio', 'harel_store_postgres._legacy')]\n"

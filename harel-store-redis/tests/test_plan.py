@@ -33,8 +33,9 @@ from harel.store.errors import (
 )
 from harel_store_redis import _commit, _enqueue, _keys, _plan, _requests, _schema, _scripts
 from harel_store_redis._errors import map_error
+from harel_store_redis._options import open_options
 from harel_store_redis._schema import Keys
-from harel_store_redis._spec import SPEC, open_options
+from harel_store_redis._spec import SPEC
 from harel_store_redis.testing import with_prefix
 from hypothesis import given
 from hypothesis import strategies as st

@@ -9,7 +9,8 @@ import math
 
 import pytest
 from harel_store_rqlite import RqliteStore
-from harel_store_rqlite._spec import SPEC, make_options, open_options
+from harel_store_rqlite._options import make_options, open_options
+from harel_store_rqlite._spec import SPEC
 
 
 def test_retry_knobs_ride_in_the_url_or_as_keywords() -> None:

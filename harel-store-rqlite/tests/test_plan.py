@@ -28,8 +28,9 @@ from harel.store.errors import (
     StoreError,
     StoreUnavailable,
 )
+from harel_store_rqlite._options import make_options
 from harel_store_rqlite._plan import DIALECT, EXECUTE_ONLY, open_store, rqlite_plan
-from harel_store_rqlite._spec import SPEC, make_options
+from harel_store_rqlite._spec import SPEC
 from harel_store_rqlite._wire import DISARM_SQL, READY, TRIPWIRE_SQL, HttpCall, HttpReply, Wire
 
 OPTIONS = make_options("rqlite://node:4001")
@@ -462,7 +463,7 @@ def test_legacy_variable() -> None:
 def test_the_sans_io_modules_import_no_http_client() -> None:
     code = (
         "import sys, harel_store_rqlite._plan, harel_store_rqlite._wire\n"
-        "import harel_store_rqlite._spec\n"
+        "import harel_store_rqlite._spec, harel_store_rqlite._options\n"
         "assert 'httpx' not in sys.modules, 'httpx imported'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

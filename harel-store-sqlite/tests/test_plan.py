@@ -40,8 +40,8 @@ from harel.store.errors import (
     StoreConflict,
     StoreUnavailable,
 )
+from harel_store_sqlite._options import make_options
 from harel_store_sqlite._plan import DIALECT, sqlite_plan
-from harel_store_sqlite._spec import make_options
 
 Op = Generator[Any, Any, Any]
 

@@ -13,9 +13,11 @@ from harel.store.contract import Capabilities
 from harel.store.errors import StoreUnavailable
 
 from harel_store_dynamodb._errors import map_error
+from harel_store_dynamodb._legacy import DEFAULT_TABLE
+from harel_store_dynamodb._options import DynamoOptions
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Call
-from harel_store_dynamodb._spec import CAPABILITIES, DEFAULT_TABLE, DynamoOptions
+from harel_store_dynamodb._spec import CAPABILITIES
 from harel_store_dynamodb._table import CheckKey
 
 

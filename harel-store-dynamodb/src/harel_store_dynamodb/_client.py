@@ -13,7 +13,7 @@ from typing import Any
 from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
 
 from harel_store_dynamodb._local import moto_endpoint
-from harel_store_dynamodb._spec import DynamoOptions
+from harel_store_dynamodb._options import DynamoOptions
 
 LOCAL_KEY = "harel-local"
 """The dummy access key id and secret used with ``local``: local servers accept any."""

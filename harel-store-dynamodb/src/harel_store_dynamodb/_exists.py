@@ -13,8 +13,9 @@ from harel.store.author import connect_with_retry
 
 from harel_store_dynamodb._client import endpoint_of
 from harel_store_dynamodb._errors import map_error
+from harel_store_dynamodb._options import DynamoOptions, make_options
 from harel_store_dynamodb._requests import TableNotFound
-from harel_store_dynamodb._spec import SPEC, DynamoOptions, make_options
+from harel_store_dynamodb._spec import SPEC
 from harel_store_dynamodb.sync import open_client
 
 

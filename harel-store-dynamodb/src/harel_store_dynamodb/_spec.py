@@ -11,10 +11,8 @@ Knobs ride as query parameters or keyword arguments (keywords win); ``connect_re
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from harel.store.author import (
     BackendSpec,
@@ -33,12 +31,9 @@ from harel_store_dynamodb._schema import MAX_INDEX_SHARDS as MAX_SHARDS
 SCHEME = "dynamodb"
 FORMS = ("dynamodb://TABLE?region=...",)
 LOCAL_REGION = "us-east-1"
-DEFAULT_TABLE = "harel"
-"""The table of the reference implementation's forms (``DynamoDBStore(client)``,
-``create()``), which took a ``prefix`` (default ``harel``): here it names the one table."""
+LEGACY_VARS = ("STM_DYNAMODB_ENDPOINT", "STM_AWS_REGION", "STM_DYNAMODB_TABLE")
 LOCAL = ("false", "true", "moto")
 SHARDS = "GSI1 partitions per kind of a new table (None: the table's count)"
-LEGACY_VARS = ("STM_DYNAMODB_ENDPOINT", "STM_AWS_REGION", "STM_DYNAMODB_TABLE")
 _TABLE = re.compile(r"[A-Za-z0-9_.-]{3,255}\Z")
 _KEYS = ("aws_access_key_id", "aws_secret_access_key")
 
@@ -126,7 +121,7 @@ SPEC = BackendSpec(
     ),
     check=_both_keys,
     retry=(4, 0.5),
-    legacy_env="harel_store_dynamodb._spec:legacy_url",
+    legacy_env="harel_store_dynamodb._legacy:legacy_url",
     legacy_vars=LEGACY_VARS,
     harness="harel_store_dynamodb.testing:harness_from_url",
     local_url="dynamodb://harel-kit?local=moto",
@@ -137,64 +132,3 @@ SPEC = BackendSpec(
 CAPABILITIES = SPEC.capabilities
 """Managed durable storage, any number of processes (conditional transactions), listing from
 an index sorted by id, exact pages (filters are applied server-side, pages refilled)."""
-
-
-def legacy_url(env: Mapping[str, str]) -> str | None:
-    """Upstream's variables as ``dynamodb://TABLE?region=...&create_table=true`` (plus
-    ``endpoint_url=...&local=true`` for ``STM_DYNAMODB_ENDPOINT``: dummy credentials), or
-    ``None`` when none is set; the table defaults to ``harel``, the region to ``us-east-1``."""
-    endpoint, region, table = ((env.get(name) or "").strip() for name in LEGACY_VARS)
-    if not (endpoint or region or table):
-        return None
-    query = {"region": region or LOCAL_REGION, "create_table": "true"}
-    if endpoint:
-        query.update(endpoint_url=endpoint, local="true")
-    return f"{SCHEME}://{table or DEFAULT_TABLE}?{urlencode(query)}"
-
-
-@dataclass(frozen=True)
-class DynamoOptions:
-    """Validated settings of one store (build it with :func:`make_options`); ``repr`` and
-    :meth:`describe` never show a credential."""
-
-    table: str
-    region: str | None
-    endpoint_url: str | None
-    profile: str | None
-    local: str
-    create_table: bool
-    trace_max: int | None
-    request_timeout: float
-    max_attempts: int
-    index_shards: int | None
-    """``None``: the table's recorded count (a new table gets ``DEFAULT_INDEX_SHARDS``)."""
-    aws_access_key_id: str | None = field(repr=False)
-    aws_secret_access_key: str | None = field(repr=False)
-
-    @property
-    def is_local(self) -> bool:
-        """A local DynamoDB-compatible server (dummy credentials allowed)."""
-        return self.local != "false"
-
-    @property
-    def region_name(self) -> str | None:
-        """The region to sign for (``us-east-1`` for local servers unless given)."""
-        return self.region or (LOCAL_REGION if self.is_local else None)
-
-    def describe(self, endpoint_url: str | None = None) -> str:
-        """``dynamodb://TABLE?region=...&endpoint_url=...`` without credentials."""
-        query: dict[str, str] = {}
-        if self.region_name:
-            query["region"] = self.region_name
-        endpoint = endpoint_url or self.endpoint_url
-        if endpoint:
-            query["endpoint_url"] = redact_url(endpoint)
-        if self.is_local:
-            query["local"] = "true" if endpoint_url else self.local
-        return f"{SCHEME}://{self.table}" + (f"?{urlencode(query)}" if query else "")
-
-
-def make_options(table: str, **knobs: Any) -> DynamoOptions:
-    """The settings of ``table`` with ``knobs`` (each checked against :data:`SPEC`:
-    ``InvalidStoreURL`` / ``InvalidStoreOption``, both ``ValueError``)."""
-    return DynamoOptions(table_name(table, f"table={table!r}"), **SPEC.knob_values(knobs))

@@ -29,9 +29,10 @@ from harel.store.errors import UnsupportedEventLoop
 
 from harel_store_dynamodb._base import DynamoStoreBase, legacy_create_args
 from harel_store_dynamodb._client import client_arguments, endpoint_of
+from harel_store_dynamodb._options import DynamoOptions, make_options
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
-from harel_store_dynamodb._spec import SPEC, DynamoOptions, make_options
+from harel_store_dynamodb._spec import SPEC
 
 _SESSIONS: dict[str | None, Any] = {}
 _SESSIONS_LOCK = threading.Lock()

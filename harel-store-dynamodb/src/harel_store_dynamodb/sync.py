@@ -17,9 +17,11 @@ from harel.store.author import BackendSpec, FromUrl, PlanStore, connect_with_ret
 
 from harel_store_dynamodb._base import DynamoStoreBase, legacy_create_args
 from harel_store_dynamodb._client import client_arguments, endpoint_of
+from harel_store_dynamodb._legacy import DEFAULT_TABLE
+from harel_store_dynamodb._options import DynamoOptions, make_options
 from harel_store_dynamodb._plan import Operations, Plan
 from harel_store_dynamodb._requests import Pause, Request
-from harel_store_dynamodb._spec import DEFAULT_TABLE, SPEC, DynamoOptions, make_options
+from harel_store_dynamodb._spec import SPEC
 
 T = TypeVar("T")
 _SESSIONS: dict[str | None, Any] = {}

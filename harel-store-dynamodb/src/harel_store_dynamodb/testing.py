@@ -31,6 +31,7 @@ from harel_store_dynamodb._items import (
     step_item,
     timer_item,
 )
+from harel_store_dynamodb._options import DynamoOptions, make_options
 from harel_store_dynamodb._schema import (
     EXE_SK,
     G1P,
@@ -44,7 +45,7 @@ from harel_store_dynamodb._schema import (
     index_partition,
 )
 from harel_store_dynamodb._seq import CLOCK, relay_pk, unpacked_seq
-from harel_store_dynamodb._spec import CAPABILITIES, SPEC, DynamoOptions, make_options
+from harel_store_dynamodb._spec import CAPABILITIES, SPEC
 from harel_store_dynamodb._values import n, opt_str, s
 from harel_store_dynamodb.aio import AsyncDynamoDBStore
 from harel_store_dynamodb.sync import DynamoDBStore, open_client

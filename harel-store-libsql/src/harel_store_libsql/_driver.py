@@ -34,9 +34,9 @@ from harel.store.author.sql import Batch, Result, SqlPlan, Statement, write_resu
 from harel.store.errors import InvalidPayload
 
 from harel_store_libsql._errors import driver_error, is_locked, is_panic
+from harel_store_libsql._options import LibsqlOptions
 from harel_store_libsql._plan import libsql_plan
 from harel_store_libsql._schema import pragmas
-from harel_store_libsql._spec import LibsqlOptions
 
 _INT32 = range(-(2**31), 2**31)
 

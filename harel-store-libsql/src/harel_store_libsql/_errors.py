@@ -36,7 +36,7 @@ from harel.store.author import scrub_secrets
 from harel.store.author.sql import BUSY, LOCKED, RequestOutcomeUnknown, engine_error, primary_code
 from harel.store.errors import InvalidPayload, StoreError, StoreUnavailable
 
-from harel_store_libsql._spec import LibsqlOptions
+from harel_store_libsql._options import LibsqlOptions
 
 _NETWORK = (
     "hrana",

@@ -15,8 +15,9 @@ from typing import Any
 from harel.store.author import connect_with_retry, drive
 
 from harel_store_libsql._driver import connect, execute
+from harel_store_libsql._options import LibsqlOptions, make_options
 from harel_store_libsql._plan import libsql_plan
-from harel_store_libsql._spec import SPEC, LibsqlOptions, make_options
+from harel_store_libsql._spec import SPEC
 
 
 def store_exists(url: str, **knobs: Any) -> bool:

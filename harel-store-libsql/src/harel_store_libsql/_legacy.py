@@ -12,7 +12,8 @@ from urllib.parse import quote, urlencode
 
 from harel.store.errors import StoreConfigError
 
-from harel_store_libsql._spec import REMOTE_SCHEMES, SPEC
+from harel_store_libsql._modes import REMOTE_SCHEMES
+from harel_store_libsql._spec import SPEC
 
 
 def url_from_env(env: Mapping[str, str]) -> str | None:

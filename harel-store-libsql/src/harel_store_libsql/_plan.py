@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from harel.store.author.sql import SQLITE, Dialect, SqlPlan
 
-from harel_store_libsql._spec import DISTRIBUTION, LibsqlOptions
+from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._spec import DISTRIBUTION
 
 DIALECT: Dialect = SQLITE
 """SQLite's dialect: libSQL speaks it unchanged."""

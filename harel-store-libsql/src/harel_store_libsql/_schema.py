@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES
 
-from harel_store_libsql._spec import LibsqlOptions
+from harel_store_libsql._options import LibsqlOptions
 
 __all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas"]
 

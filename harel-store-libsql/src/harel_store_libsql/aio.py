@@ -18,7 +18,8 @@ from typing import Any, ClassVar, Self
 from harel.store.author import AsyncFromUrl, BackendSpec, ThreadedAsyncStore
 from harel.store.contract import Capabilities
 
-from harel_store_libsql._spec import CAPABILITIES, SPEC, LibsqlOptions
+from harel_store_libsql._options import LibsqlOptions
+from harel_store_libsql._spec import CAPABILITIES, SPEC
 from harel_store_libsql.sync import LibsqlStore
 
 

@@ -22,7 +22,8 @@ from harel.store.errors import StoreConflict, StoreError
 
 from harel_store_libsql._driver import execute, open_database, refresh
 from harel_store_libsql._errors import closed_error
-from harel_store_libsql._spec import CAPABILITIES, SPEC, LibsqlOptions, make_options
+from harel_store_libsql._options import LibsqlOptions, make_options
+from harel_store_libsql._spec import CAPABILITIES, SPEC
 
 T = TypeVar("T")
 

@@ -25,8 +25,9 @@ from harel.store.contract import Capabilities
 from harel.store.errors import HarnessUnavailable
 
 from harel_store_libsql._driver import connect, execute, open_database
+from harel_store_libsql._options import make_options
 from harel_store_libsql._plan import libsql_plan
-from harel_store_libsql._spec import CAPABILITIES, make_options, parse_libsql_url
+from harel_store_libsql._spec import CAPABILITIES, parse_libsql_url
 from harel_store_libsql.aio import AsyncLibsqlStore
 from harel_store_libsql.sync import LibsqlStore
 

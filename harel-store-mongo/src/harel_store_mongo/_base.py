@@ -9,9 +9,10 @@ from typing import Any, ClassVar, Self, TypedDict, Unpack
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
+from harel_store_mongo._options import MongoOptions
 from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._seq import HybridClock
-from harel_store_mongo._spec import CAPABILITIES, SPEC, MongoOptions, check_w
+from harel_store_mongo._spec import CAPABILITIES, SPEC, check_w
 
 
 class StoreKnobs(TypedDict, total=False):

@@ -18,7 +18,8 @@ from harel_store_mongo._base import MongoStoreBase
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
 from harel_store_mongo._operations import exists_plan
-from harel_store_mongo._spec import SPEC, MongoOptions
+from harel_store_mongo._options import MongoOptions
+from harel_store_mongo._spec import SPEC
 
 
 def store_exists(url: str, **knobs: Any) -> bool:

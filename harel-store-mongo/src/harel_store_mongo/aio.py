@@ -37,9 +37,10 @@ from harel_store_mongo._base import MongoStoreBase, StoreKnobs
 from harel_store_mongo._calls import issue
 from harel_store_mongo._errors import translate
 from harel_store_mongo._operations import Plan
+from harel_store_mongo._options import MongoOptions
 from harel_store_mongo._plan import MongoPlan
 from harel_store_mongo._requests import Request
-from harel_store_mongo._spec import SPEC, MongoOptions
+from harel_store_mongo._spec import SPEC
 
 T = TypeVar("T")
 

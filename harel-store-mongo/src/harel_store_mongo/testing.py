@@ -46,9 +46,11 @@ from pymongo.errors import AutoReconnect, OperationFailure
 from pymongo.results import BulkWriteResult
 
 from harel_store_mongo._errors import translate
+from harel_store_mongo._legacy import with_db
+from harel_store_mongo._options import make_options
 from harel_store_mongo._requests import Request
 from harel_store_mongo._schema import EXECUTIONS, MARKS
-from harel_store_mongo._spec import CAPABILITIES, make_options, with_db
+from harel_store_mongo._spec import CAPABILITIES
 from harel_store_mongo.aio import AsyncMongoStore
 from harel_store_mongo.sync import MongoStore
 

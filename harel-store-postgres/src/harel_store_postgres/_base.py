@@ -7,8 +7,9 @@ from typing import ClassVar, Generic, TypeVar
 from harel.store.contract import Capabilities
 
 from harel_store_postgres._conn import Renderer
+from harel_store_postgres._options import PostgresOptions
 from harel_store_postgres._plan import PLAN, PostgresPlan
-from harel_store_postgres._spec import CAPABILITIES, PostgresOptions
+from harel_store_postgres._spec import CAPABILITIES
 
 PoolT = TypeVar("PoolT")
 

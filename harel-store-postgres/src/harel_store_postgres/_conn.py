@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import ConnStatus, TransactionStatus
 
-from harel_store_postgres._spec import PostgresOptions
+from harel_store_postgres._options import PostgresOptions
 
 
 class Renderer:

@@ -12,7 +12,7 @@ from typing import Any
 from harel.store.author import connect_with_retry
 
 from harel_store_postgres._errors import DRIVER_ERRORS, map_error
-from harel_store_postgres._spec import make_options
+from harel_store_postgres._options import make_options
 
 _QUERY = "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s"
 

@@ -23,7 +23,7 @@ from psycopg import sql
 
 from harel_store_postgres._conn import connect_kwargs
 from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error
-from harel_store_postgres._spec import PostgresOptions
+from harel_store_postgres._options import PostgresOptions
 
 CHANNEL_PREFIX = "harel_wake_"
 

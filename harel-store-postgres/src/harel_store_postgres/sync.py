@@ -26,9 +26,9 @@ from psycopg_pool import ConnectionPool
 from harel_store_postgres._base import PooledStore
 from harel_store_postgres._conn import Renderer, connect_kwargs, connection_alive, pool_kwargs
 from harel_store_postgres._errors import DRIVER_ERRORS, connect_error, map_error, map_sent_error
+from harel_store_postgres._options import PostgresOptions, make_options
 from harel_store_postgres._plan import Plan, PostgresPlan
 from harel_store_postgres._schema import open_schema
-from harel_store_postgres._spec import PostgresOptions, make_options
 from harel_store_postgres._wake import PostgresWakeups
 
 Connection = psycopg.Connection[Any]

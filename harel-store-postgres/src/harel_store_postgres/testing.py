@@ -32,8 +32,9 @@ from harel.store.contract import Capabilities
 from psycopg import sql
 
 from harel_store_postgres._conn import connect_kwargs
+from harel_store_postgres._options import PostgresOptions, make_options
 from harel_store_postgres._schema import SCHEMA_VERSION, TABLES
-from harel_store_postgres._spec import CAPABILITIES, PostgresOptions, make_options
+from harel_store_postgres._spec import CAPABILITIES
 from harel_store_postgres.aio import AsyncPostgresStore
 from harel_store_postgres.sync import PostgresStore
 

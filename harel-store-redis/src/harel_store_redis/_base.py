@@ -11,10 +11,11 @@ from harel.store.contract import DEFAULT_TRACE_MAX, Capabilities
 from harel.store.errors import StoreConfigError, StoreError
 
 from harel_store_redis._errors import client_retries
+from harel_store_redis._options import describe_connection
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import DEFAULT_MAX_PAYLOAD_BYTES
 from harel_store_redis._schema import Keys
-from harel_store_redis._spec import CAPABILITIES, DEFAULT_PREFIX, SPEC, describe_connection
+from harel_store_redis._spec import CAPABILITIES, DEFAULT_PREFIX, SPEC
 
 C = TypeVar("C")
 """The driver's client type (``redis.Redis`` or ``redis.asyncio.Redis``)."""

@@ -18,9 +18,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from harel_store_redis._errors import translate
+from harel_store_redis._options import RedisOptions, open_options
 from harel_store_redis._plan import exists_plan
 from harel_store_redis._schema import Keys
-from harel_store_redis._spec import RedisOptions, open_options
 
 
 def store_exists(url: str, **knobs: Any) -> bool:

@@ -38,9 +38,9 @@ from redis.backoff import NoBackoff
 
 from harel_store_redis._base import RedisStoreBase
 from harel_store_redis._errors import translate
+from harel_store_redis._options import open_options
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
-from harel_store_redis._spec import open_options
 from harel_store_redis._wake import NextMessage, Subscribe, Subscription, channel, receive_plan
 
 T = TypeVar("T")

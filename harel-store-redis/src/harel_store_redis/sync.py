@@ -26,9 +26,9 @@ from redis.retry import Retry
 from harel_store_redis._base import RedisStoreBase
 from harel_store_redis._errors import DRIVER_ERRORS, map_error, translate
 from harel_store_redis._lane import BUSY, Lane
+from harel_store_redis._options import open_options
 from harel_store_redis._plan import RedisPlan
 from harel_store_redis._requests import Command, Plan
-from harel_store_redis._spec import open_options
 from harel_store_redis._wake import NextMessage, Subscribe, Subscription, channel, receive_plan
 
 T = TypeVar("T")

@@ -29,10 +29,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from harel_store_redis._keys import hash_tag, owner_prefix, seq_of, split_owned, text, untext
+from harel_store_redis._options import open_options
 from harel_store_redis._schema import Keys, receipt_field
 from harel_store_redis._scripts import APPLIED, COMMIT_STATE
 from harel_store_redis._shards import ShardMap
-from harel_store_redis._spec import CAPABILITIES, open_options
+from harel_store_redis._spec import CAPABILITIES
 from harel_store_redis.aio import AsyncRedisStore
 from harel_store_redis.sync import RedisStore
 

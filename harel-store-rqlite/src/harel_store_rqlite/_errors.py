@@ -51,7 +51,7 @@ from harel.store.errors import (
     StoreUnavailable,
 )
 
-from harel_store_rqlite._spec import RqliteOptions
+from harel_store_rqlite._options import RqliteOptions
 
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _GATEWAY_STATUS = frozenset({502, 504})

@@ -12,7 +12,7 @@ from typing import Any
 
 from harel.store.author import connect_with_retry
 
-from harel_store_rqlite._spec import RqliteOptions, open_options
+from harel_store_rqlite._options import RqliteOptions, open_options
 from harel_store_rqlite.sync import RqliteStore
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from harel_store_rqlite._errors import closed_error, transport_error
-from harel_store_rqlite._spec import RqliteOptions
+from harel_store_rqlite._options import RqliteOptions
 from harel_store_rqlite._wire import JSON_HEADERS, VERSION_HEADER, HttpCall, HttpReply
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from harel.store.author.sql import RQLITE, Dialect, Rendered, SqlPlan
 from harel.store.errors import StoreConfigError
 
-from harel_store_rqlite._spec import DISTRIBUTION, RqliteOptions
+from harel_store_rqlite._options import RqliteOptions
+from harel_store_rqlite._spec import DISTRIBUTION
 from harel_store_rqlite._wire import READY, VERIFY, Request
 
 DIALECT: Dialect = RQLITE

@@ -65,7 +65,7 @@ from harel_store_rqlite._errors import (
     status_error,
     verify_error,
 )
-from harel_store_rqlite._spec import RqliteOptions
+from harel_store_rqlite._options import RqliteOptions
 
 T = TypeVar("T")
 

@@ -26,13 +26,8 @@ from typing import Any, ClassVar, Self
 from harel.store.author import ThreadedAsyncStore, aconnect_with_retry
 from harel.store.contract import Capabilities
 
-from harel_store_rqlite._spec import (
-    CAPABILITIES,
-    DEFAULT_URL,
-    RqliteOptions,
-    make_options,
-    open_options,
-)
+from harel_store_rqlite._options import RqliteOptions, make_options, open_options
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL
 from harel_store_rqlite.sync import RqliteStore
 
 

@@ -24,14 +24,9 @@ from harel.store.author.sql import SqlContract, SqlOp
 from harel.store.contract import Capabilities
 
 from harel_store_rqlite._http import client_settings, live, send
+from harel_store_rqlite._options import RqliteOptions, make_options, open_options
 from harel_store_rqlite._plan import cas_forms, open_store, rqlite_plan, verified_statements
-from harel_store_rqlite._spec import (
-    CAPABILITIES,
-    DEFAULT_URL,
-    RqliteOptions,
-    make_options,
-    open_options,
-)
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_URL
 from harel_store_rqlite._wire import Request, Wire
 
 T = TypeVar("T")

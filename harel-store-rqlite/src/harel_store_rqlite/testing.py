@@ -33,8 +33,9 @@ from harel.store.author.sql import Batch, Result, Statement, raw_side_statements
 from harel.store.contract import Capabilities
 from harel.store.errors import StoreConfigError
 
+from harel_store_rqlite._options import make_options
 from harel_store_rqlite._schema import TABLES
-from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_PORT, LOCAL_FAKE_HOST, make_options
+from harel_store_rqlite._spec import CAPABILITIES, DEFAULT_PORT, LOCAL_FAKE_HOST
 from harel_store_rqlite.aio import AsyncRqliteStore
 from harel_store_rqlite.sync import RqliteStore
 

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from harel.store.author.sql import engine_error
 from harel.store.errors import InvalidPayload, StoreError
 
-from harel_store_sqlite._spec import SqliteOptions
+from harel_store_sqlite._options import SqliteOptions
 
 
 @contextmanager

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from harel.store.author.sql import SQLITE, Dialect, SqlPlan
 
-from harel_store_sqlite._spec import DISTRIBUTION, SqliteOptions
+from harel_store_sqlite._options import SqliteOptions
+from harel_store_sqlite._spec import DISTRIBUTION
 
 DIALECT: Dialect = SQLITE
 """``?`` placeholders, ``BEGIN IMMEDIATE`` (the write lock before the first read, so lock

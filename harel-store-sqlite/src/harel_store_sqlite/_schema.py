@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from harel.store.author.sql import DDL, SCHEMA_VERSION, UPGRADES
 
-from harel_store_sqlite._spec import SqliteOptions
+from harel_store_sqlite._options import SqliteOptions
 
 __all__ = ["DDL", "SCHEMA_VERSION", "UPGRADES", "pragmas"]
 

@@ -9,14 +9,12 @@ Knobs ride as query parameters or keyword arguments (keywords win); ``connect_re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from harel.store.author import BackendSpec, Knob, LegacyEnv, StoreURL, memory_alias, trace_max_knob
 from harel.store.contract import Capabilities
 from harel.store.errors import InvalidStoreURL
 
-MEMORY = ":memory:"
 DISTRIBUTION = "harel-store-sqlite"
 FORMS = ("sqlite:///relative.db", "sqlite:////absolute/path.db", "sqlite:///:memory:")
 
@@ -67,33 +65,6 @@ SPEC = BackendSpec(
 """The backend's declaration; the ``harel.stores`` entry point names it."""
 CAPABILITIES = SPEC.capabilities
 """Durable file, safe across processes (SQLite file locks), keyset listing by id, exact pages."""
-
-
-@dataclass(frozen=True, slots=True)
-class SqliteOptions:
-    """Validated settings of one store (build it with :func:`make_options`)."""
-
-    path: str
-    trace_max: int | None
-    busy_timeout_ms: int
-    synchronous: str
-
-    @property
-    def in_memory(self) -> bool:
-        """A private in-memory database (no WAL, nothing persists)."""
-        return self.path == MEMORY or self.path.startswith("file::memory:")
-
-    @property
-    def where(self) -> str:
-        """The database as named in messages."""
-        return f"SQLite database {self.path!r}"
-
-
-def make_options(path: str, **knobs: Any) -> SqliteOptions:
-    """The settings of the file ``path`` with ``knobs`` (each checked against :data:`SPEC`)."""
-    if not isinstance(path, str) or not path:
-        raise ValueError(f"path must be a non-empty str (a file or ':memory:'), got {path!r}")
-    return SqliteOptions(path, **SPEC.knob_values(knobs))
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, Any]]:

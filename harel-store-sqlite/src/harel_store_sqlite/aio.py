@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Self
 from harel.store.author import AsyncFromUrl, BackendSpec, ThreadedAsyncStore
 from harel.store.contract import Capabilities
 
-from harel_store_sqlite._spec import CAPABILITIES, SPEC, SqliteOptions
+from harel_store_sqlite._options import SqliteOptions
+from harel_store_sqlite._spec import CAPABILITIES, SPEC
 from harel_store_sqlite.sync import SqliteStore
 
 

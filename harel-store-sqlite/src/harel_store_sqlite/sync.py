@@ -25,9 +25,10 @@ from harel.store.contract import Capabilities
 from harel.store.errors import StoreError
 
 from harel_store_sqlite._errors import closed_error, mapped, translate
+from harel_store_sqlite._options import SqliteOptions, make_options
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._schema import pragmas
-from harel_store_sqlite._spec import CAPABILITIES, SPEC, SqliteOptions, make_options
+from harel_store_sqlite._spec import CAPABILITIES, SPEC
 
 
 def _run_statement(on: sqlite3.Connection | sqlite3.Cursor, request: Statement | Batch) -> Result:

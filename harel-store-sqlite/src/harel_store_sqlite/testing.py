@@ -19,9 +19,10 @@ from harel.store.author import drive
 from harel.store.author.sql import FileBackend, FileHarness, FileKind
 from harel.store.contract import Capabilities
 
+from harel_store_sqlite._options import make_options
 from harel_store_sqlite._plan import sqlite_plan
 from harel_store_sqlite._schema import pragmas
-from harel_store_sqlite._spec import CAPABILITIES, make_options, parse_sqlite_url
+from harel_store_sqlite._spec import CAPABILITIES, parse_sqlite_url
 from harel_store_sqlite.aio import AsyncSqliteStore
 from harel_store_sqlite.sync import SqliteStore, _run_statement
 

@@ -313,11 +313,14 @@ class BackendSpec:
         unknown = sorted(set(keywords) - set(self.by_name))
         if unknown:
             raise self._unknown(unknown, set(self.by_name))
-        values = self.defaults
-        values.update(
-            (name, self.by_name[name].validate(value))
-            for name, value in self._canonical(keywords).items()
-        )
+        return self._completed({}, self._canonical(keywords))
+
+    def _completed(self, checked: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every knob's value: ``given``'s (keyed by knob names, validated here), else
+        ``checked``'s (validated already: a URL's), else the default; then the rule across
+        knobs.  Each value is validated exactly once."""
+        values = {**self.defaults, **checked}
+        values.update((name, self.by_name[name].validate(value)) for name, value in given.items())
         if self.check is not None:
             self.check(values)
         return values
@@ -352,17 +355,19 @@ class BackendSpec:
 
     def open_args(self, url: str, keywords: Mapping[str, Any]) -> OpenArgs:
         """``from_url``'s work: the URL's location and knobs with ``keywords`` winning, every
-        knob validated, and the retry arguments of ``connect_with_retry``."""
+        knob validated once (a URL's by :meth:`parse_url`, a keyword's here), and the retry
+        arguments of ``connect_with_retry``."""
         parsed, knobs, retry = self.parse_url(url)
         unknown = sorted(set(keywords) - set(self.by_name) - set(RETRY_KNOBS))
         if unknown:
             raise self._unknown(unknown, set(self.by_name) | set(RETRY_KNOBS))
+        given: dict[str, Any] = {}
         for name, value in keywords.items():
             if name in RETRY_KNOBS:
                 retry[name] = value
             else:
-                knobs[self.by_name[name].name] = value
-        arguments = {**self.location(parsed), **self.knob_values(knobs)}
+                given[self.by_name[name].name] = value
+        arguments = {**self.location(parsed), **self._completed(knobs, given)}
         retries, delay = self.retry if self.retry_for is None else self.retry_for(parsed, arguments)
         return OpenArgs(
             arguments,
