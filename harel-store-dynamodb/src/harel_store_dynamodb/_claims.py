@@ -31,6 +31,7 @@ from harel.store.author import (
     PRIORITIES,
     WorkRow,
     claim_order,
+    held_leases,
     lease_lost,
     leases_in_order,
     next_ready,
@@ -120,10 +121,7 @@ def _held_in(table: str, partition: str, now: float, limit: int) -> Plan:
             {PK: item[PK], SK: item[SK]} for item in reply.get("Items", []) if not is_bundle(item)
         ]
         items = (yield from batch_get(table, keys, "list_leases")) if keys else []
-        for item in items:
-            row = read_work(item).row
-            if row.owner is not None and row.ready_at > now:
-                found.append(Lease(execution_id=row.key, owner=row.owner, expires_at=row.ready_at))
+        found += held_leases((read_work(item).row for item in items), now, limit)
         start = reply.get("LastEvaluatedKey")
         if not start:
             break

@@ -47,8 +47,8 @@ from harel.store.author import (
     PRIORITIES,
     WorkRow,
     claim_order,
+    held_leases,
     lease_lost,
-    leases_in_order,
     next_ready,
     take_units,
 )
@@ -188,10 +188,7 @@ def release_plan(owner: str, key: str | None, retry_at: float | None, now: float
 def leases_plan(now: float, limit: int) -> Plan[list[Lease]]:
     """The leases held at ``now`` in ``list_leases`` order, at most ``limit`` (arguments
     checked by ``PlanStore``): one ``find`` per priority tier, merged; nothing written."""
-    held: list[Lease] = []
+    rows: list[WorkRow] = []
     for priority in PRIORITIES:
-        for doc in (yield rq.held_request(priority, now, limit)):
-            row, _count = row_of(doc)
-            if row.owner is not None:
-                held.append(Lease(execution_id=row.key, owner=row.owner, expires_at=row.ready_at))
-    return leases_in_order(held, limit)
+        rows += [row_of(doc)[0] for doc in (yield rq.held_request(priority, now, limit))]
+    return held_leases(rows, now, limit)
