@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
         help="serve a local web monitor of a store (pip install 'harel-core[monitor]')",
         description=(
             "Serve web pages of a store: executions page by page, one execution with its "
-            "timers, pending work and timeline, the dead letters; pages follow changes live. "
+            "timers, pending work and timeline, the dead letters, the workers' leases; pages "
+            "follow changes live. "
             "Read-only unless --allow-writes; a non-loopback --host needs --token."
         ),
     )
@@ -45,7 +46,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--allow-writes",
         action="store_true",
-        help="allow sending events and purging finished executions (each confirmed)",
+        help="allow sending events, purging finished executions and requeueing dead letters "
+        "(each confirmed)",
     )
     parser.set_defaults(handler=cmd_monitor)
 

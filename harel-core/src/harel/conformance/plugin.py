@@ -98,10 +98,13 @@ the stateful test is the slowest to fail and to shrink, so a broken store shows 
 failures first (and ``-x`` stops before it)."""
 
 
+def _qualname(item: pytest.Item) -> str:
+    """The qualified name of the item's test function (``ClassName.test_x``), else ``""``."""
+    return str(getattr(getattr(item, "function", None), "__qualname__", ""))
+
+
 def _runs_last(item: pytest.Item) -> bool:
-    function = getattr(item, "function", None)
-    qualname = getattr(function, "__qualname__", "")
-    return _suite_class(item) is not None and qualname.startswith(RUNS_LAST)
+    return _suite_class(item) is not None and _qualname(item).startswith(RUNS_LAST)
 
 
 LOOP_CONCERNS = ("CancellationTests.", "ConcurrencyTests.", "LostReplyTests.")
@@ -115,18 +118,19 @@ def _loop_insensitive_trio_run(item: pytest.Item) -> bool:
         return False
     if item.get_closest_marker(SMOKE_MARKER) is not None:
         return False
-    qualname = getattr(getattr(item, "function", None), "__qualname__", "")
-    return not qualname.startswith(LOOP_CONCERNS)
+    return not _qualname(item).startswith(LOOP_CONCERNS)
 
 
 def _deselect_trio_runs(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("harel_trio", default="all") != "loop":
         return
-    dropped = [item for item in items if _loop_insensitive_trio_run(item)]
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (dropped if _loop_insensitive_trio_run(item) else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        dropped_ids = set(map(id, dropped))
-        items[:] = [item for item in items if id(item) not in dropped_ids]
+        items[:] = kept
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -79,12 +79,11 @@ def _context(step: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 def _row(step: Mapping[str, Any], previous: Mapping[str, Any] | None, position: int) -> TimelineRow:
     before, after = _context(previous), _context(step)
-    index = step.get("index")
     stamp = step.get("timestamp")
     data = step.get("event_data")
     actions = step.get("actions")
     return TimelineRow(
-        index=index if isinstance(index, int) else position,
+        index=_index(step, position),
         event_kind=str(step.get("event_kind", "?")),
         event_data=data if isinstance(data, dict) else {},
         from_path=step.get("from_path"),
@@ -114,5 +113,6 @@ def window(
 
 
 def _index(step: Mapping[str, Any], position: int) -> int:
+    """The step's recorded trace index, else its position in the trace."""
     index = step.get("index")
     return index if isinstance(index, int) else position
